@@ -1,0 +1,71 @@
+"""Model architectures and precisions: the shapes the cost model and memory planner read."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class Precision(str, Enum):
+    """Storage precision of weights and KV cache for one run."""
+
+    BF16 = "bf16"
+    FP16 = "fp16"
+    FP8 = "fp8"
+
+    @property
+    def bytes(self) -> int:
+        return 1 if self is Precision.FP8 else 2
+
+
+@dataclass(frozen=True, slots=True)
+class ModelArchitecture:
+    """A decoder-only transformer, with the fields of a HuggingFace config.json."""
+
+    name: str  # e.g. "meta-llama/Llama-2-7b-hf"
+    num_layers: int  # num_hidden_layers
+    hidden_size: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    intermediate_size: int  # width of one MLP branch (gate and up are each this wide)
+    vocab_size: int
+    hidden_act: str = "silu"
+    norm: str = "rmsnorm"  # "rmsnorm" or "layernorm"
+    tie_word_embeddings: bool = False
+    gated_mlp: bool = True  # SwiGLU-style gate*up; False for a plain up->act->down MLP
+    max_position_embeddings: int = 4096
+    head_dim_override: int | None = None  # HF "head_dim" where it is not hidden/heads
+    attention_bias: bool = False
+    parallel_attn_mlp: bool = False  # attention and MLP read the same input (Phi-2, GPT-J)
+
+    @property
+    def head_dim(self) -> int:
+        return self.head_dim_override or self.hidden_size // self.num_attention_heads
+
+    @property
+    def q_size(self) -> int:
+        return self.num_attention_heads * self.head_dim
+
+    @property
+    def kv_size(self) -> int:
+        return self.num_key_value_heads * self.head_dim
+
+    @property
+    def params_per_layer(self) -> int:
+        attn = self.hidden_size * (self.q_size + 2 * self.kv_size) + self.q_size * self.hidden_size
+        mlp_in = self.hidden_size * self.intermediate_size * (2 if self.gated_mlp else 1)
+        mlp_out = self.intermediate_size * self.hidden_size
+        return attn + mlp_in + mlp_out + 2 * self.hidden_size
+
+    @property
+    def embedding_params(self) -> int:
+        return self.vocab_size * self.hidden_size
+
+    @property
+    def num_params(self) -> int:
+        lm_head = 0 if self.tie_word_embeddings else self.embedding_params
+        return self.num_layers * self.params_per_layer + self.embedding_params + lm_head
+
+    def kv_bytes_per_token(self, kv_bytes: int) -> int:
+        """K and V of one token over all layers, in bytes (whole model, before TP/PP)."""
+        return 2 * self.num_layers * self.kv_size * kv_bytes
