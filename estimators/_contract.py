@@ -22,7 +22,8 @@ class BatchShape:
 
     num_prefill_tokens: int = 0  # query tokens of prefill chunks in the batch
     num_prefills: int = 0  # prefill chunks in the batch
-    prefill_attn_pairs: float = 0.0  # sum over chunks of q * (ctx + (q + 1) / 2): causal query-key pairs
+    # sum over chunks of q * (ctx + (q + 1) / 2): the causal query-key pairs
+    prefill_attn_pairs: float = 0.0
     prefill_kv_tokens: int = 0  # sum over chunks of ctx + q: KV tokens the chunks' attention reads
     num_decodes: int = 0  # decode sequences (one query token each)
     decode_kv_tokens: int = 0  # sum over decodes of their KV context length

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 
-class Precision(str, Enum):
+class Precision(StrEnum):
     """Storage precision of weights and KV cache for one run."""
 
     BF16 = "bf16"

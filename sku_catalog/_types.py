@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 
-class LinkKind(str, Enum):
+class LinkKind(StrEnum):
     """How the GPUs inside one node talk to each other."""
 
     NVSWITCH = "nvswitch"  # all-to-all at full bandwidth (DGX/HGX)

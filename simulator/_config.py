@@ -1,0 +1,72 @@
+"""Configuration records of one simulation: replica scheduler, cluster shape, run options."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class SchedulerKind(StrEnum):
+    """Replica (batching) schedulers."""
+
+    VLLM = "vllm"  # prefill-first: waiting prompts run alone, pausing decodes
+    ORCA = "orca"  # iteration-level: whole prompts mixed with decodes
+    SARATHI = "sarathi"  # chunked prefill under a token budget; decodes never paused
+    STATIC = "static"  # FasterTransformer-style: a new batch only when the last one drained
+
+
+class GlobalSchedulerKind(StrEnum):
+    """How arriving requests are routed to replicas."""
+
+    ROUND_ROBIN = "round_robin"
+    LEAST_OUTSTANDING = "lor"
+    RANDOM = "random"
+
+
+DEFAULT_BATCH_SIZE = 128
+DEFAULT_CHUNK_SIZE = 512
+DEFAULT_VLLM_MAX_TOKENS = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerConfig:
+    """The batching policy of every replica.
+
+    batch_size: most sequences in one batch (one micro-batch under pipeline parallelism).
+    chunk_size: Sarathi-Serve's token budget per iteration (prefill chunks plus decodes).
+    max_tokens: most tokens per iteration for vLLM (and Orca when set); None = no limit.
+    """
+
+    kind: SchedulerKind = SchedulerKind.SARATHI
+    batch_size: int = DEFAULT_BATCH_SIZE
+    chunk_size: int = DEFAULT_CHUNK_SIZE
+    max_tokens: int | None = None
+
+    def token_budget(self) -> int | None:
+        """Tokens one iteration may hold, or None where the policy sets no limit."""
+        if self.kind is SchedulerKind.SARATHI:
+            return self.chunk_size
+        if self.kind is SchedulerKind.VLLM:
+            return self.max_tokens or DEFAULT_VLLM_MAX_TOKENS
+        return self.max_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterConfig:
+    """Replicas of one deployment; each replica holds tp * pp GPUs."""
+
+    num_replicas: int = 1
+    pp: int = 1
+    num_kv_blocks: int = 1024  # KV blocks per replica (from the memory planner)
+    block_size: int = 16  # tokens per KV block
+    watermark: float = 0.01  # fraction of blocks kept free when admitting new prompts (vLLM)
+    global_scheduler: GlobalSchedulerKind = GlobalSchedulerKind.ROUND_ROBIN
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    """What to record and when to stop."""
+
+    seed: int = 0  # for the random global scheduler
+    record_stage_times: bool = False  # keep per-stage spans of every batch (for --trace-out)
+    max_time: float | None = None  # stop the clock here (simulated seconds)

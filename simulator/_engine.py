@@ -1,0 +1,206 @@
+"""The discrete-event loop: arrivals, batch completions, wake-ups."""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from dataclasses import dataclass
+
+from estimators import BatchCost, ExecutionTimeEstimator
+from simulator._config import ClusterConfig, RunOptions, SchedulerConfig
+from simulator._lane import Lane
+from simulator._policies import BatchPlan, make_policy
+from simulator._replica import Replica
+from simulator._request import Request
+from simulator._routing import make_router
+from workloads._types import Workload
+
+# event priorities at equal times: batch ends free resources before new work arrives
+_BATCH_END = 0
+_WAKE = 1
+_ARRIVAL = 2
+_DISPATCH = 3  # a wake-up after the arrivals of the same instant
+
+
+@dataclass(frozen=True, slots=True)
+class Hardware:
+    """Per-GPU peaks used for MFU/MBU, and GPUs per replica."""
+
+    gpus_per_replica: int = 1
+    peak_flops: float = 0.0  # FLOP/s per GPU
+    memory_bandwidth: float = 0.0  # bytes/s per GPU
+
+
+class Simulation:
+    """One run of one deployment over one workload."""
+
+    def __init__(
+        self,
+        workload: Workload,
+        estimator: ExecutionTimeEstimator,
+        scheduler: SchedulerConfig,
+        cluster: ClusterConfig,
+        options: RunOptions | None = None,
+        hardware: Hardware | None = None,
+    ) -> None:
+        self.workload = workload
+        self.scheduler = scheduler
+        self.cluster = cluster
+        self.options = options or RunOptions()
+        self.hardware = hardware or Hardware()
+        self.requests = [
+            Request(i, t, p, o)
+            for i, (t, p, o) in enumerate(
+                zip(
+                    workload.arrival_times.tolist(),
+                    workload.prompt_tokens.tolist(),
+                    workload.output_tokens.tolist(),
+                    strict=True,
+                )
+            )
+        ]
+        self.pp = cluster.pp
+        self.replicas = [
+            Replica(
+                r,
+                self,
+                make_policy(scheduler),
+                estimator,
+                cluster.num_kv_blocks,
+                cluster.block_size,
+                cluster.watermark,
+                cluster.pp,
+            )
+            for r in range(cluster.num_replicas)
+        ]
+        self.lanes: list[Lane] = [lane for rep in self.replicas for lane in rep.lanes]
+        self._route = make_router(cluster.global_scheduler, self.replicas, self.options.seed)
+        self._heap: list[tuple] = []
+        self._seq = 0
+        self.now = 0.0
+        self.stage_spans: list[tuple[int, int, float, float]] | None = (
+            [] if self.options.record_stage_times else None
+        )
+        self.batches = BatchLog()
+        self.completed = 0
+        self.wall_time = 0.0
+        self._closed_loop_next = 0
+
+    # -- hooks the replicas call -------------------------------------------
+
+    def lane_id(self, replica_id: int, index: int) -> int:
+        return replica_id * self.pp + index
+
+    def schedule_batch_end(self, replica: Replica, lane: Lane, plan: BatchPlan, t: float) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (t, _BATCH_END, self._seq, replica, lane, plan))
+
+    def schedule_wake(self, replica: Replica, t: float, after_arrivals: bool = False) -> None:
+        self._seq += 1
+        kind = _DISPATCH if after_arrivals else _WAKE
+        heapq.heappush(self._heap, (t, kind, self._seq, replica, None, None))
+
+    def record_batch(
+        self,
+        replica: Replica,
+        lane: Lane,
+        start: float,
+        end: float,
+        prefill_tokens: int,
+        num_prefills: int,
+        num_decodes: int,
+        cost: BatchCost,
+    ) -> None:
+        self.batches.append(
+            replica.id, start, end, prefill_tokens, num_prefills, num_decodes,
+            replica.pool.used, cost.flops, cost.bytes_moved,
+        )  # fmt: skip
+
+    def on_request_done(self, req: Request, now: float) -> None:
+        self.completed += 1
+        if self.workload.concurrency is not None and self._closed_loop_next < len(self.requests):
+            self._schedule_arrival(self._closed_loop_next, now)
+            self._closed_loop_next += 1
+
+    # -- the loop ----------------------------------------------------------
+
+    def _schedule_arrival(self, index: int, t: float) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (t, _ARRIVAL, self._seq, None, index, None))
+
+    def _arrive(self, index: int, now: float) -> None:
+        req = self.requests[index]
+        req.arrival = now
+        replica = self._route()
+        reason = replica.rejection(req)
+        if reason is not None:
+            req.rejected = reason
+            req.replica = replica.id
+            self.on_request_done(req, now)
+            return
+        replica.enqueue(req, now)
+
+    def run(self) -> Simulation:
+        started = time.perf_counter()
+        heap = self._heap
+        heappop = heapq.heappop
+        max_time = self.options.max_time if self.options.max_time is not None else math.inf
+        if self.workload.concurrency is not None:
+            first = min(self.workload.concurrency, len(self.requests))
+            for index in range(first):
+                self._schedule_arrival(index, 0.0)
+            self._closed_loop_next = first
+            arrivals: list[float] = []
+        else:
+            arrivals = self.workload.arrival_times.tolist()
+        num_arrivals = len(arrivals)
+        i = 0
+        while True:
+            if heap and (
+                i >= num_arrivals
+                or heap[0][0] < arrivals[i]
+                or (heap[0][0] == arrivals[i] and heap[0][1] < _ARRIVAL)
+            ):
+                t, kind, _, replica, a, b = heappop(heap)
+                if t > max_time:
+                    break
+                self.now = t
+                if kind == _BATCH_END:
+                    replica.on_batch_end(a, b, t)
+                elif kind == _ARRIVAL:
+                    self._arrive(a, t)
+                else:
+                    replica.wake_at = -1.0
+                    replica.try_dispatch(t)
+            elif i < num_arrivals:
+                t = arrivals[i]
+                if t > max_time:
+                    break
+                self.now = t
+                self._arrive(i, t)
+                i += 1
+            else:
+                break
+        self.wall_time = time.perf_counter() - started
+        return self
+
+
+class BatchLog:
+    """Per-batch records as parallel lists (turned into arrays once, at the end)."""
+
+    FIELDS = (
+        "replica", "start", "end", "prefill_tokens", "num_prefills", "num_decodes",
+        "kv_blocks_used", "flops", "bytes_moved",
+    )  # fmt: skip
+
+    def __init__(self) -> None:
+        self.columns: list[list[float]] = [[] for _ in self.FIELDS]
+        self._appenders = [col.append for col in self.columns]
+
+    def append(self, *values: float) -> None:
+        for append, value in zip(self._appenders, values, strict=True):
+            append(value)
+
+    def __len__(self) -> int:
+        return len(self.columns[0])

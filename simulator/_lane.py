@@ -1,0 +1,111 @@
+"""A decode lane: the requests that run together in one micro-batch slot.
+
+Without pipeline parallelism a replica has one lane; with PP it has one per
+stage, so that PP micro-batches are in flight at once.  The decoding members of
+a lane all advance one token per lane step, which lets every per-step quantity
+be kept in aggregate, O(1) per iteration whatever the batch size:
+
+* the KV tokens the decodes read at step S: ``kv_base + n * S``;
+* the new KV blocks step S needs: members whose cached length is a multiple of
+  the block size, counted by ``phase[(-S) % block_size]``;
+* who finishes at step S: a heap keyed by each member's last step.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+from simulator._request import Request
+
+
+class Lane:
+    __slots__ = (
+        "block_size",
+        "finish_heap",
+        "id",
+        "in_flight",
+        "kv_base",
+        "members",
+        "phase",
+        "prefilling",
+        "step",
+        "step_end_times",
+    )
+
+    def __init__(self, lane_id: int, block_size: int) -> None:
+        self.id = lane_id
+        self.block_size = block_size
+        self.step = 0  # decode steps completed so far
+        self.step_end_times: list[float] = []  # end time of every completed step
+        self.members: dict[int, Request] = {}  # decoding requests by id
+        self.kv_base = 0  # sum over members of (kv_at_join - join_step)
+        self.phase = [0] * block_size  # members by (kv_at_join - join_step) % block_size
+        self.finish_heap: list[tuple[int, int, int, Request]] = []
+        self.prefilling: list[Request] = []  # admitted, prompt not finished (chunked prefill)
+        self.in_flight = False
+
+    @property
+    def num_decodes(self) -> int:
+        return len(self.members)
+
+    @property
+    def num_seqs(self) -> int:
+        return len(self.members) + len(self.prefilling)
+
+    def decode_kv_tokens(self) -> int:
+        """KV tokens the decodes attend over at the coming step."""
+        return self.kv_base + len(self.members) * self.step
+
+    def blocks_needed(self) -> int:
+        """New KV blocks the coming step allocates (one per member at a block boundary)."""
+        return self.phase[-self.step % self.block_size]
+
+    def kv_tokens_of(self, req: Request) -> int:
+        """Tokens `req` has cached before the coming step."""
+        return req.kv_at_join + self.step - req.join_step
+
+    def join(self, req: Request, kv_tokens: int, decode_steps: int, emit_time: float) -> None:
+        """Add a request whose prefill just emitted a token; it decodes `decode_steps` times."""
+        req.lane = self.id
+        req.join_step = self.step
+        req.kv_at_join = kv_tokens
+        req.finish_step = self.step + decode_steps - 1
+        req.segment_token += 1
+        req.last_prefill_emit = emit_time
+        offset = kv_tokens - self.step
+        self.members[req.id] = req
+        self.kv_base += offset
+        self.phase[offset % self.block_size] += 1
+        heapq.heappush(self.finish_heap, (req.finish_step, req.id, req.segment_token, req))
+
+    def leave(self, req: Request) -> int:
+        """Remove `req` before the coming step; returns the KV tokens it holds."""
+        del self.members[req.id]
+        offset = req.kv_at_join - req.join_step
+        self.kv_base -= offset
+        self.phase[offset % self.block_size] -= 1
+        req.segments.append((req.last_prefill_emit, self.id, req.join_step, self.step))
+        req.generated += self.step - req.join_step
+        req.segment_token += 1  # its heap entry is now stale
+        req.lane = -1
+        return req.kv_at_join + self.step - req.join_step
+
+    def complete_step(self, end_time: float) -> list[Request]:
+        """Record the end of the coming step; returns the members that emitted their last token."""
+        self.step_end_times.append(end_time)
+        step = self.step
+        self.step += 1
+        heap = self.finish_heap
+        done: list[Request] = []
+        while heap and heap[0][0] <= step:
+            _, _, token, req = heapq.heappop(heap)
+            if token == req.segment_token and req.lane == self.id:
+                self.leave(req)
+                done.append(req)
+        return done
+
+    def latest_arrival(self) -> Request | None:
+        """The decoding member that arrived last (vLLM's preemption victim)."""
+        if not self.members:
+            return None
+        return self.members[max(self.members)]

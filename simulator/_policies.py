@@ -1,0 +1,168 @@
+"""Replica schedulers as small policies over one batching core.
+
+A policy answers one question: given an idle lane of a replica, what runs next?
+It returns a `BatchPlan` (whether the lane's decodes run, and which prefill
+chunks join them) or None when the lane has nothing to do.  The core
+(`simulator._replica.Replica`) owns the queues, the KV blocks and the clock; a
+policy only calls `replica.admit` (take the head of the waiting queue, if its
+blocks fit) and `replica.prepare_decodes` (allocate the coming decode step's
+blocks, preempting by recompute when they run out).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from simulator._config import SchedulerConfig, SchedulerKind
+from simulator._lane import Lane
+from simulator._request import Request
+
+if TYPE_CHECKING:
+    from simulator._replica import Replica
+
+
+@dataclass(slots=True)
+class BatchPlan:
+    run_decodes: bool
+    prefills: list[tuple[Request, int]]  # (request, query tokens of its chunk)
+
+    @property
+    def num_tokens_planned(self) -> int:
+        return sum(q for _, q in self.prefills)
+
+
+class Policy:
+    """Base policy; subclasses implement `plan`."""
+
+    reserves_full_length = False  # admit only with blocks for the whole request reserved
+
+    def __init__(self, config: SchedulerConfig) -> None:
+        self.config = config
+        self.batch_size = config.batch_size
+        self.token_budget = config.token_budget()
+
+    def plan(self, lane: Lane, replica: Replica) -> BatchPlan | None:
+        raise NotImplementedError
+
+    def rejection(self, req: Request) -> str | None:
+        """Why this policy can never serve `req`, or None."""
+        budget = self.token_budget
+        if budget is not None and req.total_tokens > budget:
+            return (
+                f"request of {req.total_tokens} tokens exceeds the {budget}-token iteration "
+                f"limit of the {self.config.kind.value} scheduler"
+            )
+        return None
+
+
+class SarathiPolicy(Policy):
+    """Sarathi-Serve: decodes first, never paused; prompts fill the rest of the budget in chunks."""
+
+    def rejection(self, req: Request) -> str | None:
+        return None  # chunking serves any length
+
+    def plan(self, lane: Lane, replica: Replica) -> BatchPlan | None:
+        replica.prepare_decodes(lane)
+        budget = self.token_budget - lane.num_decodes
+        chunks: list[tuple[Request, int]] = []
+        for req in lane.prefilling:
+            if budget <= 0:
+                break
+            q = min(req.prefill_target - req.prefilled, budget)
+            chunks.append((req, q))
+            budget -= q
+        waiting = replica.waiting
+        while budget > 0 and waiting and lane.num_seqs < self.batch_size:
+            req = waiting[0]
+            if not replica.admit(req, lane):
+                break
+            q = min(req.prefill_target, budget)
+            chunks.append((req, q))
+            budget -= q
+        if not chunks and not lane.members:
+            return None
+        return BatchPlan(bool(lane.members), chunks)
+
+
+class VllmPolicy(Policy):
+    """vLLM (v0 default): waiting prompts run first as a prefill-only batch, pausing decodes."""
+
+    def plan(self, lane: Lane, replica: Replica) -> BatchPlan | None:
+        waiting = replica.waiting
+        budget = self.token_budget
+        chunks: list[tuple[Request, int]] = []
+        while waiting and lane.num_seqs < self.batch_size:
+            req = waiting[0]
+            if req.prefill_target > budget or not replica.admit(req, lane):
+                break
+            chunks.append((req, req.prefill_target))
+            budget -= req.prefill_target
+        if chunks:
+            return BatchPlan(False, chunks)
+        replica.prepare_decodes(lane)
+        return BatchPlan(True, []) if lane.members else None
+
+
+class OrcaPolicy(Policy):
+    """Orca: iteration-level batching; whole prompts join the running decodes."""
+
+    def plan(self, lane: Lane, replica: Replica) -> BatchPlan | None:
+        replica.prepare_decodes(lane)
+        budget = self.token_budget
+        if budget is not None:
+            budget -= lane.num_decodes
+        waiting = replica.waiting
+        chunks: list[tuple[Request, int]] = []
+        while waiting and lane.num_seqs < self.batch_size:
+            req = waiting[0]
+            if budget is not None and req.prefill_target > budget:
+                break
+            if not replica.admit(req, lane):
+                break
+            chunks.append((req, req.prefill_target))
+            if budget is not None:
+                budget -= req.prefill_target
+        if not chunks and not lane.members:
+            return None
+        return BatchPlan(bool(lane.members), chunks)
+
+
+class StaticPolicy(Policy):
+    """FasterTransformer-style static batching: a new batch only once the lane has drained.
+
+    Memory for each request's whole length is reserved at admission, so a batch
+    never runs out of KV blocks half-way.
+    """
+
+    reserves_full_length = True
+
+    def plan(self, lane: Lane, replica: Replica) -> BatchPlan | None:
+        if lane.members:
+            replica.prepare_decodes(lane)
+            return BatchPlan(True, [])
+        waiting = replica.waiting
+        budget = self.token_budget
+        chunks: list[tuple[Request, int]] = []
+        while waiting and len(chunks) < self.batch_size:
+            req = waiting[0]
+            if budget is not None and req.prefill_target > budget:
+                break
+            if not replica.admit(req, lane):
+                break
+            chunks.append((req, req.prefill_target))
+            if budget is not None:
+                budget -= req.prefill_target
+        return BatchPlan(False, chunks) if chunks else None
+
+
+POLICIES: dict[SchedulerKind, type[Policy]] = {
+    SchedulerKind.SARATHI: SarathiPolicy,
+    SchedulerKind.VLLM: VllmPolicy,
+    SchedulerKind.ORCA: OrcaPolicy,
+    SchedulerKind.STATIC: StaticPolicy,
+}
+
+
+def make_policy(config: SchedulerConfig) -> Policy:
+    return POLICIES[config.kind](config)

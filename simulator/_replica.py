@@ -1,0 +1,216 @@
+"""One replica: its waiting queue, lanes, KV blocks and pipeline stages."""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from typing import TYPE_CHECKING
+
+from estimators import BatchShape, ExecutionTimeEstimator
+from simulator._kv import BlockPool, blocks_for
+from simulator._lane import Lane
+from simulator._policies import BatchPlan, Policy
+from simulator._request import Request
+
+if TYPE_CHECKING:
+    from simulator._engine import Simulation
+
+
+class Replica:
+    """The batching core every policy runs on.
+
+    A batch is dispatched when stage 0 is free and a lane is idle.  Its timing
+    through all pipeline stages is fixed at dispatch (stages run batches in
+    order, so none can overtake it), and one event marks its end on the last
+    stage, when its tokens are emitted.
+    """
+
+    def __init__(
+        self,
+        replica_id: int,
+        sim: Simulation,
+        policy: Policy,
+        estimator: ExecutionTimeEstimator,
+        num_kv_blocks: int,
+        block_size: int,
+        watermark: float,
+        pp: int,
+    ) -> None:
+        self.id = replica_id
+        self.sim = sim
+        self.policy = policy
+        self.estimator = estimator
+        self.pool = BlockPool(num_kv_blocks, block_size, watermark)
+        self.block_size = block_size
+        self.pp = pp
+        self.lanes = [Lane(sim.lane_id(replica_id, i), block_size) for i in range(pp)]
+        self.next_lane = 0
+        self.stage_free = [0.0] * pp
+        self.waiting: deque[Request] = deque()
+        self.outstanding = 0  # routed here and not finished
+        self.now = 0.0
+        self.wake_at = -1.0  # pending wake-up for a free stage 0 (PP)
+        self.busy_time = 0.0  # stage-0 busy seconds
+
+    # -- admission ---------------------------------------------------------
+
+    def rejection(self, req: Request) -> str | None:
+        """Why this replica can never serve `req`, or None."""
+        need = blocks_for(req.total_tokens, self.block_size)
+        if need > self.pool.max_request_blocks():
+            return (
+                f"request needs {req.total_tokens} KV tokens ({need} blocks) but a replica "
+                f"holds at most {self.pool.max_request_blocks() * self.block_size}"
+            )
+        return self.policy.rejection(req)
+
+    def enqueue(self, req: Request, now: float) -> None:
+        req.replica = self.id
+        req.prefill_target = req.prompt_tokens
+        self.waiting.append(req)
+        self.outstanding += 1
+        # dispatch after every arrival of this instant is queued, so they can batch together
+        if self.stage_free[0] <= now and self.wake_at != now:
+            self.wake_at = now
+            self.sim.schedule_wake(self, now, after_arrivals=True)
+
+    def admit(self, req: Request, lane: Lane) -> bool:
+        """Move the head of the waiting queue into `lane` if its KV blocks fit."""
+        pool = self.pool
+        need = blocks_for(req.prefill_target, self.block_size)
+        if self.policy.reserves_full_length:
+            full = blocks_for(req.total_tokens, self.block_size)
+            if not pool.can_admit(full):
+                return False
+            pool.reserved += full - need
+        elif not pool.can_admit(need):
+            return False
+        pool.allocate(need)
+        self.waiting.popleft()
+        lane.prefilling.append(req)
+        if math.isnan(req.scheduled_at):
+            req.scheduled_at = self.now
+        return True
+
+    def prepare_decodes(self, lane: Lane) -> None:
+        """Allocate the KV blocks of the lane's coming decode step, preempting if short."""
+        pool = self.pool
+        need = lane.blocks_needed()
+        while need > pool.free:  # reserved blocks (static batching) are the lane's own
+            victim = lane.latest_arrival()
+            if victim is None:
+                break
+            self._preempt(victim, lane)
+            need = lane.blocks_needed()
+        if need:
+            if self.policy.reserves_full_length:
+                pool.reserved -= need
+            pool.allocate(need)
+
+    def _preempt(self, req: Request, lane: Lane) -> None:
+        kv_tokens = lane.leave(req)
+        self.pool.release(blocks_for(kv_tokens, self.block_size))
+        req.prefill_target = req.prompt_tokens + req.generated
+        req.prefilled = 0
+        req.preemptions += 1
+        self.waiting.appendleft(req)
+
+    # -- dispatch ----------------------------------------------------------
+
+    def try_dispatch(self, now: float) -> None:
+        self.now = now
+        stage_free = self.stage_free
+        lanes = self.lanes
+        n = len(lanes)
+        for k in range(n):
+            if stage_free[0] > now:
+                break
+            lane = lanes[(self.next_lane + k) % n]
+            if lane.in_flight:
+                continue
+            plan = self.policy.plan(lane, self)
+            if plan is not None:
+                self._dispatch(lane, plan, now)
+                self.next_lane = (lane.id - self.lanes[0].id + 1) % n
+        # under PP, come back when stage 0 frees up if a lane is still idle
+        free_at = stage_free[0]
+        if (
+            n > 1
+            and free_at > now
+            and self.wake_at != free_at
+            and not all(lane.in_flight for lane in lanes)
+        ):
+            self.wake_at = free_at
+            self.sim.schedule_wake(self, free_at)
+
+    def _dispatch(self, lane: Lane, plan: BatchPlan, now: float) -> None:
+        prefill_tokens = 0
+        pairs = 0.0
+        prefill_kv = 0
+        for req, q in plan.prefills:
+            ctx = req.prefilled
+            prefill_tokens += q
+            pairs += q * (ctx + (q + 1) * 0.5)
+            prefill_kv += ctx + q
+        if plan.run_decodes:
+            num_decodes = len(lane.members)
+            decode_kv = lane.kv_base + num_decodes * lane.step
+        else:
+            num_decodes = 0
+            decode_kv = 0
+        cost = self.estimator.batch_cost(
+            BatchShape(
+                prefill_tokens, len(plan.prefills), pairs, prefill_kv, num_decodes, decode_kv
+            )
+        )
+        stage_times = cost.stage_times
+        stage_free = self.stage_free
+        end = now + cost.cpu_overhead + stage_times[0]
+        self.busy_time += end - now
+        stage_free[0] = end
+        spans = self.sim.stage_spans
+        if spans is not None:
+            spans.append((self.id, 0, now, end))
+        for s in range(1, self.pp):
+            start = end + cost.pp_hop_time
+            if stage_free[s] > start:
+                start = stage_free[s]
+            end = start + stage_times[s]
+            stage_free[s] = end
+            if spans is not None:
+                spans.append((self.id, s, start, end))
+        lane.in_flight = True
+        self.sim.record_batch(
+            self, lane, now, end, prefill_tokens, len(plan.prefills), num_decodes, cost
+        )
+        self.sim.schedule_batch_end(self, lane, plan, end)
+
+    # -- completion --------------------------------------------------------
+
+    def on_batch_end(self, lane: Lane, plan: BatchPlan, now: float) -> None:
+        lane.in_flight = False
+        if plan.run_decodes:
+            for req in lane.complete_step(now):
+                self._finish(req, req.total_tokens, now)
+        if plan.prefills:
+            for req, q in plan.prefills:
+                req.prefilled += q
+                if req.prefilled < req.prefill_target:
+                    continue
+                # the prompt is done: it emits one token
+                req.generated += 1
+                if math.isnan(req.first_token_at):
+                    req.first_token_at = now
+                if req.generated >= req.output_tokens:
+                    req.segments.append((now, lane.id, lane.step, lane.step))
+                    self._finish(req, req.prefill_target, now)
+                else:
+                    lane.join(req, req.prefill_target, req.output_tokens - req.generated, now)
+            lane.prefilling = [r for r in lane.prefilling if r.prefilled < r.prefill_target]
+        self.try_dispatch(now)
+
+    def _finish(self, req: Request, kv_tokens: int, now: float) -> None:
+        req.completed_at = now
+        self.pool.release(blocks_for(kv_tokens, self.block_size))
+        self.outstanding -= 1
+        self.sim.on_request_done(req, now)

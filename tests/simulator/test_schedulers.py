@@ -1,0 +1,162 @@
+"""Scheduler semantics, each checked on the behaviour a user would see."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from simulator import (
+    ClusterConfig,
+    RunOptions,
+    SchedulerConfig,
+    SchedulerKind,
+    Simulation,
+    request_token_times,
+    simulate,
+)
+from simulator._policies import Policy
+from tests.simulator.conftest import LinearEstimator, make_workload, poisson_workload
+
+ALL_KINDS = list(SchedulerKind)
+
+
+def run(workload, kind, estimator=None, blocks=4096, pp=1, **sched):
+    estimator = estimator or LinearEstimator(pp=pp)
+    return Simulation(
+        workload,
+        estimator,
+        SchedulerConfig(kind, **sched),
+        ClusterConfig(num_kv_blocks=blocks, pp=pp),
+        RunOptions(),
+    ).run()
+
+
+def watch_plans(monkeypatch):
+    """Record (lane members before planning, plan, waiting before planning) for every plan."""
+    seen: list[tuple[int, object, int]] = []
+    for cls in Policy.__subclasses__():
+        original = cls.plan
+
+        def plan(self, lane, replica, _original=original):
+            members = len(lane.members)
+            waiting = len(replica.waiting)
+            result = _original(self, lane, replica)
+            seen.append((members, result, waiting))
+            return result
+
+        monkeypatch.setattr(cls, "plan", plan)
+    return seen
+
+
+def test_sarathi_never_pauses_a_running_decode(monkeypatch):
+    seen = watch_plans(monkeypatch)
+    run(poisson_workload(300, 30, prompt=(200, 3000)), SchedulerKind.SARATHI, chunk_size=256)
+    decoding_plans = [plan for members, plan, _ in seen if members and plan is not None]
+    assert decoding_plans
+    assert all(plan.run_decodes for plan in decoding_plans)
+    # and the prompts really were chunked alongside decodes
+    assert any(plan.prefills and plan.run_decodes for plan in decoding_plans)
+
+
+def test_vllm_runs_waiting_prefills_first():
+    # A decodes; B arrives meanwhile.  vLLM pauses A for B's whole prefill,
+    # Sarathi interleaves B's chunks with A's decodes.
+    workload = make_workload([100, 2000], [60, 5], arrivals=[0.0, 0.2])
+    vllm = run(workload, SchedulerKind.VLLM)
+    sarathi = run(workload, SchedulerKind.SARATHI, chunk_size=256)
+    est = LinearEstimator()
+    full_prefill = est.base + est.per_token * 2000
+    a_vllm = np.diff(request_token_times(vllm, 0))
+    a_sarathi = np.diff(request_token_times(sarathi, 0))
+    assert a_vllm.max() >= full_prefill  # A's decode waited for B's entire prompt
+    assert a_sarathi.max() < full_prefill / 2
+    # vLLM gives B its first token after one prefill iteration
+    b = vllm.requests[1]
+    assert b.first_token_at - b.arrival < 2 * full_prefill + 0.05
+
+
+def test_static_batching_admits_only_when_the_batch_drains():
+    workload = make_workload([100, 100, 100], [50, 10, 20], arrivals=[0.0, 0.0, 0.05])
+    sim = run(workload, SchedulerKind.STATIC, batch_size=2)
+    first, second, late = sim.requests
+    assert first.scheduled_at == second.scheduled_at == 0.0
+    # the late request waits for the whole first batch, including its longest member
+    assert late.scheduled_at >= max(first.completed_at, second.completed_at)
+
+
+@pytest.mark.parametrize("kind", [SchedulerKind.SARATHI, SchedulerKind.VLLM, SchedulerKind.ORCA])
+def test_token_budget_is_never_exceeded(kind):
+    est = LinearEstimator(record=True)
+    sched = {"chunk_size": 384} if kind is SchedulerKind.SARATHI else {"max_tokens": 3000}
+    sim = run(poisson_workload(400, 40, prompt=(10, 1500)), kind, est, **sched)
+    budget = SchedulerConfig(kind, **sched).token_budget()
+    assert max(b.num_tokens for b in est.calls) <= budget
+    assert sim.completed == 400
+
+
+@pytest.mark.parametrize("kind", ALL_KINDS)
+def test_batch_size_cap_holds(kind):
+    est = LinearEstimator(record=True)
+    run(poisson_workload(300, 200, prompt=(10, 300)), kind, est, batch_size=8)
+    assert max(b.num_seqs for b in est.calls) <= 8
+
+
+def test_orca_mixes_whole_prompts_with_decodes(monkeypatch):
+    seen = watch_plans(monkeypatch)
+    run(poisson_workload(200, 30, prompt=(200, 1200)), SchedulerKind.ORCA)
+    mixed = [p for _, p, _ in seen if p is not None and p.prefills and p.run_decodes]
+    assert mixed
+    for plan in mixed:
+        for req, q in plan.prefills:
+            assert q == req.prefill_target  # never chunked
+
+
+def test_preemption_by_recompute_when_blocks_run_out():
+    # 60 blocks of 16 tokens = 960 tokens for requests that grow to ~700 each
+    workload = make_workload([300] * 6, [400] * 6)
+    sim = run(workload, SchedulerKind.VLLM, blocks=60)
+    assert sum(r.preemptions for r in sim.requests) > 0
+    assert sim.completed == 6
+    for r in sim.requests:
+        assert len(request_token_times(sim, r.id)) == r.output_tokens
+    assert all(rep.pool.peak_used <= rep.pool.total for rep in sim.replicas)
+
+
+def test_request_larger_than_the_cache_is_rejected_not_looped():
+    workload = make_workload([100, 5000, 100], [10, 10, 10])
+    result = simulate(
+        workload, LinearEstimator(), SchedulerConfig(), ClusterConfig(num_kv_blocks=100)
+    )
+    assert result.summary["requests"]["rejected"] == 1
+    assert result.summary["requests"]["completed"] == 2
+    reason = result.requests.loc[1, "rejected"]
+    assert "5009 KV tokens" in reason and "at most" in reason
+
+
+def test_vllm_rejects_prompts_beyond_its_iteration_limit():
+    workload = make_workload([100, 5000], [10, 10])
+    sim = run(workload, SchedulerKind.VLLM, max_tokens=4096)
+    assert sim.requests[1].rejected and "4096-token" in sim.requests[1].rejected
+    assert sim.requests[0].completed_at > 0
+
+
+def test_pipeline_parallel_runs_micro_batches_concurrently():
+    workload = poisson_workload(400, 60, prompt=(50, 400), output=(20, 100))
+    pp1 = simulate(workload, LinearEstimator(pp=1), SchedulerConfig(), ClusterConfig(pp=1))
+    pp2 = simulate(workload, LinearEstimator(pp=2), SchedulerConfig(), ClusterConfig(pp=2))
+    assert pp2.summary["requests"]["completed"] == 400
+    spans_ok = pp2.sim.lanes[0].step > 0 and pp2.sim.lanes[1].step > 0
+    assert spans_ok  # both micro-batch lanes did work
+    # two stages each doing half the layers sustain a lower latency under the same load
+    assert pp2.summary["latency_s"]["e2e"]["mean"] < pp1.summary["latency_s"]["e2e"]["mean"]
+
+
+def test_closed_loop_keeps_concurrency_in_flight():
+    workload = make_workload([200] * 50, [20] * 50, concurrency=4)
+    sim = run(workload, SchedulerKind.SARATHI)
+    assert sim.completed == 50
+    arrivals = np.array([r.arrival for r in sim.requests])
+    completions = np.sort([r.completed_at for r in sim.requests])
+    assert (arrivals[:4] == 0).all()
+    # every later request arrives exactly when an earlier one completed
+    assert np.allclose(np.sort(arrivals[4:]), completions[:46])
