@@ -1,0 +1,502 @@
+"""Model architectures from HuggingFace ``config.json`` files: built-in ones and user paths.
+
+The built-in models are the real public ``config.json`` files, shipped in
+``estimators/models/`` (one per model, named ``<org>--<name>.json``, with ``_name_or_path``
+giving the hub id). A user can pass the path to any other ``config.json`` (or the directory
+holding one); nothing here ever touches the network.
+
+The HF field names differ between model families (``num_hidden_layers`` / ``n_layer``,
+``hidden_size`` / ``n_embd``, ...), and some families count differently: Qwen-1's
+``intermediate_size`` is the gate and up projections together, so each branch is half of it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from functools import cache, lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from rich.table import Table
+
+from estimators._types import ModelArchitecture
+
+__all__ = [
+    "ModelConfigError",
+    "UnknownModelError",
+    "builtin_model_names",
+    "format_model_table",
+    "load_model",
+]
+
+_MODELS_PACKAGE = "estimators"
+_MODELS_DIR = "models"
+
+
+class UnknownModelError(ValueError):
+    """The name is neither a built-in model nor a path to a config.json."""
+
+    def __init__(self, name: object, builtin_names: Iterable[str]) -> None:
+        self.name = name
+        self.builtin_names = tuple(builtin_names)
+        super().__init__(
+            f"unknown model {name!r}: not a built-in model and not a path to a config.json. "
+            f"Built-in models: {', '.join(self.builtin_names)}. "
+            "For any other model, pass the path to its HuggingFace config.json "
+            "(or to the directory holding it)."
+        )
+
+
+class ModelConfigError(ValueError):
+    """A config.json that cannot be read or lacks the fields a model architecture needs."""
+
+
+# --------------------------------------------------------------------------- model families
+
+
+@dataclass(frozen=True, slots=True)
+class _Family:
+    """What a model_type implies where config.json says nothing."""
+
+    norm: str = "rmsnorm"
+    gated_mlp: bool = True
+    parallel_attn_mlp: bool = False
+    hidden_act: str = "silu"
+    attention_bias: bool = False
+    intermediate_divisor: int = 1  # Qwen-1 counts gate+up together in intermediate_size
+
+
+_LLAMA_LIKE = _Family()
+_GPT_LIKE = _Family(norm="layernorm", gated_mlp=False, hidden_act="gelu_new", attention_bias=True)
+
+_FAMILIES: dict[str, _Family] = {
+    "llama": _LLAMA_LIKE,
+    "mistral": _LLAMA_LIKE,
+    "yi": _LLAMA_LIKE,
+    "baichuan": _LLAMA_LIKE,
+    "internlm2": _LLAMA_LIKE,
+    "phi3": _LLAMA_LIKE,
+    "qwen3": _LLAMA_LIKE,
+    "internlm": _Family(attention_bias=True),  # InternLMConfig.bias defaults to True
+    "qwen": _Family(attention_bias=True, intermediate_divisor=2),  # Qwen-1: c_attn has a bias
+    "qwen2": _Family(attention_bias=True),  # Qwen2/2.5: q/k/v biases
+    "gemma": _Family(hidden_act="gelu_pytorch_tanh"),
+    "gemma2": _Family(hidden_act="gelu_pytorch_tanh"),
+    "phi": _Family(
+        norm="layernorm",
+        gated_mlp=False,
+        parallel_attn_mlp=True,
+        hidden_act="gelu_new",
+        attention_bias=True,
+    ),
+    "phi-msft": _Family(
+        norm="layernorm",
+        gated_mlp=False,
+        parallel_attn_mlp=True,
+        hidden_act="gelu_new",
+        attention_bias=True,
+    ),
+    "gpt2": _GPT_LIKE,
+    "gpt_bigcode": _Family(
+        norm="layernorm", gated_mlp=False, hidden_act="gelu_pytorch_tanh", attention_bias=True
+    ),
+    "starcoder2": _Family(
+        norm="layernorm", gated_mlp=False, hidden_act="gelu_pytorch_tanh", attention_bias=True
+    ),
+    "gptj": _Family(
+        norm="layernorm", gated_mlp=False, parallel_attn_mlp=True, hidden_act="gelu_new"
+    ),
+    "gpt_neox": _Family(
+        norm="layernorm",
+        gated_mlp=False,
+        parallel_attn_mlp=True,  # use_parallel_residual, default True
+        hidden_act="gelu",
+        attention_bias=True,
+    ),
+    "falcon": _Family(norm="layernorm", gated_mlp=False, parallel_attn_mlp=True, hidden_act="gelu"),
+    "opt": _Family(norm="layernorm", gated_mlp=False, hidden_act="relu", attention_bias=True),
+    "bloom": _Family(norm="layernorm", gated_mlp=False, hidden_act="gelu", attention_bias=True),
+}
+
+# model_types (and config keys) of mixture-of-experts or otherwise non-dense models, which a
+# ModelArchitecture cannot describe.
+_UNSUPPORTED_TYPES = frozenset(
+    {
+        "mixtral",
+        "qwen2_moe",
+        "qwen3_moe",
+        "deepseek_v2",
+        "deepseek_v3",
+        "dbrx",
+        "jamba",
+        "olmoe",
+        "phimoe",
+        "granitemoe",
+        "llama4",
+        "mamba",
+        "mamba2",
+        "rwkv",
+    }
+)
+_EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
+
+# HF names of each field, first preferred; the first name is the one shown in messages.
+_KEYS: dict[str, tuple[str, ...]] = {
+    "num_layers": ("num_hidden_layers", "n_layer", "num_layers", "n_layers"),
+    "hidden_size": ("hidden_size", "n_embd", "d_model"),
+    "num_attention_heads": ("num_attention_heads", "n_head", "num_heads", "n_heads"),
+    "num_key_value_heads": (
+        "num_key_value_heads",
+        "num_kv_heads",
+        "n_head_kv",
+        "multi_query_group_num",
+    ),
+    "intermediate_size": ("intermediate_size", "n_inner", "ffn_hidden_size", "ffn_dim"),
+    "vocab_size": ("vocab_size", "padded_vocab_size", "n_vocab"),
+    "hidden_act": ("hidden_act", "activation_function", "hidden_activation"),
+    "max_position_embeddings": (
+        "max_position_embeddings",
+        "n_positions",
+        "seq_length",
+        "max_sequence_length",
+        "n_ctx",
+    ),
+    "head_dim": ("head_dim", "kv_channels"),
+    "attention_bias": ("attention_bias", "qkv_bias", "bias", "use_bias"),
+    "tie_word_embeddings": ("tie_word_embeddings",),
+}
+_REQUIRED = ("num_layers", "hidden_size", "num_attention_heads", "vocab_size")
+
+_PosInt = Annotated[int, Field(strict=True, ge=1)]
+
+
+class _ArchFields(BaseModel):
+    """The normalised fields, validated before a ModelArchitecture is built."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    num_layers: _PosInt
+    hidden_size: _PosInt
+    num_attention_heads: _PosInt
+    num_key_value_heads: _PosInt
+    intermediate_size: _PosInt
+    vocab_size: _PosInt
+    hidden_act: Annotated[str, Field(strict=True, min_length=1)]
+    max_position_embeddings: _PosInt
+    head_dim: _PosInt | None = None
+    attention_bias: Annotated[bool, Field(strict=True)]
+    tie_word_embeddings: Annotated[bool, Field(strict=True)]
+
+
+def _lookup(config: Mapping[str, Any], field: str) -> tuple[str | None, Any]:
+    """(the HF key found, its value) for a field, or (None, None)."""
+    for key in _KEYS[field]:
+        if key in config and config[key] is not None:
+            return key, config[key]
+    return None, None
+
+
+def _display_name(path: Path) -> str:
+    if path.name == "config.json" and path.parent.name:
+        return path.parent.name
+    return path.stem
+
+
+def _parse_config(config: Mapping[str, Any], source: str, default_name: str) -> ModelArchitecture:
+    """A ModelArchitecture from the fields of an HF config.json (``source`` names it)."""
+    text_config = config.get("text_config")
+    if isinstance(text_config, dict) and not any(k in config for k in _KEYS["num_layers"]):
+        config = {**text_config, "_name_or_path": config.get("_name_or_path")}
+
+    model_type = str(config.get("model_type") or "").lower()
+    if model_type in _UNSUPPORTED_TYPES:
+        raise ModelConfigError(
+            f"{source}: model_type {model_type!r} is a mixture-of-experts or non-transformer "
+            "model; only dense decoder-only transformers are supported"
+        )
+    for key in _EXPERT_KEYS:
+        experts = config.get(key)
+        if isinstance(experts, int) and not isinstance(experts, bool) and experts > 1:
+            raise ModelConfigError(
+                f"{source}: {key}={experts}: mixture-of-experts models are not supported; "
+                "only dense decoder-only transformers are"
+            )
+    family = _FAMILIES.get(model_type)
+    if family is None:  # unknown type: infer from the fields a config.json does have
+        gpt_style = any(k in config for k in ("n_embd", "n_layer", "n_head"))
+        has_layernorm = any(
+            k in config for k in ("layer_norm_eps", "layer_norm_epsilon", "layernorm_epsilon")
+        )
+        rms = "rms_norm_eps" in config or not (gpt_style or has_layernorm)
+        act = str(_lookup(config, "hidden_act")[1] or ("silu" if rms else "gelu_new"))
+        family = _Family(
+            norm="rmsnorm" if rms else "layernorm",
+            gated_mlp=act.lower() in ("silu", "swish", "swiglu") and not gpt_style,
+            parallel_attn_mlp=bool(
+                config.get("parallel_attn", False) or config.get("use_parallel_residual", False)
+            ),
+            hidden_act="silu" if rms else "gelu_new",
+            attention_bias=not rms,
+        )
+
+    missing = [f for f in _REQUIRED if _lookup(config, f)[0] is None]
+    if family.gated_mlp and _lookup(config, "intermediate_size")[0] is None:
+        missing.append("intermediate_size")
+    if missing:
+        described = [
+            _KEYS[f][0] + (f" (or {' / '.join(_KEYS[f][1:])})" if len(_KEYS[f]) > 1 else "")
+            for f in missing
+        ]
+        raise ModelConfigError(
+            f"{source}: missing required field(s) {', '.join(described)}"
+            + (f" for model_type {model_type!r}" if model_type else "")
+        )
+
+    sources: dict[str, str] = {}  # normalised field -> HF key it came from, for messages
+    values: dict[str, Any] = {}
+    for field in _KEYS:
+        key, value = _lookup(config, field)
+        if key is not None:
+            sources[field] = key
+            values[field] = value
+
+    heads = values["num_attention_heads"]
+    hidden = values["hidden_size"]
+    # Defaults and family conventions.
+    if "num_key_value_heads" not in values:
+        falcon_mqa = (
+            model_type == "falcon"
+            and bool(config.get("multi_query"))
+            and not config.get("new_decoder_architecture")
+        )
+        bigcode_mqa = model_type == "gpt_bigcode" and bool(config.get("multi_query", True))
+        values["num_key_value_heads"] = 1 if falcon_mqa or bigcode_mqa else heads
+    if "intermediate_size" not in values:
+        values["intermediate_size"] = 4 * hidden if isinstance(hidden, int) else hidden
+    elif family.intermediate_divisor > 1 and isinstance(values["intermediate_size"], int):
+        values["intermediate_size"] //= family.intermediate_divisor
+    values.setdefault("hidden_act", family.hidden_act)
+    values.setdefault("max_position_embeddings", 2048)
+    values.setdefault("attention_bias", family.attention_bias)
+    values.setdefault("tie_word_embeddings", True)  # the HF PretrainedConfig default
+    if model_type == "gpt_neox" and "use_parallel_residual" in config:
+        family = replace(family, parallel_attn_mlp=bool(config["use_parallel_residual"]))
+    if model_type == "falcon" and "parallel_attn" in config:
+        family = replace(family, parallel_attn_mlp=bool(config["parallel_attn"]))
+
+    try:
+        fields = _ArchFields.model_validate(values)
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors(include_url=False):
+            field = str(err["loc"][0]) if err["loc"] else "?"
+            key = sources.get(field, field)
+            msg = str(err["msg"]).replace("Input should be", "must be")
+            problems.append(f"{key}={err.get('input')!r}: {msg}")
+        raise ModelConfigError(f"{source}: invalid field(s): {'; '.join(problems)}") from None
+
+    head_dim = fields.head_dim
+    if head_dim is None and fields.hidden_size % fields.num_attention_heads:
+        raise ModelConfigError(
+            f"{source}: hidden_size={fields.hidden_size} is not a multiple of "
+            f"num_attention_heads={fields.num_attention_heads} and no head_dim is given"
+        )
+    if head_dim is not None and head_dim * fields.num_attention_heads == fields.hidden_size:
+        head_dim = None  # the usual hidden / heads: no override needed
+    if fields.num_attention_heads % fields.num_key_value_heads:
+        raise ModelConfigError(
+            f"{source}: num_attention_heads={fields.num_attention_heads} is not a multiple of "
+            f"{sources.get('num_key_value_heads', 'num_key_value_heads')}="
+            f"{fields.num_key_value_heads}"
+        )
+
+    name = config.get("_name_or_path")
+    if not isinstance(name, str) or not name.strip():
+        name = default_name
+    return ModelArchitecture(
+        name=name.strip(),
+        num_layers=fields.num_layers,
+        hidden_size=fields.hidden_size,
+        num_attention_heads=fields.num_attention_heads,
+        num_key_value_heads=fields.num_key_value_heads,
+        intermediate_size=fields.intermediate_size,
+        vocab_size=fields.vocab_size,
+        hidden_act=fields.hidden_act,
+        norm=family.norm,
+        tie_word_embeddings=fields.tie_word_embeddings,
+        gated_mlp=family.gated_mlp,
+        max_position_embeddings=fields.max_position_embeddings,
+        head_dim_override=head_dim,
+        attention_bias=fields.attention_bias,
+        parallel_attn_mlp=family.parallel_attn_mlp,
+    )
+
+
+def _read_json(text: str, source: str) -> dict[str, Any]:
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ModelConfigError(
+            f"{source}: not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+        ) from None
+    if not isinstance(document, dict):
+        raise ModelConfigError(
+            f"{source}: expected a JSON object (a HuggingFace config.json), "
+            f"got {type(document).__name__}"
+        )
+    return document
+
+
+# --------------------------------------------------------------------------- built-in models
+
+
+def _normalise(name: str) -> str:
+    return name.strip().lower()
+
+
+def _aliases(hf_id: str) -> set[str]:
+    short = hf_id.rsplit("/", 1)[-1].lower()
+    names = {hf_id.lower(), short}
+    if short.endswith("-hf"):
+        names.add(short[: -len("-hf")])
+    for name in list(names):
+        if name.startswith("llama-"):  # llama-2-7b -> llama2-7b
+            names.add("llama" + name[len("llama-") :])
+    return names
+
+
+# Extra conveniences that the automatic rules above do not produce.
+_EXTRA_ALIASES: dict[str, str] = {
+    "mistral-7b": "mistralai/Mistral-7B-v0.1",
+    "codellama-34b": "codellama/CodeLlama-34b-Instruct-hf",
+    "codellama-34b-instruct": "codellama/CodeLlama-34b-Instruct-hf",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class _Builtins:
+    files: Mapping[str, str]  # HF id -> resource file name
+    lookup: Mapping[str, str]  # normalised name or alias -> HF id
+
+
+@lru_cache(maxsize=1)
+def _builtins() -> _Builtins:
+    folder = resources.files(_MODELS_PACKAGE).joinpath(_MODELS_DIR)
+    files: dict[str, str] = {}
+    for entry in sorted(folder.iterdir(), key=lambda e: e.name.lower()):
+        if not entry.name.endswith(".json"):
+            continue
+        document = _read_json(entry.read_text(encoding="utf-8"), f"<built-in {entry.name}>")
+        hf_id = document.get("_name_or_path") or entry.name[: -len(".json")].replace("--", "/")
+        files[str(hf_id)] = entry.name
+    lookup: dict[str, str] = {}
+    for hf_id in files:
+        for alias in _aliases(hf_id):
+            other = lookup.setdefault(alias, hf_id)
+            if other != hf_id:
+                raise RuntimeError(f"built-in model alias {alias!r} names {other} and {hf_id}")
+    for alias, hf_id in _EXTRA_ALIASES.items():
+        if hf_id in files:
+            lookup.setdefault(alias, hf_id)
+    return _Builtins(files=files, lookup=lookup)
+
+
+@cache
+def _load_builtin(hf_id: str) -> ModelArchitecture:
+    file_name = _builtins().files[hf_id]
+    source = f"<built-in estimators/{_MODELS_DIR}/{file_name}>"
+    entry = resources.files(_MODELS_PACKAGE).joinpath(_MODELS_DIR).joinpath(file_name)
+    return _parse_config(_read_json(entry.read_text(encoding="utf-8"), source), source, hf_id)
+
+
+def builtin_model_names() -> list[str]:
+    """The HuggingFace ids of the built-in models, sorted."""
+    return sorted(_builtins().files, key=str.lower)
+
+
+# --------------------------------------------------------------------------- public API
+
+
+def _looks_like_path(text: str) -> bool:
+    return (
+        text.endswith(".json")
+        or text.startswith((".", "~", os.sep))
+        or (os.altsep is not None and text.startswith(os.altsep))
+        or text.count("/") > 1
+    )
+
+
+def _config_file(path: Path) -> Path | None:
+    """The config.json that ``path`` names (a file, or a directory holding one), if any."""
+    if path.is_file():
+        return path
+    if path.is_dir() and (path / "config.json").is_file():
+        return path / "config.json"
+    return None
+
+
+def load_model(name_or_path: str | os.PathLike[str]) -> ModelArchitecture:
+    """The architecture of a built-in model or of a HuggingFace ``config.json`` on disk.
+
+    ``name_or_path`` is a built-in name in any case (``"meta-llama/Llama-2-7b-hf"``,
+    ``"Llama-2-7b-hf"``, ``"llama-2-7b"``, ``"llama-3.1-70b"``, ...), or the path to a
+    ``config.json`` or to the directory holding one (a local path wins over a built-in name,
+    as in HuggingFace). Never downloads anything.
+
+    Raises `UnknownModelError` for a name that is neither, and `ModelConfigError` for a
+    config.json that is missing, not JSON, or lacks required fields.
+    """
+    text = os.fspath(name_or_path)
+    if not isinstance(text, str):
+        raise UnknownModelError(name_or_path, builtin_model_names())
+    path = Path(text).expanduser()
+    config_path = _config_file(path) if text.strip() else None
+    if config_path is not None:
+        try:
+            raw = config_path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ModelConfigError(f"cannot read {config_path}: {exc}") from None
+        source = str(config_path)
+        return _parse_config(_read_json(raw, source), source, _display_name(config_path))
+    hf_id = _builtins().lookup.get(_normalise(text))
+    if hf_id is not None:
+        return _load_builtin(hf_id)
+    if path.is_dir():
+        raise ModelConfigError(f"{path} is a directory without a config.json")
+    if _looks_like_path(text):
+        raise ModelConfigError(f"model config file not found: {path}")
+    raise UnknownModelError(text, builtin_model_names())
+
+
+def format_model_table(models: Iterable[ModelArchitecture] | None = None) -> Table:
+    """A rich table of model shapes; the built-in models when ``models`` is None."""
+    if models is None:
+        models = [load_model(name) for name in builtin_model_names()]
+    table = Table(title="Models", title_justify="left")
+    table.add_column("name", style="bold")
+    table.add_column("layers", justify="right")
+    table.add_column("hidden", justify="right")
+    table.add_column("heads", justify="right")
+    table.add_column("KV heads", justify="right")
+    table.add_column("head dim", justify="right")
+    table.add_column("intermediate", justify="right")
+    table.add_column("vocab", justify="right")
+    table.add_column("params (B)", justify="right")
+    for model in models:
+        table.add_row(
+            model.name,
+            str(model.num_layers),
+            str(model.hidden_size),
+            str(model.num_attention_heads),
+            str(model.num_key_value_heads),
+            str(model.head_dim),
+            str(model.intermediate_size),
+            str(model.vocab_size),
+            f"{model.num_params / 1e9:.2f}",
+        )
+    return table
