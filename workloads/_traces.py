@@ -1,0 +1,313 @@
+"""Trace loaders: request streams recorded from real services.
+
+Formats (sniffed from the extension and header when `format="auto"`):
+
+- ``azure``: Azure LLM inference trace 2023 CSV, ``TIMESTAMP, ContextTokens, GeneratedTokens``;
+  timestamps are datetimes, turned into seconds from the first request.
+- ``vidur``: Vidur trace CSV, ``num_prefill_tokens, num_decode_tokens`` and, when the trace has
+  timestamps, ``arrived_at`` (seconds).  Without ``arrived_at`` (the arxiv summarization trace)
+  the trace has no timestamps of its own.
+- ``mooncake``: Mooncake JSON lines, ``timestamp`` (ms), ``input_length``, ``output_length``.
+- ``csv``: any CSV with a column mapping ``{"prompt": ..., "output": ..., "arrival": ...}``
+  ("arrival" optional; numeric in `time_unit`, or datetimes).
+
+Rows with a missing, zero or negative token count are **dropped**, and their number is
+reported in ``Workload.metadata["dropped_invalid"]`` (the simulator needs prompt >= 1 and
+output >= 1; the shipped Azure, Vidur and Mooncake traces have no such rows).  Rows are sorted
+by arrival time (stable) and times start at 0.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from workloads._arrivals import ArrivalProcess, Poisson, rescale_to_rate
+from workloads._errors import WorkloadError
+from workloads._types import Workload
+
+TRACE_FORMATS = ("auto", "azure", "vidur", "mooncake", "csv")
+TIME_UNITS = {"s": 1.0, "ms": 1e-3}
+COLUMN_KEYS = ("arrival", "prompt", "output")
+
+# format -> (arrival column or None, prompt column, output column)
+_KNOWN_COLUMNS: dict[str, tuple[str | None, str, str]] = {
+    "azure": ("TIMESTAMP", "ContextTokens", "GeneratedTokens"),
+    "vidur": ("arrived_at", "num_prefill_tokens", "num_decode_tokens"),
+    "mooncake": ("timestamp", "input_length", "output_length"),
+}
+
+
+@dataclass(slots=True)
+class TraceData:
+    """A trace as read from its file, before any filtering or re-timing."""
+
+    path: Path
+    format: str
+    arrival_times: np.ndarray | None  # float64 seconds from the first request; None: no timestamps
+    prompt_tokens: np.ndarray  # int64 >= 1
+    output_tokens: np.ndarray  # int64 >= 1
+    dropped_invalid: int = 0
+
+    def __len__(self) -> int:
+        return len(self.prompt_tokens)
+
+    def take(self, index: np.ndarray | slice) -> TraceData:
+        """The rows selected by a boolean mask, index array or slice (order kept)."""
+        return TraceData(
+            path=self.path,
+            format=self.format,
+            arrival_times=None if self.arrival_times is None else self.arrival_times[index],
+            prompt_tokens=self.prompt_tokens[index],
+            output_tokens=self.output_tokens[index],
+            dropped_invalid=self.dropped_invalid,
+        )
+
+
+def _csv_header(path: Path) -> list[str]:
+    try:
+        return [str(c) for c in pd.read_csv(path, nrows=0).columns]
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise WorkloadError(f"trace {path}: cannot read a CSV header ({exc})") from None
+
+
+def _jsonl_keys(path: Path) -> list[str]:
+    with path.open("rb") as f:
+        for lineno, line in enumerate(f, start=1):
+            if line.strip():
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise WorkloadError(
+                        f"trace {path}: line {lineno} is not JSON ({exc})"
+                    ) from None
+                if not isinstance(record, dict):
+                    raise WorkloadError(f"trace {path}: line {lineno} is not a JSON object")
+                return list(record)
+    raise WorkloadError(f"trace {path}: the file is empty")
+
+
+def _sniff(path: Path, columns: dict[str, str] | None) -> str:
+    if path.suffix.lower() in (".jsonl", ".json"):
+        return "mooncake"
+    if columns is not None:
+        return "csv"
+    header = _csv_header(path)
+    for fmt in ("azure", "vidur"):
+        _, prompt, output = _KNOWN_COLUMNS[fmt]
+        if prompt in header and output in header:
+            return fmt
+    raise WorkloadError(
+        f"trace {path}: cannot tell its format from its columns {header}; give the format "
+        "(azure, vidur, mooncake) or format 'csv' with a column mapping "
+        "{'prompt': ..., 'output': ..., 'arrival': ...}"
+    )
+
+
+def _check_columns(path: Path, fmt: str, needed: list[str], found: list[str]) -> None:
+    missing = [c for c in needed if c not in found]
+    if missing:
+        raise WorkloadError(
+            f"trace {path} ({fmt} format): missing column(s) {missing}; found columns {found}"
+        )
+
+
+def _resolve_columns(
+    path: Path, fmt: str, columns: dict[str, str] | None
+) -> tuple[str | None, str, str]:
+    if fmt != "csv":
+        return _KNOWN_COLUMNS[fmt]
+    if columns is None:
+        raise WorkloadError(
+            f"trace {path}: format 'csv' needs a column mapping "
+            "{'prompt': ..., 'output': ..., 'arrival': ...} ('arrival' optional)"
+        )
+    bad = sorted(set(columns) - set(COLUMN_KEYS))
+    if bad or "prompt" not in columns or "output" not in columns:
+        raise WorkloadError(
+            f"trace {path}: column mapping {columns} must have keys 'prompt' and 'output' and "
+            f"may have 'arrival'; allowed keys: {list(COLUMN_KEYS)}"
+        )
+    return columns.get("arrival"), columns["prompt"], columns["output"]
+
+
+def _to_seconds(raw: pd.Series, fmt: str, time_unit: str) -> np.ndarray:
+    """Arrival column -> float64 seconds (NaN where unreadable); datetimes count from the
+    earliest one (in integer nanoseconds first, so no precision is lost)."""
+    if fmt == "azure" or not pd.api.types.is_numeric_dtype(raw):
+        stamps = pd.to_datetime(raw, format="ISO8601", errors="coerce")
+        missing = stamps.isna().to_numpy()
+        if missing.all():
+            return np.full(len(raw), np.nan)
+        ns = stamps.to_numpy(dtype="datetime64[ns]").astype(np.int64)
+        seconds = (ns - ns[~missing].min()).astype(np.float64) * 1e-9
+        seconds[missing] = np.nan
+        return seconds
+    scale = 1e-3 if fmt == "mooncake" else TIME_UNITS[time_unit]
+    return pd.to_numeric(raw, errors="coerce").to_numpy(dtype=np.float64) * scale
+
+
+def _read_mooncake(path: Path, names: list[str]) -> pd.DataFrame:
+    _check_columns(path, "mooncake", names, _jsonl_keys(path))
+    rows = []
+    with path.open("rb") as f:
+        for lineno, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+                rows.append([record.get(name) for name in names])
+            except (json.JSONDecodeError, AttributeError):
+                raise WorkloadError(f"trace {path}: line {lineno} is not a JSON object") from None
+    return pd.DataFrame(rows, columns=names)
+
+
+def read_trace(
+    path: str | Path,
+    format: str = "auto",
+    *,
+    columns: dict[str, str] | None = None,
+    time_unit: str = "s",
+) -> TraceData:
+    """Read a trace file into arrays, dropping rows with missing or non-positive token counts."""
+    path = Path(path)
+    if format not in TRACE_FORMATS:
+        raise WorkloadError(f"trace format {format!r} is not one of {list(TRACE_FORMATS)}")
+    if time_unit not in TIME_UNITS:
+        raise WorkloadError(f"time_unit {time_unit!r} is not one of {list(TIME_UNITS)}")
+    if not path.is_file():
+        raise WorkloadError(f"no trace file at {str(path)!r}")
+    fmt = _sniff(path, columns) if format == "auto" else format
+    arrival_col, prompt_col, output_col = _resolve_columns(path, fmt, columns)
+
+    if fmt == "mooncake":
+        names = [c for c in (arrival_col, prompt_col, output_col) if c is not None]
+        frame = _read_mooncake(path, names)
+    else:
+        header = _csv_header(path)
+        if fmt == "vidur" and arrival_col not in header:
+            arrival_col = None  # e.g. the arxiv summarization trace: lengths only
+        names = [c for c in (arrival_col, prompt_col, output_col) if c is not None]
+        _check_columns(path, fmt, names, header)
+        frame = pd.read_csv(path, usecols=names)
+
+    prompt = pd.to_numeric(frame[prompt_col], errors="coerce").to_numpy(dtype=np.float64)
+    output = pd.to_numeric(frame[output_col], errors="coerce").to_numpy(dtype=np.float64)
+    times = None if arrival_col is None else _to_seconds(frame[arrival_col], fmt, time_unit)
+    valid = (prompt >= 1) & (output >= 1)  # NaN compares False
+    if times is not None:
+        valid &= np.isfinite(times)
+    if not valid.any():
+        raise WorkloadError(f"trace {path}: no request with prompt >= 1 and output >= 1 tokens")
+    prompt, output = prompt[valid].astype(np.int64), output[valid].astype(np.int64)
+    if times is not None:
+        times = times[valid]
+        order = np.argsort(times, kind="stable")
+        times, prompt, output = times[order], prompt[order], output[order]
+        times = times - times[0]
+    return TraceData(path, fmt, times, prompt, output, int(len(valid) - valid.sum()))
+
+
+def trace_workload(
+    trace: TraceData,
+    *,
+    arrivals: ArrivalProcess | None,
+    rng: np.random.Generator,
+    max_total_tokens: int | None = None,
+    num_requests: int | None = None,
+    target_qps: float | None = None,
+    metadata: dict[str, object] | None = None,
+) -> Workload:
+    """Filter, truncate and time a trace.
+
+    `arrivals` None replays the trace's own timestamps (rescaled to `target_qps` when given);
+    otherwise the arrival times are drawn from `arrivals` with `rng`.
+    """
+    total = len(trace)
+    dropped_long = 0
+    if max_total_tokens is not None:
+        keep = trace.prompt_tokens + trace.output_tokens <= max_total_tokens
+        dropped_long = int(total - keep.sum())
+        trace = trace.take(keep)
+        if len(trace) == 0:
+            raise WorkloadError(
+                f"trace {trace.path}: no request has prompt + output <= max_total_tokens "
+                f"({max_total_tokens})"
+            )
+    if num_requests is not None:
+        trace = trace.take(slice(0, num_requests))
+    n = len(trace)
+    if arrivals is None:
+        if trace.arrival_times is None:
+            raise WorkloadError(
+                f"trace {trace.path} has no timestamps; give a qps to draw Poisson arrivals"
+            )
+        times = trace.arrival_times - trace.arrival_times[0]
+        if target_qps is not None:
+            times = rescale_to_rate(times, target_qps)
+    else:
+        times = arrivals.times(n, rng)
+    meta: dict[str, object] = {
+        "source": str(trace.path),
+        "format": trace.format,
+        "trace_requests": total,
+        "dropped_invalid": trace.dropped_invalid,
+        "dropped_over_max_total_tokens": dropped_long,
+    }
+    if num_requests is not None and num_requests > n:
+        meta["num_requests_requested"] = num_requests  # the trace had fewer
+    meta.update(metadata or {})
+    return Workload(
+        name=trace.path.stem,
+        arrival_times=times,
+        prompt_tokens=trace.prompt_tokens,
+        output_tokens=trace.output_tokens,
+        has_own_timestamps=arrivals is None,
+        metadata=meta,
+    )
+
+
+def load_trace(
+    path: str | Path,
+    format: str = "auto",
+    *,
+    columns: dict[str, str] | None = None,
+    time_unit: str = "s",
+    max_total_tokens: int | None = None,
+    num_requests: int | None = None,
+    target_qps: float | None = None,
+    arrival: str = "trace",
+    seed: int = 0,
+) -> Workload:
+    """Load a trace file as a `Workload`.
+
+    - `max_total_tokens`: drop requests with prompt + output > N (before `num_requests`).
+    - `num_requests`: keep the first N requests (all of them if the trace has fewer).
+    - `arrival="trace"`: replay the trace's own timestamps, from 0, rescaled so that the mean
+      rate (1 / mean inter-arrival time) is `target_qps` when it is given.  A trace without
+      timestamps gets Poisson arrivals at `target_qps` instead.
+    - `arrival="poisson"`: Poisson arrivals at `target_qps`, drawn with `seed`.
+    """
+    if arrival not in ("trace", "poisson"):
+        raise WorkloadError(f"arrival {arrival!r} is not one of ['trace', 'poisson']")
+    if max_total_tokens is not None and max_total_tokens < 2:
+        raise WorkloadError(f"max_total_tokens must be >= 2, got {max_total_tokens}")
+    if num_requests is not None and num_requests < 1:
+        raise WorkloadError(f"num_requests must be >= 1, got {num_requests}")
+    trace = read_trace(path, format, columns=columns, time_unit=time_unit)
+    poisson = arrival == "poisson" or (trace.arrival_times is None and target_qps is not None)
+    if poisson and target_qps is None:
+        raise WorkloadError("arrival 'poisson' needs target_qps (the Poisson rate)")
+    return trace_workload(
+        trace,
+        arrivals=Poisson(target_qps) if poisson else None,
+        rng=np.random.default_rng(seed),
+        max_total_tokens=max_total_tokens,
+        num_requests=num_requests,
+        target_qps=None if poisson else target_qps,
+        metadata={"arrival": "poisson" if poisson else "trace", "qps": target_qps, "seed": seed},
+    )
