@@ -7,12 +7,46 @@ backends such as the roofline model answer it.
 from __future__ import annotations
 
 from estimators._contract import BatchCost, BatchShape, ExecutionTimeEstimator
-from estimators._types import ModelArchitecture, Precision
+from estimators._memory import (
+    DoesNotFitError,
+    MemoryPlan,
+    ParallelismError,
+    check_fits,
+    plan_memory,
+    validate_parallelism,
+)
+from estimators._models import (
+    ModelConfigError,
+    UnknownModelError,
+    builtin_model_names,
+    format_model_table,
+    load_model,
+)
+from estimators._registry import available_backends, make_estimator, register_backend
+from estimators._roofline import RooflineConstants, RooflineEstimator
+from estimators._types import ModelArchitecture, Precision, resolve_kv_precision
 
 __all__ = [
     "BatchCost",
     "BatchShape",
+    "DoesNotFitError",
     "ExecutionTimeEstimator",
+    "MemoryPlan",
     "ModelArchitecture",
+    "ModelConfigError",
+    "ParallelismError",
     "Precision",
+    "RooflineConstants",
+    "RooflineEstimator",
+    "UnknownModelError",
+    "available_backends",
+    "builtin_model_names",
+    "check_fits",
+    "format_model_table",
+    "load_model",
+    "make_estimator",
+    "plan_memory",
+    "register_backend",
+    "resolve_kv_precision",
+    "validate_parallelism",
 ]

@@ -69,3 +69,13 @@ class ModelArchitecture:
     def kv_bytes_per_token(self, kv_bytes: int) -> int:
         """K and V of one token over all layers, in bytes (whole model, before TP/PP)."""
         return 2 * self.num_layers * self.kv_size * kv_bytes
+
+
+def resolve_kv_precision(precision: Precision, kv_precision: Precision | None) -> Precision:
+    """KV-cache precision: `kv_precision` if given, else the weights' 16-bit type.
+
+    As vLLM's "auto": FP8 weights keep a 16-bit KV cache unless FP8 KV is asked for.
+    """
+    if kv_precision is not None:
+        return kv_precision
+    return Precision.BF16 if precision is Precision.FP8 else precision

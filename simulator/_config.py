@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 
 class SchedulerKind(StrEnum):
@@ -70,3 +72,6 @@ class RunOptions:
     seed: int = 0  # for the random global scheduler
     record_stage_times: bool = False  # keep per-stage spans of every batch (for --trace-out)
     max_time: float | None = None  # stop the clock here (simulated seconds)
+    # called with the Simulation every `progress_every` events; returning True stops the run
+    on_progress: Callable[[Any], bool | None] | None = None
+    progress_every: int = 4096

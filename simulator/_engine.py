@@ -7,6 +7,8 @@ import math
 import time
 from dataclasses import dataclass
 
+import numpy as np
+
 from estimators import BatchCost, ExecutionTimeEstimator
 from simulator._config import ClusterConfig, RunOptions, SchedulerConfig
 from simulator._lane import Lane
@@ -14,7 +16,7 @@ from simulator._policies import BatchPlan, make_policy
 from simulator._replica import Replica
 from simulator._request import Request
 from simulator._routing import make_router
-from workloads._types import Workload
+from workloads import Workload
 
 # event priorities at equal times: batch ends free resources before new work arrives
 _BATCH_END = 0
@@ -85,6 +87,7 @@ class Simulation:
         self.batches = BatchLog()
         self.completed = 0
         self.wall_time = 0.0
+        self.stopped_early = False
         self._closed_loop_next = 0
 
     # -- hooks the replicas call -------------------------------------------
@@ -112,9 +115,9 @@ class Simulation:
         num_decodes: int,
         cost: BatchCost,
     ) -> None:
-        self.batches.append(
-            replica.id, start, end, prefill_tokens, num_prefills, num_decodes,
-            replica.pool.used, cost.flops, cost.bytes_moved,
+        self.batches.rows.append(
+            (replica.id, start, end, prefill_tokens, num_prefills, num_decodes,
+             replica.pool.used, cost.flops, cost.bytes_moved)
         )  # fmt: skip
 
     def on_request_done(self, req: Request, now: float) -> None:
@@ -156,7 +159,16 @@ class Simulation:
             arrivals = self.workload.arrival_times.tolist()
         num_arrivals = len(arrivals)
         i = 0
+        on_progress = self.options.on_progress
+        every = self.options.progress_every if on_progress is not None else -1
+        countdown = every
         while True:
+            countdown -= 1
+            if countdown == 0:
+                countdown = every
+                if on_progress(self):
+                    self.stopped_early = True
+                    break
             if heap and (
                 i >= num_arrivals
                 or heap[0][0] < arrivals[i]
@@ -187,7 +199,7 @@ class Simulation:
 
 
 class BatchLog:
-    """Per-batch records as parallel lists (turned into arrays once, at the end)."""
+    """Per-batch records: one tuple per batch while running, columns afterwards."""
 
     FIELDS = (
         "replica", "start", "end", "prefill_tokens", "num_prefills", "num_decodes",
@@ -195,12 +207,11 @@ class BatchLog:
     )  # fmt: skip
 
     def __init__(self) -> None:
-        self.columns: list[list[float]] = [[] for _ in self.FIELDS]
-        self._appenders = [col.append for col in self.columns]
-
-    def append(self, *values: float) -> None:
-        for append, value in zip(self._appenders, values, strict=True):
-            append(value)
+        self.rows: list[tuple[float, ...]] = []
 
     def __len__(self) -> int:
-        return len(self.columns[0])
+        return len(self.rows)
+
+    def columns(self) -> dict[str, np.ndarray]:
+        table = np.array(self.rows, dtype=np.float64).reshape(len(self.rows), len(self.FIELDS))
+        return {name: table[:, i] for i, name in enumerate(self.FIELDS)}

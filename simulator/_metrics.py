@@ -188,15 +188,12 @@ def summarize(sim: Simulation) -> dict:
 
 
 def replica_stats(sim: Simulation, duration: float) -> list[dict]:
-    b = {
-        name: np.asarray(col)
-        for name, col in zip(sim.batches.FIELDS, sim.batches.columns, strict=True)
-    }
+    b = sim.batches.columns()
     hw = sim.hardware
     total_blocks = sim.cluster.num_kv_blocks
     out = []
     for replica in sim.replicas:
-        mine = b["replica"] == replica.id if len(sim.batches) else np.zeros(0, bool)
+        mine = b["replica"] == replica.id
         span = b["end"][mine] - b["start"][mine]
         seqs = b["num_prefills"][mine] + b["num_decodes"][mine]
         tokens = b["prefill_tokens"][mine] + b["num_decodes"][mine]

@@ -6,7 +6,6 @@ import json
 from functools import cached_property
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from simulator._engine import Simulation
@@ -28,10 +27,7 @@ class SimulationResult:
     @cached_property
     def batches(self) -> pd.DataFrame:
         """One row per batch (iteration) of every replica."""
-        log = self.sim.batches
-        return pd.DataFrame(
-            {name: np.asarray(col) for name, col in zip(log.FIELDS, log.columns, strict=True)}
-        )
+        return pd.DataFrame(self.sim.batches.columns())
 
     def write_requests(self, path: str | Path) -> Path:
         """Per-request records as CSV, or Parquet when the name ends in .parquet."""

@@ -31,7 +31,7 @@ def format_sku_table(catalog: Catalog | Iterable[GpuSku]) -> Table:
     """
     skus = catalog.skus() if isinstance(catalog, Catalog) else list(catalog)
     table = Table(title="GPU SKUs", title_justify="left")
-    table.add_column("id", style="bold")
+    table.add_column("id", style="bold", no_wrap=True)
     table.add_column("name")
     table.add_column("memory GB", justify="right")
     table.add_column("BW TB/s", justify="right")

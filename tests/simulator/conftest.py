@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from estimators import BatchCost, BatchShape
-from workloads._types import Workload
+from workloads import Workload
 
 
 @dataclass

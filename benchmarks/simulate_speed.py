@@ -1,0 +1,128 @@
+"""Simulator speed benchmark (issue: "Simulator core", section Speed).
+
+10,000 requests with the Azure LLM inference 2023 conversation trace's lengths,
+Llama-2-7B on one A100-80GB, Sarathi-Serve (chunk 512, batch cap 128), Poisson
+arrivals at about 80% of the configuration's capacity.  Target on the 2-core CI
+machine: under 3 s wall and under 500 MB peak memory.
+
+Capacity is found first (not timed) by bisection on the arrival rate with a
+shorter run: the largest rate whose P99 scheduling delay stays under 5 s.
+
+    python benchmarks/simulate_speed.py [--trace PATH] [--requests 10000] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from estimators import load_model  # noqa: E402
+from simulator import RunOptions, SchedulerConfig, SchedulerKind  # noqa: E402
+from simulator._deployment import Deployment, prepare  # noqa: E402
+from sku_catalog import load_catalog  # noqa: E402
+from workloads import WorkloadSpec, build_workload  # noqa: E402
+
+DEFAULT_TRACE = ROOT.parent / "shared" / "data" / "traces" / "azure_llm_2023_conv.csv"
+
+
+def workload_at(source: str, n: int, qps: float, seed: int = 0):
+    spec = WorkloadSpec(source=source, arrival="poisson")
+    return build_workload(spec, num_requests=n, qps=qps, concurrency=None, seed=seed)
+
+
+def p99_delay(prepared, source: str, n: int, qps: float) -> float:
+    result = prepared.simulate(workload_at(source, n, qps))
+    return result.summary["latency_s"]["scheduling_delay"]["p99"]
+
+
+def find_capacity(prepared, source: str, n: int = 3000, slo: float = 5.0) -> float:
+    lo, hi = 0.5, 1.0
+    while p99_delay(prepared, source, n, hi) < slo:
+        lo, hi = hi, hi * 2
+    while hi / lo > 1.02:
+        mid = (lo * hi) ** 0.5
+        if p99_delay(prepared, source, n, mid) < slo:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--trace", default=str(DEFAULT_TRACE), help="Azure 2023 conversation CSV")
+    parser.add_argument("--requests", type=int, default=10_000)
+    parser.add_argument("--load", type=float, default=0.8, help="share of capacity")
+    parser.add_argument("--qps", type=float, default=None, help="skip the capacity search")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+
+    source = args.trace if Path(args.trace).exists() else "chat"
+    if source == "chat":
+        print(f"note: {args.trace} not found; using the built-in 'chat' workload", file=sys.stderr)
+    deployment = Deployment(
+        model=load_model("meta-llama/Llama-2-7b-hf"),
+        sku=load_catalog().get("a100-80gb"),
+        scheduler=SchedulerConfig(SchedulerKind.SARATHI, batch_size=128, chunk_size=512),
+    )
+    prepared = prepare(deployment)
+    capacity = None
+    qps = args.qps
+    if qps is None:
+        capacity = find_capacity(prepared, source)
+        qps = args.load * capacity
+    workload = workload_at(source, args.requests, qps)
+
+    walls = []
+    result = None
+    for _ in range(args.repeat):
+        started = time.perf_counter()
+        result = prepared.simulate(workload, RunOptions())
+        walls.append(time.perf_counter() - started)
+    assert result is not None
+    wall = statistics.median(walls)
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    iterations = result.summary["simulation"]["iterations"]
+    report = {
+        "workload": source,
+        "requests": args.requests,
+        "capacity_qps": capacity,
+        "qps": qps,
+        "wall_s_median": wall,
+        "wall_s_all": walls,
+        "loop_s": result.summary["simulation"]["wall_time_s"],
+        "iterations": iterations,
+        "requests_per_s": args.requests / wall,
+        "iterations_per_s": iterations / wall,
+        "peak_rss_mb": peak_mb,
+        "p99_scheduling_delay_s": result.summary["latency_s"]["scheduling_delay"]["p99"],
+        "completed": result.summary["requests"]["completed"],
+    }
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return
+    cap = f"capacity {capacity:.2f} req/s, " if capacity else ""
+    print(f"workload: {source}")
+    print(f"{args.requests:,} requests at {qps:.2f} req/s ({cap}load {args.load})")
+    print(
+        f"wall (median of {args.repeat}): {wall:.3f} s  "
+        f"[event loop {report['loop_s']:.3f} s, metrics {wall - report['loop_s']:.3f} s]"
+    )
+    print(f"iterations: {iterations:,}  ->  {report['iterations_per_s']:,.0f} iterations/s")
+    print(f"simulated requests/s: {report['requests_per_s']:,.0f}")
+    print(f"peak memory (whole process, incl. capacity search): {peak_mb:.0f} MB")
+    target = "MET" if wall < 3.0 and peak_mb < 500 else "MISSED"
+    print(f"target (< 3 s, < 500 MB): {target}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,317 @@
+"""Memory planner: does a deployment fit, and how many KV-cache blocks does it leave?
+
+Per GPU (vLLM's accounting)::
+
+    usable      = memory * gpu_memory_utilization
+    kv_bytes    = usable - weights - activation reserve - framework reserve
+    num_blocks  = kv_bytes // (block_size * kv_bytes_per_token)
+
+* weights: ``layers / pp`` layers of per-GPU parameters (matmuls split by TP; K/V
+  projections replicated where there are fewer KV heads than TP ranks; norms
+  replicated), plus the vocab-parallel embedding on the first stage and the LM head
+  on the last; the largest stage is reported.  Embedding and LM head stay 16-bit
+  under FP8 weights (as vLLM's FP8 checkpoints keep them).
+* activation reserve: the peak of one forward pass over ``max_num_batched_tokens``
+  tokens (vLLM's profile run), per GPU::
+
+      tokens * 2 B * (2 * hidden + qkv_width + mlp_up_width + intermediate) / TP-split
+      + min(tokens, 256) * vocab * 4 B * 2      (fp32 logits and probabilities)
+
+  i.e. the residual and normalised hidden states, the QKV output, the MLP up
+  projection output and its activation alive at once, plus the sampler's logits.
+* framework reserve: CUDA context, NCCL buffers, allocator slack (1 GiB default).
+* KV bytes per token per GPU: ``2 * (layers / pp) * max(1, kv_heads / tp) * head_dim *
+  kv_bytes``.  Every PP stage holds the same tokens, so blocks per GPU = blocks per
+  replica.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from estimators._types import ModelArchitecture, Precision, resolve_kv_precision
+from sku_catalog._types import GpuSku, NodeShape
+
+__all__ = [
+    "DoesNotFitError",
+    "MemoryPlan",
+    "ParallelismError",
+    "check_fits",
+    "plan_memory",
+    "select_node",
+    "validate_parallelism",
+]
+
+GIB = float(1 << 30)
+_ACT_BYTES = 2
+_EMB_BYTES = 2
+_DEFAULT_BATCHED_TOKENS = 4096
+_SAMPLER_ROWS = 256  # vLLM's default max_num_seqs: logits rows in the profile run
+
+
+class DoesNotFitError(ValueError):
+    """The model and its reserves do not fit the GPU memory of the deployment."""
+
+    def __init__(self, plan: MemoryPlan) -> None:
+        self.plan = plan
+        super().__init__(plan.breakdown())
+
+
+class ParallelismError(ValueError):
+    """A TP/PP degree the model or the node cannot take."""
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _tp_ok(model: ModelArchitecture, tp: int) -> bool:
+    heads, kv = model.num_attention_heads, model.num_key_value_heads
+    if heads % tp:
+        return False
+    return kv % tp == 0 if kv >= tp else tp % kv == 0
+
+
+def select_node(sku: GpuSku, tp: int, pp: int = 1) -> NodeShape:
+    """The node shape a TP x PP deployment of `sku` runs on: the first of the SKU's
+    shapes that holds all TP x PP GPUs, else the first that holds one TP group (the
+    pipeline then crosses nodes).  Raises `ParallelismError` when no shape holds TP."""
+    for node in sku.nodes:
+        if node.gpus_per_node >= tp * pp:
+            return node
+    for node in sku.nodes:
+        if node.gpus_per_node >= tp:
+            return node
+    most = max(n.gpus_per_node for n in sku.nodes)
+    raise ParallelismError(
+        f"TP={tp} exceeds the {most} GPUs of the largest {sku.id} node (tensor parallelism "
+        f"stays inside a node); allowed TP: at most {most}"
+    )
+
+
+def validate_parallelism(
+    model: ModelArchitecture, tp: int, pp: int, sku: GpuSku, node: NodeShape | None = None
+) -> None:
+    """Raise `ParallelismError` if `model` cannot run with `tp` x `pp` on `sku`.
+
+    TP must divide the attention heads, and divide the KV heads (or be a multiple of
+    them: KV heads are then replicated), and stay inside one node (`node`, or the
+    largest of the SKU's node shapes); PP must divide the layers.
+    """
+    if not isinstance(tp, int) or tp < 1:
+        raise ParallelismError(f"tensor-parallel degree must be an integer >= 1, got {tp!r}")
+    if not isinstance(pp, int) or pp < 1:
+        raise ParallelismError(f"pipeline-parallel degree must be an integer >= 1, got {pp!r}")
+    gpus = node.gpus_per_node if node else max(n.gpus_per_node for n in sku.nodes)
+    allowed_tp = [t for t in range(1, gpus + 1) if _tp_ok(model, t)]
+    heads, kv = model.num_attention_heads, model.num_key_value_heads
+    if heads % tp:
+        raise ParallelismError(
+            f"TP={tp} does not divide the {heads} attention heads of {model.name}; "
+            f"allowed TP on {sku.id} ({gpus} GPUs per node): {allowed_tp}"
+        )
+    if kv >= tp and kv % tp:
+        raise ParallelismError(
+            f"TP={tp} does not divide the {kv} KV heads of {model.name}; "
+            f"allowed TP on {sku.id} ({gpus} GPUs per node): {allowed_tp}"
+        )
+    if kv < tp and tp % kv:
+        raise ParallelismError(
+            f"TP={tp} exceeds the {kv} KV heads of {model.name} and is not a multiple of them "
+            f"(KV heads could not be replicated evenly); allowed TP on {sku.id} "
+            f"({gpus} GPUs per node): {allowed_tp}"
+        )
+    if tp > gpus:
+        raise ParallelismError(
+            f"TP={tp} exceeds the {gpus} GPUs of one {sku.id} node (tensor parallelism stays "
+            f"inside a node); allowed TP: {allowed_tp}"
+        )
+    if model.num_layers % pp:
+        raise ParallelismError(
+            f"PP={pp} does not divide the {model.num_layers} layers of {model.name}; "
+            f"allowed PP: {_divisors(model.num_layers)}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryPlan:
+    """Per-GPU memory budget of one deployment (bytes unless noted)."""
+
+    model_name: str
+    sku_id: str
+    tp: int
+    pp: int
+    precision: Precision
+    kv_precision: Precision
+    block_size: int
+    gpu_memory_utilization: float
+    max_num_batched_tokens: int
+    gpu_memory_bytes: float  # HBM of one GPU
+    usable_bytes: float  # gpu_memory_bytes * gpu_memory_utilization
+    weights_bytes: float  # largest pipeline stage, per GPU
+    activation_bytes: float  # peak activations of one forward pass, per GPU
+    reserve_bytes: float  # CUDA context, NCCL, allocator slack
+    kv_bytes: float  # left for the KV cache, per GPU (negative when it does not fit)
+    kv_bytes_per_token: float  # per GPU (this stage's layers, this rank's KV heads)
+    num_kv_blocks: int  # per GPU = per replica
+    kv_capacity_tokens: int  # num_kv_blocks * block_size
+    fits: bool  # at least one KV block is left
+
+    def breakdown(self) -> str:
+        """Each term in GiB against the GPU's memory."""
+        g = GIB
+        verdict = "fits" if self.fits else "DOES NOT FIT"
+        lines = [
+            f"{self.model_name} on {self.sku_id}, TP={self.tp} PP={self.pp}, weights "
+            f"{self.precision.value}, KV {self.kv_precision.value}: {verdict}",
+            f"  GPU memory          {self.gpu_memory_bytes / g:8.2f} GiB",
+            f"  usable (x{self.gpu_memory_utilization:.2f})      {self.usable_bytes / g:8.2f} GiB",
+            f"  - weights           {self.weights_bytes / g:8.2f} GiB (per GPU, largest stage)",
+            f"  - activations       {self.activation_bytes / g:8.2f} GiB "
+            f"({self.max_num_batched_tokens} batched tokens)",
+            f"  - framework reserve {self.reserve_bytes / g:8.2f} GiB",
+            f"  = KV cache          {self.kv_bytes / g:8.2f} GiB -> {self.num_kv_blocks} blocks of "
+            f"{self.block_size} tokens = {self.kv_capacity_tokens} tokens "
+            f"({self.kv_bytes_per_token / (1 << 20):.3f} MiB/token per GPU)",
+        ]
+        if not self.fits:
+            short = self.block_size * self.kv_bytes_per_token - self.kv_bytes
+            lines.append(
+                f"  short by {short / g:.2f} GiB per GPU: use more GPUs (TP/PP), a lower "
+                f"precision, or a GPU with more memory"
+            )
+        return "\n".join(lines)
+
+
+def _layer_params_per_gpu(model: ModelArchitecture, tp: int) -> tuple[float, float]:
+    """(matmul params, 16-bit params such as norms and biases) of one layer on one GPU."""
+    h = model.hidden_size
+    hd = model.head_dim
+    heads = model.num_attention_heads // tp
+    kv_heads = max(1, model.num_key_value_heads // tp)
+    inter = model.intermediate_size // tp
+    qkv = (heads + 2 * kv_heads) * hd
+    matmul = h * qkv + heads * hd * h + h * inter * (2 if model.gated_mlp else 1) + inter * h
+    other = 2 * h  # two norms
+    if model.attention_bias:
+        other += qkv
+    return float(matmul), float(other)
+
+
+def weights_bytes_per_gpu(
+    model: ModelArchitecture, tp: int, pp: int, precision: Precision
+) -> float:
+    """Weight bytes on the most loaded GPU of a TP x PP deployment."""
+    mm, other = _layer_params_per_gpu(model, tp)
+    layers = model.num_layers // pp
+    per_layer = mm * precision.bytes + other * _ACT_BYTES
+    vocab = -(-model.vocab_size // tp)
+    emb = vocab * model.hidden_size * _EMB_BYTES
+    final_norm = model.hidden_size * _ACT_BYTES
+    body = layers * per_layer
+    if pp == 1:
+        return body + emb + (0.0 if model.tie_word_embeddings else emb) + final_norm
+    first = body + emb
+    last = body + emb + final_norm  # a tied LM head still needs its own copy on the last stage
+    return float(max(first, last))
+
+
+def activation_bytes_per_gpu(model: ModelArchitecture, tp: int, tokens: int) -> float:
+    """Peak activations of one forward pass over `tokens` tokens (see module docstring)."""
+    h = model.hidden_size
+    hd = model.head_dim
+    heads = model.num_attention_heads // tp
+    kv_heads = max(1, model.num_key_value_heads // tp)
+    inter = model.intermediate_size // tp
+    up = inter * (2 if model.gated_mlp else 1)
+    per_token = _ACT_BYTES * (2 * h + (heads + 2 * kv_heads) * hd + up + inter)
+    logits = min(tokens, _SAMPLER_ROWS) * model.vocab_size * 4 * 2
+    return float(tokens * per_token + logits)
+
+
+def plan_memory(
+    model: ModelArchitecture,
+    sku: GpuSku,
+    tp: int = 1,
+    pp: int = 1,
+    precision: Precision = Precision.BF16,
+    kv_precision: Precision | None = None,
+    block_size: int = 16,
+    gpu_memory_utilization: float = 0.9,
+    max_num_batched_tokens: int | None = None,
+    framework_reserve_gib: float = 1.0,
+) -> MemoryPlan:
+    """Per-GPU memory plan of `model` on `sku` with `tp` x `pp` (see module docstring)."""
+
+    if block_size < 1:
+        raise ValueError(f"block_size must be >= 1, got {block_size}")
+    if not 0.0 < gpu_memory_utilization <= 1.0:
+        raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization}")
+    validate_parallelism(model, tp, pp, sku)
+    precision = Precision(precision)
+    kv_prec = resolve_kv_precision(precision, kv_precision)
+    tokens = max_num_batched_tokens or _DEFAULT_BATCHED_TOKENS
+    if tokens < 1:
+        raise ValueError(f"max_num_batched_tokens must be >= 1, got {tokens}")
+
+    layers = model.num_layers // pp
+    kv_heads = max(1, model.num_key_value_heads // tp)
+    kv_per_token = float(2 * layers * kv_heads * model.head_dim * kv_prec.bytes)
+    weights = weights_bytes_per_gpu(model, tp, pp, precision)
+    act = activation_bytes_per_gpu(model, tp, tokens)
+    reserve = framework_reserve_gib * GIB
+    mem = sku.memory_bytes
+    usable = mem * gpu_memory_utilization
+    kv = usable - weights - act - reserve
+    blocks = int(kv // (block_size * kv_per_token)) if kv > 0 else 0
+    return MemoryPlan(
+        model_name=model.name,
+        sku_id=sku.id,
+        tp=tp,
+        pp=pp,
+        precision=precision,
+        kv_precision=kv_prec,
+        block_size=block_size,
+        gpu_memory_utilization=gpu_memory_utilization,
+        max_num_batched_tokens=tokens,
+        gpu_memory_bytes=mem,
+        usable_bytes=usable,
+        weights_bytes=weights,
+        activation_bytes=act,
+        reserve_bytes=reserve,
+        kv_bytes=kv,
+        kv_bytes_per_token=kv_per_token,
+        num_kv_blocks=blocks,
+        kv_capacity_tokens=blocks * block_size,
+        fits=blocks >= 1,
+    )
+
+
+def check_fits(
+    model: ModelArchitecture,
+    sku: GpuSku,
+    tp: int = 1,
+    pp: int = 1,
+    precision: Precision = Precision.BF16,
+    kv_precision: Precision | None = None,
+    block_size: int = 16,
+    gpu_memory_utilization: float = 0.9,
+    max_num_batched_tokens: int | None = None,
+    framework_reserve_gib: float = 1.0,
+) -> MemoryPlan:
+    """`plan_memory`, raising `DoesNotFitError` (with the breakdown) when it does not fit."""
+    plan = plan_memory(
+        model,
+        sku,
+        tp,
+        pp,
+        precision,
+        kv_precision,
+        block_size,
+        gpu_memory_utilization,
+        max_num_batched_tokens,
+        framework_reserve_gib,
+    )
+    if not plan.fits:
+        raise DoesNotFitError(plan)
+    return plan

@@ -1,0 +1,667 @@
+"""Roofline cost model: FLOPs and bytes per operator against a SKU's peaks.
+
+Each operator of one transformer layer costs
+
+    max(flops / (peak * compute_eff), bytes / (hbm_bw * mem_eff)) + kernel_overhead
+
+where matmul weights are read in full once per iteration.  Matmul compute
+efficiency saturates with the token count ``M``::
+
+    compute_eff(M) = eff_max * M / (M + m_half)
+
+so the compute time is ``flops_per_token * (M + m_half) / (peak * eff_max)``: a
+matmul of M tokens costs as much as an ideal one of ``M + m_half`` tokens (tile
+padding, launch ramp).
+
+Prefill attention is counted in query-key pairs: a pair against the cached
+context costs ``4 * heads * head_dim / (peak * eff_max)``; a pair of the causal
+(diagonal) part of a chunk costs ``causal_factor`` times that; each query token
+adds ``query_pairs`` pair-equivalents and each context token of a chunk
+``ctx_pairs`` (tile ramp, KV reads)::
+
+    t = (context_pairs + causal_factor * diag_pairs + ctx_pairs * ctx + query_pairs * q)
+        * 4 * heads * head_dim / (peak * eff_max) + overhead
+
+with ``diag_pairs = sum q (q + 1) / 2`` estimated from the batch aggregates as if its
+chunks were of equal length.  Decode attention is a read of the KV cache.
+
+Communication follows a ring model:
+``2 (n - 1) / n * bytes / (link_bw * bw_eff) + latency`` for an all-reduce,
+``bytes / (link_bw * bw_eff) + latency`` for a point-to-point send.
+
+The efficiency and overhead constants are fitted per GPU architecture family
+against measured operator tables (``benchmarks/validate_roofline.py --fit``) and
+stored in ``estimators/data/roofline.yaml``; SKUs of families without data use the
+defaults there.
+
+Speed: everything shape-dependent is precomputed in ``__init__``; the token-level
+part of an iteration is cached on ``(num_tokens, num_seqs)`` and the attention
+terms are a few float operations, so a cache hit costs a few microseconds.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from importlib import resources
+from typing import Any
+
+import numpy as np
+import yaml
+
+from estimators._contract import BatchCost, BatchShape
+from estimators._types import ModelArchitecture, Precision, resolve_kv_precision
+from sku_catalog._types import GpuSku, LinkKind, NodeShape
+
+__all__ = [
+    "OPERATOR_NAMES",
+    "RooflineConstants",
+    "RooflineEstimator",
+    "TokenOp",
+    "load_roofline_constants",
+]
+
+# Vidur's operator names, in the order of one layer's forward pass.
+OPERATOR_NAMES: tuple[str, ...] = (
+    "emb",
+    "input_layernorm",
+    "attn_pre_proj",
+    "attn_rope",
+    "attn_prefill",
+    "attn_decode",
+    "attn_post_proj",
+    "post_attention_layernorm",
+    "mlp_up_proj",
+    "mlp_act",
+    "mlp_down_proj",
+    "add",
+    "all_reduce",
+    "send_recv",
+)
+
+_ACT_BYTES = 2  # activations stay in 16-bit, also under FP8 weights
+_EMB_BYTES = 2  # embedding and LM head stay in 16-bit, also under FP8 weights
+_CACHE_LIMIT = 1 << 18  # entries of the token-level cache before it is cleared
+
+# cached token-level part: (stage base seconds, pp hop, cpu overhead, flops, bytes)
+_Entry = tuple[tuple[float, ...], float, float, float, float]
+
+
+# --------------------------------------------------------------------------- constants
+
+
+@dataclass(frozen=True, slots=True)
+class RooflineConstants:
+    """Fitted efficiencies and overheads of one GPU family (see data/roofline.yaml).
+
+    Field names are ``<group>_<key>`` of the YAML file's nested groups.
+    Efficiencies are fractions of the SKU's nominal peak / bandwidth.
+    """
+
+    # GEMMs (projections, LM head)
+    matmul_eff_max: float = 0.72  # plateau fraction of the tensor-core peak
+    matmul_m_half: float = 24.0  # tokens at which compute efficiency is half the plateau
+    matmul_mem_eff: float = 0.78  # fraction of HBM bandwidth when weight-read bound
+    matmul_overhead_us: float = 4.0  # per-kernel fixed cost
+    # memory-bound elementwise kernels: fraction of HBM bandwidth each reaches
+    elementwise_norm_mem_eff: float = 0.35
+    elementwise_rope_mem_eff: float = 0.45
+    elementwise_act_mem_eff: float = 0.5
+    elementwise_add_mem_eff: float = 0.8
+    elementwise_emb_mem_eff: float = 0.15
+    elementwise_overhead_us: float = 4.0
+    # attention (FlashAttention / paged decode)
+    attention_prefill_eff_max: float = 0.6  # fraction of the 16-bit tensor peak, context pairs
+    attention_prefill_causal_factor: float = 2.0  # causal (diagonal) pair cost / context pair
+    attention_prefill_query_pairs: float = 1000.0  # pair-equivalents per query token
+    attention_prefill_ctx_pairs: float = 100.0  # pair-equivalents per context token of a chunk
+    attention_decode_mem_eff: float = 0.8  # fraction of HBM bandwidth reading the KV cache
+    attention_overhead_us: float = 12.0  # per attention kernel (prefill or decode)
+    # NCCL all-reduce inside a node (ring model)
+    allreduce_bw_eff: float = 0.85
+    allreduce_latency_us: float = 30.0
+    # point-to-point activation send between pipeline stages
+    p2p_bw_eff: float = 1.0
+    p2p_latency_us: float = 8.0
+    p2p_inter_bw_eff: float = 0.6
+    p2p_inter_latency_us: float = 20.0
+    # links
+    link_pcie_gbps: float = 25.0  # GB/s per GPU beyond the NVLink pair of a pairwise node
+    # PCIe-only nodes (no table to fit: assumed fractions of the catalog's PCIe rate)
+    allreduce_pcie_bw_eff: float = 0.6
+    p2p_pcie_bw_eff: float = 0.8
+    # host: scheduling, input preparation, sampling, output processing per iteration
+    cpu_base_ms: float = 0.8
+    cpu_per_seq_ms: float = 0.035
+
+    @classmethod
+    def field_names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls))
+
+    def with_values(self, values: Mapping[str, float]) -> RooflineConstants:
+        unknown = sorted(set(values) - set(self.field_names()))
+        if unknown:
+            raise ValueError(
+                f"unknown roofline constant(s) {unknown}; known: {list(self.field_names())}"
+            )
+        return replace(self, **{k: float(v) for k, v in values.items()})
+
+    def to_nested(self) -> dict[str, dict[str, float]]:
+        """The YAML form: ``{group: {key: value}}``."""
+        out: dict[str, dict[str, float]] = {}
+        for name in self.field_names():
+            group, key = name.split("_", 1)
+            out.setdefault(group, {})[key] = getattr(self, name)
+        return out
+
+
+def _flatten(nested: Mapping[str, Any], where: str) -> dict[str, float]:
+    flat: dict[str, float] = {}
+    for group, body in (nested or {}).items():
+        if not isinstance(body, Mapping):
+            raise ValueError(f"roofline.yaml {where}.{group}: expected a mapping, got {body!r}")
+        for key, value in body.items():
+            flat[f"{group}_{key}"] = float(value)
+    return flat
+
+
+@functools.cache
+def _roofline_yaml() -> dict[str, Any]:
+    text = resources.files("estimators").joinpath("data/roofline.yaml").read_text("utf-8")
+    data = yaml.safe_load(text) or {}
+    if not isinstance(data, dict):
+        raise ValueError("estimators/data/roofline.yaml: expected a mapping at the top level")
+    return data
+
+
+@functools.cache
+def _constants_for(architecture: str, sku_id: str) -> RooflineConstants:
+    data = _roofline_yaml()
+    consts = RooflineConstants().with_values(_flatten(data.get("defaults", {}), "defaults"))
+    families = data.get("families", {}) or {}
+    family = families.get(architecture.lower())
+    if family:
+        consts = consts.with_values(_flatten(family, f"families.{architecture}"))
+    sku_over = (data.get("skus", {}) or {}).get(sku_id)
+    if sku_over:
+        consts = consts.with_values(_flatten(sku_over, f"skus.{sku_id}"))
+    return consts
+
+
+def load_roofline_constants(sku: GpuSku) -> RooflineConstants:
+    """Constants for `sku`: defaults, then its architecture family, then SKU overrides."""
+    return _constants_for(sku.architecture or "", sku.id)
+
+
+# --------------------------------------------------------------------------- operators
+
+
+@dataclass(frozen=True, slots=True)
+class TokenOp:
+    """A token-level operator of one layer (or of the first/last stage), per GPU.
+
+    Its cost for M tokens: ``flops = flops_per_token * M`` and
+    ``bytes = fixed_bytes + bytes_per_token * M``; `kind` picks the efficiency
+    constants (``matmul`` or an elementwise kind: norm, rope, act, add, emb).
+    `count` kernels of this shape run per layer (two residual adds).
+    """
+
+    name: str
+    kind: str
+    flops_per_token: float
+    fixed_bytes: float
+    bytes_per_token: float
+    count: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class _Coeffs:
+    """Constants folded with the SKU's peaks: seconds per FLOP / per byte."""
+
+    sec_per_flop: float  # matmul: 1 / (peak * eff_max)
+    m_half: float
+    sec_per_byte: dict[str, float]  # by op kind: 1 / (bw * mem_eff)
+    overhead: dict[str, float]  # by op kind, seconds
+
+
+def _coeffs(consts: RooflineConstants, peak: float, bw: float) -> _Coeffs:
+    c = consts
+    return _Coeffs(
+        sec_per_flop=1.0 / (peak * c.matmul_eff_max),
+        m_half=c.matmul_m_half,
+        sec_per_byte={
+            "matmul": 1.0 / (bw * c.matmul_mem_eff),
+            "norm": 1.0 / (bw * c.elementwise_norm_mem_eff),
+            "rope": 1.0 / (bw * c.elementwise_rope_mem_eff),
+            "act": 1.0 / (bw * c.elementwise_act_mem_eff),
+            "add": 1.0 / (bw * c.elementwise_add_mem_eff),
+            "emb": 1.0 / (bw * c.elementwise_emb_mem_eff),
+        },
+        overhead={
+            "matmul": c.matmul_overhead_us * 1e-6,
+            "norm": c.elementwise_overhead_us * 1e-6,
+            "rope": c.elementwise_overhead_us * 1e-6,
+            "act": c.elementwise_overhead_us * 1e-6,
+            "add": c.elementwise_overhead_us * 1e-6,
+            "emb": c.elementwise_overhead_us * 1e-6,
+        },
+    )
+
+
+def _token_op_time(op: TokenOp, m: Any, k: _Coeffs) -> Any:
+    """Seconds of `op` for `m` tokens (a float, or a numpy array of token counts)."""
+    mem = (op.fixed_bytes + op.bytes_per_token * m) * k.sec_per_byte[op.kind]
+    if op.kind == "matmul":
+        comp = op.flops_per_token * (m + k.m_half) * k.sec_per_flop
+        t = np.maximum(comp, mem) if isinstance(m, np.ndarray) else max(comp, mem)
+    else:
+        t = mem
+    return (t + k.overhead[op.kind]) * op.count
+
+
+def _ring_allreduce(nbytes: Any, n: int, link_bw: float, eff: float, latency: float) -> Any:
+    if n <= 1:
+        return 0.0 * nbytes
+    return 2.0 * (n - 1) / n * nbytes / (link_bw * eff) + latency
+
+
+def _ring_allgather(nbytes: Any, n: int, link_bw: float, eff: float, latency: float) -> Any:
+    if n <= 1:
+        return 0.0 * nbytes
+    return (n - 1) / n * nbytes / (link_bw * eff) + latency
+
+
+def tp_link(node: NodeShape, tp: int, consts: RooflineConstants) -> tuple[float, float]:
+    """(bytes/s per GPU, efficiency) of the link the TP group's all-reduce runs over."""
+    if node.intra_node_link is LinkKind.PCIE:
+        return node.intra_node_bandwidth_gbps * 1e9, consts.allreduce_pcie_bw_eff
+    if node.intra_node_link is LinkKind.NVLINK_PAIRWISE and tp > 2:
+        return consts.link_pcie_gbps * 1e9, consts.allreduce_bw_eff  # ring leaves the pair
+    return node.intra_node_bandwidth_gbps * 1e9, consts.allreduce_bw_eff
+
+
+def pp_link(
+    node: NodeShape, tp: int, pp: int, consts: RooflineConstants
+) -> tuple[float, float, float]:
+    """(bytes/s, efficiency, latency seconds) of the link between pipeline stages."""
+    if tp * pp > node.gpus_per_node:
+        return (
+            node.inter_node_bandwidth_gbps * 1e9,
+            consts.p2p_inter_bw_eff,
+            consts.p2p_inter_latency_us * 1e-6,
+        )
+    lat = consts.p2p_latency_us * 1e-6
+    if node.intra_node_link is LinkKind.PCIE:
+        return node.intra_node_bandwidth_gbps * 1e9, consts.p2p_pcie_bw_eff, lat
+    if node.intra_node_link is LinkKind.NVLINK_PAIRWISE and not (tp == 1 and pp <= 2):
+        return consts.link_pcie_gbps * 1e9, consts.p2p_pcie_bw_eff, lat  # across NVLink pairs
+    return node.intra_node_bandwidth_gbps * 1e9, consts.p2p_bw_eff, lat
+
+
+# --------------------------------------------------------------------------- estimator
+
+
+class RooflineEstimator:
+    """Roofline `ExecutionTimeEstimator` for one deployment (model, SKU, TP, PP, precision).
+
+    ``batch_cost`` answers the simulator's per-iteration question; ``operator_times``
+    breaks one layer down by Vidur operator for validation.
+    """
+
+    def __init__(
+        self,
+        model: ModelArchitecture,
+        sku: GpuSku,
+        tp: int = 1,
+        pp: int = 1,
+        precision: Precision = Precision.BF16,
+        kv_precision: Precision | None = None,
+        node: NodeShape | None = None,
+        constants: RooflineConstants | None = None,
+    ) -> None:
+        from estimators._memory import select_node, validate_parallelism
+
+        validate_parallelism(model, tp, pp, sku, node=node)
+        node = node or select_node(sku, tp, pp)
+        self.model = model
+        self.sku = sku
+        self.tp = tp
+        self.pp = pp
+        self.precision = Precision(precision)
+        self.kv_precision = resolve_kv_precision(self.precision, kv_precision)
+        self.node = node
+        self.constants = constants or load_roofline_constants(sku)
+        c = self.constants
+
+        self.peak = sku.peak_flops(fp8=self.precision is Precision.FP8)
+        self.attn_peak = sku.peak_flops(fp8=False)
+        self.hbm_bw = sku.memory_bandwidth_bytes
+        self.layers_per_stage = model.num_layers // pp
+        self._k = _coeffs(c, self.peak, self.hbm_bw)
+
+        # ---- per-GPU shapes
+        h = model.hidden_size
+        hd = model.head_dim
+        heads = model.num_attention_heads // tp
+        kv_heads = max(1, model.num_key_value_heads // tp)  # replicated when kv_heads < tp
+        inter = model.intermediate_size // tp
+        w = self.precision.bytes
+        a = _ACT_BYTES
+        kvb = self.kv_precision.bytes
+        self.heads_per_gpu = heads
+        self.kv_heads_per_gpu = kv_heads
+
+        def matmul(name: str, n: int, kdim: int) -> TokenOp:
+            return TokenOp(
+                name, "matmul", 2.0 * n * kdim, float(n * kdim * w), float((n + kdim) * a)
+            )
+
+        qkv = (heads + 2 * kv_heads) * hd
+        up = (2 if model.gated_mlp else 1) * inter
+        parallel = model.parallel_attn_mlp  # attention and MLP share one norm and one add
+        ops = [
+            TokenOp("input_layernorm", "norm", 5.0 * h, float(h * a), float(2 * h * a)),
+            matmul("attn_pre_proj", qkv, h),
+            TokenOp(
+                "attn_rope",
+                "rope",
+                6.0 * (heads + kv_heads) * hd,
+                0.0,
+                float(2 * (heads + kv_heads) * hd * a),
+            ),
+            matmul("attn_post_proj", h, heads * hd),
+            TokenOp("post_attention_layernorm", "norm", 5.0 * h, float(h * a), float(2 * h * a)),
+            matmul("mlp_up_proj", up, h),
+            TokenOp("mlp_act", "act", 5.0 * inter, 0.0, float((up + inter) * a)),
+            matmul("mlp_down_proj", h, inter),
+            TokenOp("add", "add", float(h), 0.0, float(3 * h * a), count=1 if parallel else 2),
+        ]
+        if parallel:
+            ops = [op for op in ops if op.name != "post_attention_layernorm"]
+        self.layer_ops: tuple[TokenOp, ...] = tuple(ops)
+        self.operator_counts: dict[str, int] = {op.name: op.count for op in self.layer_ops}
+        self.operator_counts["all_reduce"] = 2 if tp > 1 else 0
+        self.emb_op = TokenOp("emb", "emb", 0.0, 0.0, float(2 * h * a))
+        self.final_norm_op = TokenOp("final_norm", "norm", 5.0 * h, float(h * a), float(2 * h * a))
+        vocab = -(-model.vocab_size // tp)
+        self.lm_head_op = TokenOp(
+            "lm_head",
+            "matmul",
+            2.0 * vocab * h,
+            float(vocab * h * _EMB_BYTES),
+            float((vocab + h) * a),
+        )
+        # sampling: softmax / top-k over fp32 logits of each sequence (read, write, read)
+        self.sampler_op = TokenOp(
+            "sampler", "act", 5.0 * model.vocab_size, 0.0, float(3 * model.vocab_size * 4)
+        )
+
+        # ---- communication
+        self.tp_link_bw, self._ar_eff = tp_link(node, tp, c)
+        self._ar_lat = c.allreduce_latency_us * 1e-6
+        self._act_row_bytes = float(h * a)  # one token's hidden state
+        self.pp_link = pp_link(node, tp, pp, c)
+
+        # ---- attention (per layer, per GPU)
+        self._kv_row = 2.0 * kv_heads * hd * kvb  # K and V of one token
+        self._q_row2 = 2.0 * heads * hd * a  # query in + output out, one token
+        flops_per_pair = 4.0 * heads * hd
+        self._attn_flops_per_pair = flops_per_pair  # per GPU
+        self._pf_sec_per_pair = flops_per_pair / (self.attn_peak * c.attention_prefill_eff_max)
+        self._pf_causal_m1 = c.attention_prefill_causal_factor - 1.0
+        self._pf_q = c.attention_prefill_query_pairs
+        self._pf_ctx = c.attention_prefill_ctx_pairs
+        self._attn_sec_per_byte = 1.0 / (self.hbm_bw * c.attention_decode_mem_eff)
+        self._dec_sec_per_kv = flops_per_pair / (self.attn_peak * c.attention_prefill_eff_max)
+        self._attn_ovh = c.attention_overhead_us * 1e-6
+
+        # ---- cpu
+        self._cpu_a = c.cpu_base_ms * 1e-3
+        self._cpu_b = c.cpu_per_seq_ms * 1e-3
+
+        self._cache: dict[int, _Entry] = {}
+        self._layer_cache: dict[int, tuple[float, float, float]] = {}
+        self._seq_cache: dict[int, tuple[float, float, float]] = {}
+
+    # ---------------------------------------------------------------- token level
+
+    def _layer_token_part(self, nt: int) -> tuple[float, float, float]:
+        """(seconds incl. all-reduces, flops, bytes) of one layer's token-level ops, per GPU."""
+        hit = self._layer_cache.get(nt)
+        if hit is not None:
+            return hit
+        k = self._k
+        t = 0.0
+        fl = 0.0
+        by = 0.0
+        m = float(nt)
+        for op in self.layer_ops:
+            t += _token_op_time(op, m, k)
+            fl += op.flops_per_token * m * op.count
+            by += (op.fixed_bytes + op.bytes_per_token * m) * op.count
+        if self.tp > 1:
+            t += 2 * self.all_reduce_time(self._act_row_bytes * m)
+        hit = (t, fl, by)
+        self._layer_cache[nt] = hit
+        return hit
+
+    def _head_part(self, ns: int) -> tuple[float, float, float]:
+        """(seconds, flops, bytes) of LM head + logits gather + sampling for `ns` sequences."""
+        hit = self._seq_cache.get(ns)
+        if hit is not None:
+            return hit
+        k = self._k
+        m = float(ns)
+        t = _token_op_time(self.lm_head_op, m, k) + _token_op_time(self.sampler_op, m, k)
+        if self.tp > 1:  # gather the vocab-parallel logits
+            t += _ring_allgather(
+                m * self.model.vocab_size * _ACT_BYTES,
+                self.tp,
+                self.tp_link_bw,
+                self._ar_eff,
+                self._ar_lat,
+            )
+        fl = (self.lm_head_op.flops_per_token + self.sampler_op.flops_per_token) * m
+        by = (
+            self.lm_head_op.fixed_bytes
+            + self.lm_head_op.bytes_per_token * m
+            + self.sampler_op.bytes_per_token * m
+        )
+        hit = (t, fl, by)
+        self._seq_cache[ns] = hit
+        return hit
+
+    def _token_entry(self, nt: int, ns: int) -> _Entry:
+        """(stage base times, pp hop, cpu overhead, flops, bytes) of the token-level part."""
+        k = self._k
+        lt, lf, lb = self._layer_token_part(nt)
+        ht, hf, hb = self._head_part(ns)
+        m = float(nt)
+        L = self.layers_per_stage
+        emb_t = _token_op_time(self.emb_op, m, k)
+        if self.tp > 1:
+            emb_t += self.all_reduce_time(self._act_row_bytes * m)  # vocab-parallel embedding
+        fn_t = _token_op_time(self.final_norm_op, m, k)
+        stages = [L * lt] * self.pp
+        stages[0] += emb_t
+        stages[-1] += fn_t + ht
+        hop = self.send_recv_time(self._act_row_bytes * m) if self.pp > 1 else 0.0
+        cpu = self._cpu_a + self._cpu_b * ns
+        tp = self.tp
+        flops = tp * (self.model.num_layers * lf + self.final_norm_op.flops_per_token * m + hf)
+        nbytes = tp * (
+            self.model.num_layers * lb
+            + self.emb_op.bytes_per_token * m
+            + self.final_norm_op.fixed_bytes
+            + self.final_norm_op.bytes_per_token * m
+            + hb
+        )
+        entry = (tuple(stages), hop, cpu, flops, nbytes)
+        if len(self._cache) >= _CACHE_LIMIT:
+            self._cache.clear()
+        self._cache[(nt << 24) | ns] = entry
+        return entry
+
+    # ---------------------------------------------------------------- communication
+
+    def all_reduce_time(self, nbytes: Any) -> Any:
+        """Seconds of one TP all-reduce of `nbytes` (float or numpy array); 0 when tp == 1."""
+        return _ring_allreduce(nbytes, self.tp, self.tp_link_bw, self._ar_eff, self._ar_lat)
+
+    def send_recv_time(self, nbytes: Any) -> Any:
+        """Seconds of one stage-to-stage send of `nbytes` over this deployment's PP link."""
+        bw, eff, lat = self.pp_link
+        return nbytes / (bw * eff) + lat
+
+    # ---------------------------------------------------------------- attention
+
+    def _prefill(self, npt: int, npf: int, pairs: float, kv_tokens: int) -> tuple[float, float]:
+        """(seconds, bytes) of one layer's prefill attention on one GPU."""
+        diag = 0.5 * (npt * npt / max(npf, 1) + npt)  # sum q (q + 1) / 2 for equal chunks
+        diag = min(diag, pairs)
+        comp = self._pf_sec_per_pair * (
+            pairs + self._pf_causal_m1 * diag + self._pf_ctx * (kv_tokens - npt) + self._pf_q * npt
+        )
+        b = kv_tokens * self._kv_row + npt * self._q_row2
+        mem = b * self._attn_sec_per_byte
+        return max(comp, mem) + self._attn_ovh, b
+
+    def _attention(self, batch: BatchShape) -> tuple[float, float, float]:
+        """(seconds, flops, bytes) of one layer's attention on one GPU."""
+        t = 0.0
+        fl = 0.0
+        by = 0.0
+        npt = batch.num_prefill_tokens
+        if npt:
+            pairs = batch.prefill_attn_pairs
+            t_pf, b = self._prefill(npt, batch.num_prefills, pairs, batch.prefill_kv_tokens)
+            t += t_pf
+            fl += self._attn_flops_per_pair * pairs
+            by += b
+        nd = batch.num_decodes
+        if nd:
+            dkv = batch.decode_kv_tokens
+            b = dkv * self._kv_row + nd * self._q_row2
+            mem = b * self._attn_sec_per_byte
+            comp = self._dec_sec_per_kv * dkv
+            t += (comp if comp > mem else mem) + self._attn_ovh
+            fl += self._attn_flops_per_pair * dkv
+            by += b
+        return t, fl, by
+
+    # ---------------------------------------------------------------- contract
+
+    def batch_cost(self, batch: BatchShape) -> BatchCost:
+        """Cost of running `batch` through every pipeline stage once."""
+        npt = batch.num_prefill_tokens
+        nd = batch.num_decodes
+        nt = npt + nd
+        ns = batch.num_prefills + nd
+        entry = self._cache.get((nt << 24) | ns)
+        if entry is None:
+            if nt <= 0:
+                return BatchCost((0.0,) * self.pp, 0.0, 0.0, 0.0, 0.0)
+            entry = self._token_entry(nt, ns)
+        base, hop, cpu, flops, nbytes = entry
+
+        # attention, inlined from _attention for speed
+        at = 0.0
+        pairs = 0.0
+        ab = 0.0
+        if npt:
+            pairs = batch.prefill_attn_pairs
+            kvt = batch.prefill_kv_tokens
+            diag = 0.5 * (npt * npt / (batch.num_prefills or 1) + npt)  # equal-chunk estimate
+            if diag > pairs:
+                diag = pairs
+            comp = self._pf_sec_per_pair * (
+                pairs + self._pf_causal_m1 * diag + self._pf_ctx * (kvt - npt) + self._pf_q * npt
+            )
+            ab = kvt * self._kv_row + npt * self._q_row2
+            mem = ab * self._attn_sec_per_byte
+            at = (comp if comp > mem else mem) + self._attn_ovh
+        if nd:
+            dkv = batch.decode_kv_tokens
+            b = dkv * self._kv_row + nd * self._q_row2
+            mem = b * self._attn_sec_per_byte
+            comp = self._dec_sec_per_kv * dkv
+            at += (comp if comp > mem else mem) + self._attn_ovh
+            ab += b
+            pairs += dkv
+        a = self.layers_per_stage * at
+        stages = (base[0] + a,) if self.pp == 1 else tuple([s + a for s in base])
+        scale = self.tp * self.model.num_layers
+        return BatchCost(
+            stages,
+            hop,
+            cpu,
+            flops + scale * self._attn_flops_per_pair * pairs,
+            nbytes + scale * ab,
+        )
+
+    # ---------------------------------------------------------------- inspection
+
+    def operator_times(self, batch: BatchShape) -> dict[str, float]:
+        """Seconds by Vidur operator: per layer for the layer operators (``add`` and
+        ``all_reduce`` summed over their ``operator_counts`` kernels), per iteration for
+        ``emb`` (first stage) and ``send_recv`` (one stage-to-stage hop)."""
+        k = self._k
+        m = float(batch.num_tokens)
+        out = dict.fromkeys(OPERATOR_NAMES, 0.0)
+        if m <= 0:
+            return out
+        for op in self.layer_ops:
+            out[op.name] = _token_op_time(op, m, k)
+        out["emb"] = _token_op_time(self.emb_op, m, k)
+        if self.tp > 1:
+            out["all_reduce"] = 2 * self.all_reduce_time(self._act_row_bytes * m)
+        out["send_recv"] = self.send_recv_time(self._act_row_bytes * m) if self.pp > 1 else 0.0
+        pre = BatchShape(
+            num_prefill_tokens=batch.num_prefill_tokens,
+            num_prefills=batch.num_prefills,
+            prefill_attn_pairs=batch.prefill_attn_pairs,
+            prefill_kv_tokens=batch.prefill_kv_tokens,
+        )
+        dec = BatchShape(num_decodes=batch.num_decodes, decode_kv_tokens=batch.decode_kv_tokens)
+        out["attn_prefill"] = self._attention(pre)[0] if batch.num_prefill_tokens else 0.0
+        out["attn_decode"] = self._attention(dec)[0] if batch.num_decodes else 0.0
+        return out
+
+    def token_op_times(self, num_tokens: np.ndarray | float) -> dict[str, Any]:
+        """Seconds of each token-level layer operator (one kernel each) for `num_tokens`
+        (vectorised over a numpy array), plus ``emb``; used by calibration."""
+        k = self._k
+        out = {
+            op.name: _token_op_time(replace(op, count=1), num_tokens, k) for op in self.layer_ops
+        }
+        out["emb"] = _token_op_time(self.emb_op, num_tokens, k)
+        return out
+
+    def describe(self) -> str:
+        m = self.model
+        c = self.constants
+        lines = [
+            f"roofline estimator: {m.name} on {self.sku.name} ({self.sku.id}, "
+            f"family {self.sku.architecture or 'default'})",
+            f"  parallelism: TP={self.tp} PP={self.pp} ({self.layers_per_stage} layers per stage), "
+            f"weights {self.precision.value}, KV cache {self.kv_precision.value}",
+            f"  peaks: {self.peak / 1e12:.0f} TFLOP/s matmul, {self.attn_peak / 1e12:.0f} TFLOP/s "
+            f"attention, {self.hbm_bw / 1e12:.2f} TB/s HBM",
+            f"  matmul: eff_max {c.matmul_eff_max:.2f}, m_half {c.matmul_m_half:.0f} tokens, "
+            f"mem_eff {c.matmul_mem_eff:.2f}, overhead {c.matmul_overhead_us:.1f} us",
+            f"  attention: prefill eff_max {c.attention_prefill_eff_max:.2f} "
+            f"(causal x{c.attention_prefill_causal_factor:.2f}), decode mem_eff "
+            f"{c.attention_decode_mem_eff:.2f}, overhead {c.attention_overhead_us:.1f} us",
+            f"  TP link: {self.tp_link_bw / 1e9:.0f} GB/s ({self.node.intra_node_link.value}), "
+            f"all-reduce eff {c.allreduce_bw_eff:.2f} + {c.allreduce_latency_us:.0f} us",
+            f"  PP link: {self.pp_link[0] / 1e9:.0f} GB/s",
+            f"  cpu overhead: {c.cpu_base_ms:.2f} ms + {c.cpu_per_seq_ms * 1e3:.0f} us/seq",
+        ]
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return (
+            f"RooflineEstimator({self.model.name!r}, {self.sku.id!r}, tp={self.tp}, pp={self.pp}, "
+            f"precision={self.precision.value!r})"
+        )

@@ -1,0 +1,1 @@
+"""The search service: configuration space, capacity search, results, and the CLI."""

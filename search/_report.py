@@ -1,0 +1,99 @@
+"""Terminal rendering of a simulation's summary."""
+
+from __future__ import annotations
+
+import math
+
+from rich.console import Console, Group
+from rich.table import Table
+
+from simulator._deployment import PreparedDeployment
+
+GIB = 1024**3
+
+LATENCY_ROWS = (
+    ("TTFT", "ttft"),
+    ("TBT", "tbt"),
+    ("TPOT", "tpot"),
+    ("E2E", "e2e"),
+    ("Normalized (s/token)", "normalized_latency"),
+    ("Scheduling delay", "scheduling_delay"),
+)
+
+
+def _ms(seconds: float) -> str:
+    if math.isnan(seconds):
+        return "-"
+    return f"{seconds * 1e3:,.1f}"
+
+
+def render_summary(summary: dict, prepared: PreparedDeployment, workload_info: dict) -> Group:
+    d = prepared.deployment
+    mem = prepared.memory
+    head = Table.grid(padding=(0, 2))
+    head.add_column(style="bold")
+    head.add_column()
+    head.add_row(
+        "Deployment",
+        f"{d.model.name} on {d.num_replicas} x {d.sku.name} replica(s), TP{d.tp} PP{d.pp}, "
+        f"{d.precision.value}, {d.scheduler.kind.value} (batch {d.scheduler.batch_size}"
+        + (f", chunk {d.scheduler.chunk_size}" if d.scheduler.kind.value == "sarathi" else "")
+        + (f", max tokens {d.scheduler.max_tokens}" if d.scheduler.max_tokens else "")
+        + ")",
+    )
+    head.add_row(
+        "Memory / GPU",
+        f"weights {mem.weights_bytes / GIB:.1f} GiB, KV cache {mem.kv_bytes / GIB:.1f} GiB "
+        f"= {mem.kv_capacity_tokens:,} tokens ({mem.num_kv_blocks:,} blocks of {d.block_size})",
+    )
+    head.add_row(
+        "Workload",
+        f"{workload_info['name']}: {workload_info['num_requests']:,} requests, "
+        f"{workload_info['arrivals']}, prompt mean {workload_info['prompt_mean']:,.0f}, "
+        f"output mean {workload_info['output_mean']:,.0f} tokens",
+    )
+    req = summary["requests"]
+    tput = summary["throughput"]
+    head.add_row(
+        "Requests",
+        f"{req['completed']:,} completed, {req['rejected']:,} rejected, "
+        f"{req['preemptions']:,} preemptions, over {summary['duration_s']:,.1f} s",
+    )
+    head.add_row(
+        "Throughput",
+        f"{tput['requests_per_s']:,.2f} req/s, {tput['output_tokens_per_s']:,.0f} output tok/s, "
+        f"{tput['total_tokens_per_s']:,.0f} total tok/s; ${d.cost_per_hour:,.2f}/h",
+    )
+
+    latency = Table(title="Latency (ms)", title_justify="left")
+    latency.add_column("metric")
+    for name in ("P50", "P90", "P95", "P99", "mean"):
+        latency.add_column(name, justify="right")
+    for label, key in LATENCY_ROWS:
+        stats = summary["latency_s"][key]
+        latency.add_row(label, *(_ms(stats[k]) for k in ("p50", "p90", "p95", "p99", "mean")))
+
+    replicas = Table(title="Replicas (mean ≤ max)", title_justify="left")
+    for name in ("#", "batches", "seqs/batch", "tokens/batch", "busy", "KV use", "MFU", "MBU"):
+        replicas.add_column(name, justify="right")
+    for r in summary["replicas"]:
+        replicas.add_row(
+            str(r["replica"]),
+            f"{r['batches']:,}",
+            f"{r['batch_size_mean']:.1f} ≤{r['batch_size_max']}",
+            f"{r['tokens_per_batch_mean']:.0f}",
+            f"{r['busy_fraction']:.0%}",
+            f"{r['kv_utilization_mean']:.0%} ≤{r['kv_utilization_peak']:.0%}",
+            f"{r['mfu']:.1%}",
+            f"{r['mbu']:.1%}",
+        )
+    sim = summary["simulation"]
+    footer = (
+        f"[dim]simulated {sim['iterations']:,} iterations in {sim['wall_time_s']:.2f} s "
+        f"(estimator: {d.estimator})[/dim]"
+    )
+    return Group(head, "", latency, "", replicas, footer)
+
+
+def print_summary(summary: dict, prepared: PreparedDeployment, workload_info: dict) -> None:
+    Console().print(render_summary(summary, prepared, workload_info))

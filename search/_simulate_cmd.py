@@ -1,0 +1,110 @@
+"""`llmcap simulate`: validate the input, run the simulation, report."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from search._report import print_summary
+from search._simulate_spec import SimulateSpec
+from simulator import RunOptions
+from simulator._deployment import prepare
+from workloads import build_workload, describe_workload
+
+
+def run_simulate(data: dict[str, Any]) -> None:
+    spec = SimulateSpec.model_validate(data)
+    prepared = prepare(spec.deployment())
+    workload = build_workload(
+        spec.workload,
+        num_requests=spec.num_requests,
+        qps=spec.qps,
+        concurrency=spec.concurrency,
+        seed=spec.seed,
+    )
+    with simulation_progress(len(workload), enabled=not spec.json_output) as on_progress:
+        options = RunOptions(
+            seed=spec.seed,
+            record_stage_times=spec.trace_out is not None,
+            on_progress=on_progress,
+        )
+        result = prepared.simulate(workload, options)
+    info = workload_info(workload, spec)
+    if spec.json_output:
+        memory = prepared.memory
+        payload = {
+            "deployment": spec.model_dump(
+                mode="json", exclude={"json_output", "requests_out", "trace_out"}
+            ),
+            "memory": {
+                "weights_bytes_per_gpu": memory.weights_bytes,
+                "kv_cache_bytes_per_gpu": memory.kv_bytes,
+                "kv_capacity_tokens": memory.kv_capacity_tokens,
+                "num_kv_blocks": memory.num_kv_blocks,
+            },
+            "workload": info,
+            **result.summary,
+        }
+        click.echo(json.dumps(payload, indent=2))
+    else:
+        print_summary(result.summary, prepared, info)
+    if spec.requests_out is not None:
+        path = result.write_requests(spec.requests_out)
+        click.echo(f"wrote per-request records to {path}", err=True)
+    if spec.trace_out is not None:
+        path = result.write_chrome_trace(spec.trace_out)
+        click.echo(f"wrote Chrome trace to {path} (open in ui.perfetto.dev)", err=True)
+    sys.stdout.flush()
+
+
+@contextmanager
+def simulation_progress(total: int, enabled: bool) -> Iterator[Callable[[Any], None] | None]:
+    """A transient progress bar of finished requests, on a terminal only."""
+    console = Console(stderr=True)
+    if not enabled or not console.is_terminal:
+        yield None
+        return
+    columns = (
+        TextColumn("simulating"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("requests"),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=console, transient=True) as progress:
+        task = progress.add_task("simulate", total=total)
+
+        def update(sim: Any) -> None:
+            progress.update(task, completed=sim.completed)
+
+        yield update
+
+
+def workload_info(workload, spec: SimulateSpec) -> dict[str, Any]:
+    described = describe_workload(workload)
+    kind = workload.metadata.get("arrival", "")
+    if workload.concurrency is not None:
+        arrivals = f"closed loop, concurrency {workload.concurrency}"
+    elif kind == "trace":
+        rate = described.get("mean_qps")
+        at = f"{rate:.2f} req/s" if rate else "as recorded"
+        arrivals = f"trace timestamps ({at})"
+    elif spec.qps is not None:
+        arrivals = f"{kind} at {spec.qps:g} req/s"
+    else:
+        arrivals = str(kind)
+    return {
+        "name": workload.name,
+        "num_requests": len(workload),
+        "arrivals": arrivals,
+        "prompt_mean": float(workload.prompt_tokens.mean()),
+        "output_mean": float(workload.output_tokens.mean()),
+        "described": described,
+    }

@@ -1,0 +1,96 @@
+"""The `llmcap simulate` input: CLI options and/or a YAML file, validated at the edge."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, model_validator
+
+from estimators import Precision, load_model
+from search._errors import SpecError
+from simulator import GlobalSchedulerKind, SchedulerConfig, SchedulerKind
+from simulator._deployment import Deployment
+from sku_catalog import load_catalog
+from workloads import WorkloadSpec
+
+
+class SimulateSpec(BaseModel):
+    """One simulation: a deployment, a workload and what to write."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = "meta-llama/Llama-2-7b-hf"
+    sku: str = "a100-80gb"
+    catalog: list[str] = Field(default_factory=list)
+    tp: PositiveInt = 1
+    pp: PositiveInt = 1
+    replicas: PositiveInt = 1
+    scheduler: SchedulerKind = SchedulerKind.SARATHI
+    batch_size: PositiveInt = 128
+    chunk_size: PositiveInt = 512
+    max_tokens: PositiveInt | None = None
+    global_scheduler: GlobalSchedulerKind = GlobalSchedulerKind.ROUND_ROBIN
+    precision: Precision = Precision.BF16
+    kv_precision: Precision | None = None
+    block_size: PositiveInt = 16
+    gpu_memory_utilization: float = Field(0.9, gt=0.0, le=1.0)
+    estimator: Literal["roofline"] = "roofline"
+    workload: WorkloadSpec = Field(default_factory=WorkloadSpec)
+    qps: PositiveFloat | None = None
+    concurrency: PositiveInt | None = None
+    num_requests: PositiveInt = 1000
+    seed: int = 0
+    json_output: bool = Field(False, alias="json")
+    requests_out: Path | None = None
+    trace_out: Path | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _workload_shorthand(cls, data: object) -> object:
+        # `workload: chat` is short for `workload: {source: chat}`
+        if isinstance(data, dict) and isinstance(data.get("workload"), str):
+            data = {**data, "workload": {"source": data["workload"]}}
+        return data
+
+    @model_validator(mode="after")
+    def _one_rate(self) -> SimulateSpec:
+        if self.qps is not None and self.concurrency is not None:
+            raise ValueError("give either qps (open loop) or concurrency (closed loop), not both")
+        return self
+
+    def deployment(self) -> Deployment:
+        catalog = load_catalog(self.catalog)
+        return Deployment(
+            model=load_model(self.model),
+            sku=catalog.get(self.sku),
+            tp=self.tp,
+            pp=self.pp,
+            num_replicas=self.replicas,
+            scheduler=SchedulerConfig(
+                self.scheduler, self.batch_size, self.chunk_size, self.max_tokens
+            ),
+            precision=self.precision,
+            kv_precision=self.kv_precision,
+            block_size=self.block_size,
+            gpu_memory_utilization=self.gpu_memory_utilization,
+            global_scheduler=self.global_scheduler,
+            estimator=self.estimator,
+        )
+
+
+def read_config_file(path: Path) -> dict:
+    """A YAML mapping of SimulateSpec fields (dashes or underscores)."""
+    try:
+        data = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise FileNotFoundError(f"config file not found: {path}") from None
+    except yaml.YAMLError as exc:
+        raise SpecError(f"config file {path} is not valid YAML: {exc}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        kind = type(data).__name__
+        raise SpecError(f"config file {path} must hold a mapping of options, not a {kind}")
+    return {str(key).replace("-", "_"): value for key, value in data.items()}

@@ -1,0 +1,334 @@
+"""The `llmcap` command line."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+from click.core import ParameterSource
+from pydantic import ValidationError
+from rich.console import Console
+
+from search._errors import USER_ERRORS, format_validation_error
+
+EXIT_BAD_INPUT = 2
+
+
+def user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Print a user-input error as one message and exit 2, without a traceback."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except ValidationError as exc:
+            click.echo(f"error: {format_validation_error(exc, 'input')}", err=True)
+        except USER_ERRORS as exc:
+            message = exc.args[0] if exc.args else str(exc)
+            click.echo(f"error: {message}", err=True)
+        sys.exit(EXIT_BAD_INPUT)
+
+    return wrapper
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(package_name="llmcap")
+def cli() -> None:
+    """llmcap: find the LLM deployment with the most queries per second per dollar.
+
+    \b
+    Start with:
+      llmcap simulate --help        one deployment under one workload
+      llmcap catalog skus           the GPUs you can deploy on, with prices
+      llmcap catalog models         the built-in model architectures
+    """
+
+
+# -- catalog -----------------------------------------------------------------
+
+
+@cli.group()
+def catalog() -> None:
+    """Show the built-in GPU SKUs and model architectures."""
+
+
+@catalog.command("skus")
+@click.option(
+    "--catalog",
+    "catalog_files",
+    multiple=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="A YAML file that adds SKUs or overrides fields (e.g. prices); repeatable.",
+)
+@user_errors
+def catalog_skus(catalog_files: tuple[Path, ...]) -> None:
+    """GPU SKUs: memory, bandwidth, peak FLOP/s, node shapes and price per GPU-hour."""
+    from sku_catalog import format_sku_table, load_catalog
+
+    Console().print(format_sku_table(load_catalog(catalog_files)))
+
+
+@catalog.command("models")
+def catalog_models() -> None:
+    """Built-in model architectures (any local HF config.json also works with --model PATH)."""
+    from estimators import format_model_table
+
+    Console().print(format_model_table())
+
+
+# -- simulate ----------------------------------------------------------------
+
+SIMULATE_EPILOG = """
+\b
+Examples:
+  llmcap simulate --qps 4
+  llmcap simulate --model meta-llama/Llama-2-70b-hf --sku h100-sxm --tp 4 \\
+      --scheduler vllm --batch-size 256 --workload chat --qps 10 --num-requests 2000
+  llmcap simulate --workload path/to/AzureLLMInferenceTrace_conv.csv --num-requests 5000
+  llmcap simulate --workload chat --prompt-len lognormal:1000:0.8:8192 --output-len fixed:256 \\
+      --concurrency 32
+  llmcap simulate --config run.yaml --json > summary.json
+
+\b
+Workload sources: a built-in name (chat, code, summarization, fixed-1k-128), or a trace file:
+Azure LLM inference 2023 CSV, Vidur trace CSV, Mooncake JSONL, or any CSV (see --trace-format).
+Length specs: fixed:N, uniform:LOW:HIGH, zipf:THETA:LOW:HIGH, lognormal:MEDIAN:SIGMA[:MAX],
+trace:PATH[:prompt|output].
+"""
+
+
+def _choice(enum_values: list[str]) -> click.Choice:
+    return click.Choice(enum_values, case_sensitive=False)
+
+
+@cli.command(epilog=SIMULATE_EPILOG)
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="YAML file with any of these options (keys as below, dashes or underscores); "
+    "options given on the command line override it.",
+)
+@click.option(
+    "--model",
+    default="meta-llama/Llama-2-7b-hf",
+    show_default=True,
+    help="Built-in model name (see `llmcap catalog models`) or path to a HF config.json.",
+)
+@click.option(
+    "--sku",
+    default="a100-80gb",
+    show_default=True,
+    help="GPU SKU id (see `llmcap catalog skus`), e.g. a100-80gb, h100-sxm, h200, l40s.",
+)
+@click.option(
+    "--catalog",
+    "catalog_files",
+    multiple=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Extra SKU catalog YAML (adds SKUs or overrides prices); repeatable.",
+)
+@click.option(
+    "--tp",
+    type=int,
+    default=1,
+    show_default=True,
+    help="Tensor-parallel degree: GPUs that split every layer (inside one node).",
+)
+@click.option(
+    "--pp",
+    type=int,
+    default=1,
+    show_default=True,
+    help="Pipeline-parallel degree: stages that split the layers.",
+)
+@click.option(
+    "--replicas",
+    type=int,
+    default=1,
+    show_default=True,
+    help="Independent replicas, each with TP x PP GPUs.",
+)
+@click.option(
+    "--scheduler",
+    type=_choice(["vllm", "orca", "sarathi", "static"]),
+    default="sarathi",
+    show_default=True,
+    help="Replica batching policy: vllm (prefill-first), orca (iteration-level), "
+    "sarathi (chunked prefill), static (FasterTransformer-style).",
+)
+@click.option(
+    "--batch-size",
+    type=int,
+    default=128,
+    show_default=True,
+    help="Most sequences in one batch (per micro-batch under PP).",
+)
+@click.option(
+    "--chunk-size",
+    type=int,
+    default=512,
+    show_default=True,
+    help="Sarathi-Serve token budget per iteration (prefill chunk + decodes).",
+)
+@click.option(
+    "--max-tokens",
+    type=int,
+    default=None,
+    help="Most tokens per iteration for vllm [4096] and orca/static [no limit].",
+)
+@click.option(
+    "--global-scheduler",
+    type=_choice(["round_robin", "lor", "random"]),
+    default="round_robin",
+    show_default=True,
+    help="Routing of requests to replicas (lor: least outstanding requests).",
+)
+@click.option(
+    "--precision",
+    type=_choice(["bf16", "fp16", "fp8"]),
+    default="bf16",
+    show_default=True,
+    help="Weight (and compute) precision.",
+)
+@click.option(
+    "--kv-precision",
+    type=_choice(["bf16", "fp16", "fp8"]),
+    default=None,
+    help="KV-cache precision [same as --precision].",
+)
+@click.option(
+    "--block-size", type=int, default=16, show_default=True, help="Tokens per paged KV-cache block."
+)
+@click.option(
+    "--gpu-memory-utilization",
+    type=float,
+    default=0.9,
+    show_default=True,
+    help="Share of GPU memory the server may use (weights + activations + KV).",
+)
+@click.option(
+    "--estimator",
+    type=_choice(["roofline"]),
+    default="roofline",
+    show_default=True,
+    help="Cost model that times each iteration.",
+)
+@click.option(
+    "--workload",
+    default="chat",
+    show_default=True,
+    help="Built-in workload name or a trace file path (see below).",
+)
+@click.option(
+    "--trace-format",
+    type=_choice(["auto", "azure", "vidur", "mooncake", "csv"]),
+    default="auto",
+    show_default=True,
+    help="Format of a trace file.",
+)
+@click.option(
+    "--arrival",
+    type=_choice(["poisson", "gamma", "static", "trace"]),
+    default=None,
+    help="Arrival process [trace timestamps when the trace has them and no --qps; else poisson].",
+)
+@click.option(
+    "--cv",
+    type=float,
+    default=1.0,
+    show_default=True,
+    help="Burstiness of gamma arrivals: coefficient of variation (1 = Poisson).",
+)
+@click.option("--prompt-len", default=None, help="Override prompt lengths with a length spec.")
+@click.option("--output-len", default=None, help="Override output lengths with a length spec.")
+@click.option(
+    "--max-total-tokens",
+    type=int,
+    default=None,
+    help="Drop requests whose prompt + output exceed this.",
+)
+@click.option(
+    "--qps",
+    type=float,
+    default=None,
+    help="Arrival rate (requests/s); rescales a trace's own timestamps.",
+)
+@click.option(
+    "--concurrency",
+    type=int,
+    default=None,
+    help="Closed loop: keep this many requests in flight (like a benchmark client).",
+)
+@click.option(
+    "--num-requests", type=int, default=1000, show_default=True, help="Requests to simulate."
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of every random draw.")
+@click.option("--json", "json_output", is_flag=True, help="Print the summary as JSON.")
+@click.option(
+    "--requests-out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write per-request records (.csv, or .parquet).",
+)
+@click.option(
+    "--trace-out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write a Chrome/Perfetto trace of every batch on every replica stage (.json).",
+)
+@click.pass_context
+@user_errors
+def simulate(ctx: click.Context, config_file: Path | None, **options: Any) -> None:
+    """Simulate one deployment serving one workload and print its metrics.
+
+    The deployment is a model on a GPU SKU with tensor (--tp) and pipeline (--pp)
+    parallelism, --replicas copies, and a batching --scheduler.  The workload is a
+    built-in request mix, a trace replay or a synthetic stream at --qps (open loop)
+    or --concurrency (closed loop).  Latencies: TTFT (time to first token), TBT
+    (time between tokens), TPOT (time per output token), E2E, and scheduling delay
+    (arrival to first admission).
+    """
+    from search._simulate_cmd import run_simulate
+
+    run_simulate(_merge_config(ctx, config_file, options))
+
+
+def _merge_config(ctx: click.Context, config_file: Path | None, options: dict) -> dict:
+    """Config-file values, overridden by options given on the command line."""
+    from search._simulate_spec import read_config_file
+
+    merged: dict[str, Any] = read_config_file(config_file) if config_file else {}
+    workload = merged.pop("workload", None)
+    workload = {"source": workload} if isinstance(workload, str) else dict(workload or {})
+    workload_keys = {
+        "workload": "source", "trace_format": "trace_format", "arrival": "arrival", "cv": "cv",
+        "prompt_len": "prompt_len", "output_len": "output_len",
+        "max_total_tokens": "max_total_tokens",
+    }  # fmt: skip
+    for name, value in options.items():
+        explicit = ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE
+        if name in workload_keys:
+            key = workload_keys[name]
+            if explicit or (key not in workload and value is not None):
+                workload[key] = value
+            continue
+        key = "json" if name == "json_output" else name
+        key = "catalog" if name == "catalog_files" else key
+        if explicit or key not in merged:
+            merged[key] = list(value) if isinstance(value, tuple) else value
+    merged["workload"] = workload
+    return merged
+
+
+def main() -> None:
+    cli(prog_name="llmcap")
+
+
+def dump_json(data: dict) -> str:
+    return json.dumps(data, indent=2, default=float, allow_nan=True)

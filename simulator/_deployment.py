@@ -1,0 +1,120 @@
+"""From a deployment's names to a ready simulation: model, SKU, parallelism, memory, cost model."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from estimators import (
+    ExecutionTimeEstimator,
+    MemoryPlan,
+    ModelArchitecture,
+    Precision,
+    check_fits,
+    make_estimator,
+    validate_parallelism,
+)
+from simulator._config import ClusterConfig, GlobalSchedulerKind, RunOptions, SchedulerConfig
+from simulator._engine import Hardware, Simulation
+from simulator._result import SimulationResult
+from sku_catalog import GpuSku
+from workloads import Workload
+
+# activation reserve of schedulers without a token limit (Orca, static): sized like
+# vLLM's profiling run at this many tokens
+UNBOUNDED_BATCH_TOKENS = 8192
+
+
+@dataclass(frozen=True, slots=True)
+class Deployment:
+    """One serving configuration: what a search evaluates and `llmcap simulate` runs."""
+
+    model: ModelArchitecture
+    sku: GpuSku
+    tp: int = 1
+    pp: int = 1
+    num_replicas: int = 1
+    scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
+    precision: Precision = Precision.BF16
+    kv_precision: Precision | None = None
+    block_size: int = 16
+    gpu_memory_utilization: float = 0.9
+    global_scheduler: GlobalSchedulerKind = GlobalSchedulerKind.ROUND_ROBIN
+    estimator: str = "roofline"
+
+    @property
+    def gpus_per_replica(self) -> int:
+        return self.tp * self.pp
+
+    @property
+    def num_gpus(self) -> int:
+        return self.gpus_per_replica * self.num_replicas
+
+    @property
+    def cost_per_hour(self) -> float:
+        return self.num_gpus * self.sku.price_per_gpu_hour
+
+    def max_batched_tokens(self) -> int:
+        """Most tokens one iteration can hold: sizes the activation reserve."""
+        budget = self.scheduler.token_budget()
+        return budget if budget is not None else UNBOUNDED_BATCH_TOKENS
+
+
+@dataclass(slots=True)
+class PreparedDeployment:
+    """A deployment checked for parallelism and memory, with its cost model."""
+
+    deployment: Deployment
+    memory: MemoryPlan
+    estimator: ExecutionTimeEstimator
+    cluster: ClusterConfig
+    hardware: Hardware
+
+    def simulation(self, workload: Workload, options: RunOptions | None = None) -> Simulation:
+        return Simulation(
+            workload,
+            self.estimator,
+            self.deployment.scheduler,
+            self.cluster,
+            options,
+            self.hardware,
+        )
+
+    def simulate(self, workload: Workload, options: RunOptions | None = None) -> SimulationResult:
+        return SimulationResult(self.simulation(workload, options).run())
+
+
+def prepare(deployment: Deployment) -> PreparedDeployment:
+    """Validate parallelism and memory, then build the cost model.
+
+    Raises ParallelismError or DoesNotFitError (both ValueError) with a message
+    naming the values and what is allowed.
+    """
+    d = deployment
+    validate_parallelism(d.model, d.tp, d.pp, d.sku)
+    memory = check_fits(
+        d.model,
+        d.sku,
+        d.tp,
+        d.pp,
+        precision=d.precision,
+        kv_precision=d.kv_precision,
+        block_size=d.block_size,
+        gpu_memory_utilization=d.gpu_memory_utilization,
+        max_num_batched_tokens=d.max_batched_tokens(),
+    )
+    estimator = make_estimator(
+        d.estimator, d.model, d.sku, d.tp, d.pp, d.precision, kv_precision=d.kv_precision
+    )
+    cluster = ClusterConfig(
+        num_replicas=d.num_replicas,
+        pp=d.pp,
+        num_kv_blocks=memory.num_kv_blocks,
+        block_size=d.block_size,
+        global_scheduler=d.global_scheduler,
+    )
+    hardware = Hardware(
+        gpus_per_replica=d.gpus_per_replica,
+        peak_flops=d.sku.peak_flops(fp8=d.precision is Precision.FP8),
+        memory_bandwidth=d.sku.memory_bandwidth_bytes,
+    )
+    return PreparedDeployment(d, memory, estimator, cluster, hardware)

@@ -1,0 +1,120 @@
+"""`llmcap simulate` and `llmcap catalog` as a user runs them."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from search.cli import cli
+
+SMALL = ["--num-requests", "60", "--qps", "2"]
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(cli, list(args), env={"COLUMNS": "200"})
+
+
+def test_simulate_prints_a_metrics_table():
+    result = invoke("simulate", *SMALL)
+    assert result.exit_code == 0, result.output
+    for text in ("Latency (ms)", "TTFT", "TBT", "TPOT", "Scheduling delay", "MFU", "KV cache"):
+        assert text in result.output
+
+
+def test_simulate_json_summary():
+    result = invoke("simulate", *SMALL, "--json", "--scheduler", "vllm")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["requests"]["completed"] == 60
+    assert data["deployment"]["scheduler"] == "vllm"
+    assert data["memory"]["num_kv_blocks"] > 0
+    assert 0 < data["latency_s"]["ttft"]["p50"] <= data["latency_s"]["ttft"]["p99"]
+
+
+def test_config_file_with_command_line_override(tmp_path):
+    config = tmp_path / "run.yaml"
+    config.write_text(
+        "model: meta-llama/Llama-2-13b-hf\nsku: h100-sxm\ntp: 2\nscheduler: orca\n"
+        "workload: {source: code, output_len: 'fixed:8'}\nnum-requests: 40\nqps: 3\n"
+    )
+    result = invoke("simulate", "--config", str(config), "--scheduler", "sarathi", "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["deployment"]["model"] == "meta-llama/Llama-2-13b-hf"
+    assert data["deployment"]["tp"] == 2
+    assert data["deployment"]["scheduler"] == "sarathi"  # the command line wins
+    assert data["deployment"]["workload"]["source"] == "code"
+    assert data["workload"]["output_mean"] == 8
+
+
+def test_records_and_trace_outputs(tmp_path):
+    csv_path, trace_path = tmp_path / "req.csv", tmp_path / "trace.json"
+    result = invoke(
+        "simulate", *SMALL, "--pp", "2", "--requests-out", str(csv_path), "--trace-out",
+        str(trace_path),
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    frame = pd.read_csv(csv_path)
+    assert len(frame) == 60 and {"ttft", "tpot", "scheduling_delay"} <= set(frame.columns)
+    trace = json.loads(trace_path.read_text())
+    spans = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    assert {e["tid"] for e in spans} == {0, 1}  # both pipeline stages
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--model", "no-such-model"], "Built-in models"),
+        (["--sku", "h900"], "known ids"),
+        (["--tp", "3"], "does not divide the 32 attention heads"),
+        (["--pp", "5"], "does not divide the 32 layers"),
+        (["--model", "meta-llama/Llama-2-70b-hf"], "DOES NOT FIT"),
+        (["--qps", "0"], "qps"),
+        (["--qps", "-2"], "greater than 0"),
+        (["--workload", "missing.csv"], "neither a built-in workload"),
+        (["--concurrency", "4"], "not both"),
+        (["--config", "nowhere.yaml"], "config file not found"),
+    ],
+)
+def test_bad_input_is_one_clear_message_and_exit_2(args, needle):
+    result = invoke("simulate", *SMALL, *args)
+    assert result.exit_code == 2
+    assert needle in result.output
+    assert "Traceback" not in result.output
+
+
+def test_trace_without_needed_columns_names_them(tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("time,foo\n0,1\n")
+    result = invoke("simulate", "--workload", str(bad), "--trace-format", "azure")
+    assert result.exit_code == 2
+    assert "ContextTokens" in result.output
+
+
+def test_unknown_config_key_is_named(tmp_path):
+    config = tmp_path / "run.yaml"
+    config.write_text("modle: x\n")
+    result = invoke("simulate", "--config", str(config))
+    assert result.exit_code == 2
+    assert "modle: unknown field" in result.output
+
+
+def test_help_documents_every_option():
+    result = invoke("simulate", "--help")
+    assert result.exit_code == 0
+    command = cli.commands["simulate"]
+    for param in command.params:
+        for opt in param.opts:
+            if opt.startswith("--"):
+                assert opt in result.output
+    assert "Examples" in result.output
+
+
+def test_catalog_tables():
+    skus = invoke("catalog", "skus")
+    models = invoke("catalog", "models")
+    assert skus.exit_code == 0 and "a100-80gb" in skus.output and "h200" in skus.output
+    assert models.exit_code == 0 and "Llama-2-70b-hf" in models.output
