@@ -23,7 +23,7 @@ $(DEV_STAMP): pyproject.toml | $(BIN)/python
 demo: $(STAMP)
 	$(BIN)/llmcap simulate --model meta-llama/Llama-2-7b-hf --sku a100-80gb \
 		--scheduler sarathi --chunk-size 512 --batch-size 128 \
-		--workload chat --qps 4 --num-requests 1000 --seed 0
+		--workload chat --qps 3 --num-requests 1000 --seed 0
 
 test: $(DEV_STAMP)
 	$(BIN)/ruff check .
