@@ -1,0 +1,675 @@
+"""The repository API over the results database.
+
+The search driver is the only writer: it creates a job, registers the job's configurations,
+asks which still need a capacity search, and records each answer (or failure) as it comes back.
+The query commands (``llmcap results``, ``pareto``, ``plan``) only read.
+
+Configurations belong to a *spec fingerprint*, not to a job: running a spec again, or resuming a
+job whose driver was killed, registers the same configurations again, gets the same ids back,
+and finds the ones already done. Nothing is simulated twice and nothing is lost.
+
+Every method opens its own short transaction; a ``Database`` holds only the engine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+import pandas as pd
+from sqlalchemy import Engine, Select, delete, func, select
+from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.orm import Session, sessionmaker
+
+from search._db.connect import (
+    check_connection,
+    is_sqlite_file,
+    make_engine,
+    mask_url,
+    parse_url,
+    resolve_url,
+)
+from search._db.errors import DatabaseError
+from search._db.models import (
+    FINISHED_JOB_STATUSES,
+    CapacityResult,
+    Configuration,
+    Job,
+    ParetoPoint,
+    utcnow,
+)
+from search._db.schema import current_revisions, ensure_schema, llmcap_version
+
+MAX_ATTEMPTS = 2  # a failing configuration is tried once more, then left failed
+_IN_CHUNK = 500  # ids per IN (...) clause
+
+
+@dataclass(slots=True, kw_only=True)
+class ConfigRecord:
+    """One configuration as the driver registers it.
+
+    ``fingerprint`` is the sha256 hex of the canonical configuration (``fingerprint_of``);
+    ``cost_per_hour`` is the price of the whole deployment (all its GPUs) in dollars per hour;
+    ``params`` is the full configuration as a JSON-able mapping.
+    """
+
+    fingerprint: str
+    sku: str
+    tp: int
+    pp: int
+    replicas: int
+    scheduler: str
+    batch_size: int
+    precision: str
+    num_gpus: int
+    cost_per_hour: float
+    params: dict[str, Any]
+    chunk_size: int | None = None
+    max_tokens: int | None = None
+    feasible: bool = True
+    infeasible_reason: str | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class ResultRecord:
+    """What a capacity search returns for one configuration.
+
+    Latencies in seconds, memory in GB, MFU/MBU as fractions; a metric that could not be
+    measured is ``None`` (NaN is stored as ``None`` too). ``slo_detail`` maps each SLO filter to
+    ``{"passed": bool, "value": float | None, ...}``.
+    """
+
+    capacity_qps: float
+    qps_per_dollar: float
+    num_simulations: int
+    wall_time_s: float
+    slo_passed: bool = False
+    slo_detail: dict[str, Any] = field(default_factory=dict)
+    cost_per_million_output_tokens: float | None = None
+    ttft_p50: float | None = None
+    ttft_p90: float | None = None
+    ttft_p95: float | None = None
+    ttft_p99: float | None = None
+    tbt_p50: float | None = None
+    tbt_p90: float | None = None
+    tbt_p95: float | None = None
+    tbt_p99: float | None = None
+    tpot_p50: float | None = None
+    tpot_p90: float | None = None
+    tpot_p99: float | None = None
+    e2e_p50: float | None = None
+    e2e_p90: float | None = None
+    e2e_p99: float | None = None
+    scheduling_delay_p99: float | None = None
+    throughput_tokens_per_s: float | None = None
+    throughput_requests_per_s: float | None = None
+    mfu: float | None = None
+    mbu: float | None = None
+    kv_capacity_tokens: int | None = None
+    weights_gb_per_gpu: float | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class StoredConfiguration:
+    """A registered configuration and where its evaluation stands."""
+
+    id: int
+    job_id: int  # the job that registered it first
+    spec_fingerprint: str
+    status: str  # pending | done | failed | infeasible
+    attempts: int
+    error: str | None
+    record: ConfigRecord
+
+
+def fingerprint_of(data: Mapping[str, Any] | str) -> str:
+    """sha256 hex of a mapping's canonical JSON (sorted keys, no spaces), or of a string."""
+    if not isinstance(data, str):
+        data = json.dumps(_jsonable(data), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(data.encode()).hexdigest()
+
+
+def open_database(url: str | None = None, *, echo: bool = False) -> Database:
+    """Open the results database, creating or upgrading its schema as needed.
+
+    ``url``: a SQLAlchemy URL or a SQLite file path; default ``$LLMCAP_DB``, else
+    ``sqlite:///results.db``. Raises ``DatabaseError`` (with a message for the user) when the
+    database cannot be reached, or holds a schema this code does not know.
+    """
+    parsed = parse_url(resolve_url(url))
+    engine = make_engine(parsed, wal=False, echo=echo)
+    try:
+        check_connection(engine)
+        ensure_schema(engine)
+    except BaseException:
+        engine.dispose()
+        raise
+    if is_sqlite_file(parsed):
+        # the schema is ours: from now on every connection turns WAL on (persistent per file)
+        engine.dispose()
+        engine = make_engine(parsed, wal=True, echo=echo)
+        check_connection(engine)
+    return Database(engine)
+
+
+class Database:
+    """Repository over one results database. Build it with ``open_database``."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.url = mask_url(engine.url)  # for messages: password masked
+        self._sessions = sessionmaker(engine, expire_on_commit=False)
+
+    def __repr__(self) -> str:
+        return f"Database({self.url!r})"
+
+    def __enter__(self) -> Database:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Release the connections."""
+        self.engine.dispose()
+
+    @contextmanager
+    def _transaction(self) -> Iterator[Session]:
+        try:
+            with self._sessions() as session, session.begin():
+                yield session
+        except (OperationalError, InterfaceError) as exc:
+            reason = str(getattr(exc, "orig", exc)).strip().splitlines()[0]
+            hint = (
+                " Another process is writing to it: only one search driver may write at a time."
+                if "locked" in reason
+                else " Check that the database is still reachable and has free space."
+            )
+            raise DatabaseError(f"the results database {self.url} failed: {reason}.{hint}") from exc
+
+    def revision(self) -> str | None:
+        """The schema revision the database is at."""
+        with self.engine.connect() as connection:
+            revisions = current_revisions(connection)
+        return revisions[0] if revisions else None
+
+    # ---------------------------------------------------------------- jobs
+
+    def create_job(
+        self, name: str, spec_json: str, spec_fingerprint: str, *, ray_job_id: str | None = None
+    ) -> Job:
+        """A new job, status ``pending``."""
+        job = Job(
+            name=name,
+            spec=spec_json,
+            spec_fingerprint=spec_fingerprint,
+            status="pending",
+            created_at=utcnow(),
+            ray_job_id=ray_job_id,
+            llmcap_version=llmcap_version(),
+        )
+        with self._transaction() as session:
+            session.add(job)
+        return job
+
+    def start_job(self, job_id: int, *, ray_job_id: str | None = None) -> Job:
+        """Mark a job running (again, when it is resumed): keeps its first start time."""
+        with self._transaction() as session:
+            job = self._job(session, job_id)
+            job.status = "running"
+            job.started_at = job.started_at or utcnow()
+            job.finished_at = None
+            job.error = None
+            if ray_job_id is not None:
+                job.ray_job_id = ray_job_id
+        return job
+
+    def finish_job(self, job_id: int, status: str, error: str | None = None) -> Job:
+        """Mark a job succeeded, failed or cancelled, with its error if any."""
+        if status not in FINISHED_JOB_STATUSES:
+            raise ValueError(
+                f"finish status must be one of {FINISHED_JOB_STATUSES}, not {status!r}"
+            )
+        with self._transaction() as session:
+            job = self._job(session, job_id)
+            job.status = status
+            job.finished_at = utcnow()
+            job.error = error
+        return job
+
+    def latest_job(self, spec_fingerprint: str | None = None) -> Job | None:
+        """The most recently created job (of one spec, if given), or None."""
+        statement = select(Job).order_by(Job.id.desc()).limit(1)
+        if spec_fingerprint is not None:
+            statement = statement.where(Job.spec_fingerprint == spec_fingerprint)
+        with self._transaction() as session:
+            return session.scalars(statement).first()
+
+    def get_job(self, job_id: int | None = None) -> Job:
+        """A job by id; ``None`` means the latest. Unknown ids raise ``DatabaseError``."""
+        with self._transaction() as session:
+            if job_id is None:
+                job = session.scalars(select(Job).order_by(Job.id.desc()).limit(1)).first()
+                if job is None:
+                    raise DatabaseError(
+                        f"the results database {self.url} holds no jobs yet: run a search job "
+                        f"first, or point --db at the database that holds your results."
+                    )
+                return job
+            return self._job(session, job_id)
+
+    def list_jobs(self, limit: int | None = 20) -> list[Job]:
+        """Jobs, newest first."""
+        statement = select(Job).order_by(Job.id.desc())
+        if limit is not None:
+            statement = statement.limit(limit)
+        with self._transaction() as session:
+            return list(session.scalars(statement))
+
+    def _job(self, session: Session, job_id: int) -> Job:
+        # ids beyond a 32-bit integer would be a driver error on PostgreSQL: simply unknown
+        job = session.get(Job, job_id) if 0 < job_id < 2**31 else None
+        if job is not None:
+            return job
+        recent = session.scalars(select(Job).order_by(Job.id.desc()).limit(5)).all()
+        if not recent:
+            raise DatabaseError(
+                f"no job {job_id} in the results database {self.url}: it holds no jobs yet. "
+                f"Check --db (or LLMCAP_DB) points at the database that holds your results."
+            )
+        listed = ", ".join(f"{job.id} ({job.name}, {job.status})" for job in recent)
+        raise DatabaseError(
+            f"no job {job_id} in the results database {self.url}. The most recent jobs are: "
+            f"{listed}. Leave the job out to mean the latest one ({recent[0].id})."
+        )
+
+    # ------------------------------------------------------- configurations
+
+    def register_configurations(
+        self, job_id: int, spec_fingerprint: str, configs: Sequence[ConfigRecord]
+    ) -> list[int]:
+        """Register a job's configurations; returns their ids, in the order given.
+
+        Idempotent: a configuration already registered under the same spec fingerprint (by this
+        job or an earlier one) keeps its row, status and result, and its id is returned.
+        """
+        with self._transaction() as session:
+            self._job(session, job_id)
+            fingerprints = list(dict.fromkeys(config.fingerprint for config in configs))
+            ids: dict[str, int] = {}
+            for start in range(0, len(fingerprints), _IN_CHUNK):
+                chunk = fingerprints[start : start + _IN_CHUNK]
+                rows = session.execute(
+                    select(Configuration.fingerprint, Configuration.id).where(
+                        Configuration.spec_fingerprint == spec_fingerprint,
+                        Configuration.fingerprint.in_(chunk),
+                    )
+                )
+                ids.update({fingerprint: id_ for fingerprint, id_ in rows})
+            new: list[Configuration] = []
+            for config in configs:
+                if config.fingerprint in ids:
+                    continue
+                row = Configuration(
+                    job_id=job_id,
+                    spec_fingerprint=spec_fingerprint,
+                    status="pending" if config.feasible else "infeasible",
+                    attempts=0,
+                    **_config_values(config),
+                )
+                ids[config.fingerprint] = -1  # placeholder: a duplicate within `configs`
+                new.append(row)
+            session.add_all(new)
+            session.flush()
+            ids.update({row.fingerprint: row.id for row in new})
+        return [ids[config.fingerprint] for config in configs]
+
+    def pending_configurations(
+        self, spec_fingerprint: str, *, max_attempts: int = MAX_ATTEMPTS
+    ) -> list[StoredConfiguration]:
+        """Configurations still to evaluate: pending, or failed fewer than ``max_attempts``
+        times. Ordered by id (registration order)."""
+        statement = (
+            select(Configuration)
+            .where(
+                Configuration.spec_fingerprint == spec_fingerprint,
+                (Configuration.status == "pending")
+                | ((Configuration.status == "failed") & (Configuration.attempts < max_attempts)),
+            )
+            .order_by(Configuration.id)
+        )
+        with self._transaction() as session:
+            return [_stored(row) for row in session.scalars(statement)]
+
+    def configurations(
+        self, spec_fingerprint: str, *, status: str | None = None
+    ) -> list[StoredConfiguration]:
+        """All configurations of a spec (with one status, if given), ordered by id."""
+        statement = (
+            select(Configuration)
+            .where(Configuration.spec_fingerprint == spec_fingerprint)
+            .order_by(Configuration.id)
+        )
+        if status is not None:
+            statement = statement.where(Configuration.status == status)
+        with self._transaction() as session:
+            return [_stored(row) for row in session.scalars(statement)]
+
+    def get_configuration(self, configuration_id: int) -> StoredConfiguration:
+        with self._transaction() as session:
+            return _stored(self._configuration(session, configuration_id))
+
+    def configuration_counts(self, spec_fingerprint: str) -> dict[str, int]:
+        """How many configurations of a spec are in each status (all four keys present)."""
+        statement = (
+            select(Configuration.status, func.count())
+            .where(Configuration.spec_fingerprint == spec_fingerprint)
+            .group_by(Configuration.status)
+        )
+        counts = {"pending": 0, "done": 0, "failed": 0, "infeasible": 0}
+        with self._transaction() as session:
+            counts.update({status: count for status, count in session.execute(statement)})
+        return counts
+
+    def record_result(self, configuration_id: int, result: ResultRecord) -> None:
+        """Store a configuration's capacity result and mark it done, in one transaction.
+
+        Idempotent: recording again replaces the values of the one result row.
+        """
+        values = _result_values(result)
+        with self._transaction() as session:
+            configuration = self._configuration(session, configuration_id)
+            existing = session.scalars(
+                select(CapacityResult).where(CapacityResult.configuration_id == configuration_id)
+            ).first()
+            if existing is None:
+                session.add(CapacityResult(configuration_id=configuration_id, **values))
+            else:
+                for name, value in values.items():
+                    setattr(existing, name, value)
+                existing.created_at = utcnow()
+            if configuration.status != "done":
+                configuration.attempts += 1
+            configuration.status = "done"
+            configuration.error = None
+
+    def record_failure(self, configuration_id: int, error: str) -> int:
+        """Count a failed attempt (status ``failed``, error kept); returns the attempts so far.
+
+        A configuration already done stays done (a late failure of a duplicate task).
+        """
+        with self._transaction() as session:
+            configuration = self._configuration(session, configuration_id)
+            if configuration.status != "done":
+                configuration.attempts += 1
+                configuration.status = "failed"
+                configuration.error = error
+            return configuration.attempts
+
+    def reset_failed(self, spec_fingerprint: str) -> int:
+        """Give every failed configuration of a spec a fresh start (status pending, attempts
+        0), e.g. after fixing what made them fail; returns how many."""
+        with self._transaction() as session:
+            rows = session.scalars(
+                select(Configuration).where(
+                    Configuration.spec_fingerprint == spec_fingerprint,
+                    Configuration.status == "failed",
+                )
+            ).all()
+            for row in rows:
+                row.status = "pending"
+                row.attempts = 0
+                row.error = None
+            return len(rows)
+
+    def mark_infeasible(self, configuration_id: int, reason: str) -> None:
+        """Mark a configuration infeasible (found out during its evaluation)."""
+        with self._transaction() as session:
+            configuration = self._configuration(session, configuration_id)
+            configuration.feasible = False
+            configuration.infeasible_reason = reason
+            configuration.status = "infeasible"
+
+    def _configuration(self, session: Session, configuration_id: int) -> Configuration:
+        configuration = session.get(Configuration, configuration_id)
+        if configuration is None:
+            raise ValueError(f"no configuration {configuration_id} in {self.url}")
+        return configuration
+
+    # -------------------------------------------------------------- results
+
+    def results(
+        self,
+        job_id: int | None = None,
+        *,
+        spec_fingerprint: str | None = None,
+        sku: str | Sequence[str] | None = None,
+        scheduler: str | Sequence[str] | None = None,
+        slo_passed: bool | None = None,
+        feasible: bool | None = None,
+        status: str | Sequence[str] | None = None,
+    ) -> pd.DataFrame:
+        """Configurations of a job's spec joined with their results, best QPS/$ first.
+
+        Select by ``spec_fingerprint``, or by job (``None``: the latest job); a job's results are
+        those of every configuration of its spec, including ones evaluated by earlier jobs of the
+        same spec. Configurations without a result (pending, failed, infeasible) have empty
+        metric columns; ``slo_passed`` given keeps only configurations with a result.
+        """
+        if spec_fingerprint is None:
+            spec_fingerprint = self.get_job(job_id).spec_fingerprint
+        statement = _joined().where(Configuration.spec_fingerprint == spec_fingerprint)
+        for column, wanted in (
+            (Configuration.sku, sku),
+            (Configuration.scheduler, scheduler),
+            (Configuration.status, status),
+        ):
+            if wanted is not None:
+                statement = statement.where(
+                    column.in_([wanted] if isinstance(wanted, str) else wanted)
+                )
+        if feasible is not None:
+            statement = statement.where(Configuration.feasible.is_(feasible))
+        if slo_passed is not None:
+            statement = statement.where(CapacityResult.slo_passed.is_(slo_passed))
+        frame = self._frame(statement)
+        return frame.sort_values(
+            ["qps_per_dollar", "configuration_id"],
+            ascending=[False, True],
+            na_position="last",
+            kind="stable",
+        ).reset_index(drop=True)
+
+    def replace_pareto(self, job_id: int, frontier: str, configuration_ids: Sequence[int]) -> None:
+        """Replace one frontier of a job by these configurations, in order along it."""
+        ids = [int(id_) for id_ in configuration_ids]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"frontier {frontier!r} lists a configuration twice: {ids}")
+        with self._transaction() as session:
+            self._job(session, job_id)
+            found: set[int] = set()
+            for start in range(0, len(ids), _IN_CHUNK):
+                chunk = ids[start : start + _IN_CHUNK]
+                found.update(
+                    session.scalars(select(Configuration.id).where(Configuration.id.in_(chunk)))
+                )
+            missing = [id_ for id_ in ids if id_ not in found]
+            if missing:
+                raise ValueError(f"frontier {frontier!r}: no configurations {missing}")
+            session.execute(
+                delete(ParetoPoint).where(
+                    ParetoPoint.job_id == job_id, ParetoPoint.frontier == frontier
+                )
+            )
+            session.add_all(
+                ParetoPoint(job_id=job_id, frontier=frontier, configuration_id=id_, rank=rank)
+                for rank, id_ in enumerate(ids)
+            )
+
+    def pareto_points(self, job_id: int | None = None, frontier: str | None = None) -> pd.DataFrame:
+        """A job's Pareto points (``None``: the latest job), with configuration and result
+        columns, ordered by frontier and rank."""
+        job_id = self.get_job(job_id).id
+        statement = (
+            _joined(ParetoPoint.frontier, ParetoPoint.rank)
+            .join(ParetoPoint, ParetoPoint.configuration_id == Configuration.id)
+            .where(ParetoPoint.job_id == job_id)
+            .order_by(ParetoPoint.frontier, ParetoPoint.rank)
+        )
+        if frontier is not None:
+            statement = statement.where(ParetoPoint.frontier == frontier)
+        return self._frame(statement)
+
+    def _frame(self, statement: Select[Any]) -> pd.DataFrame:
+        with self._transaction() as session:
+            result = session.execute(statement)
+            frame = pd.DataFrame(result.all(), columns=list(result.keys()))
+        return _typed(frame)
+
+
+# ------------------------------------------------------------------ helpers
+
+_CONFIG_COLUMNS = (
+    "configuration_id",
+    "job_id",
+    "spec_fingerprint",
+    "fingerprint",
+    "sku",
+    "tp",
+    "pp",
+    "replicas",
+    "scheduler",
+    "batch_size",
+    "chunk_size",
+    "max_tokens",
+    "precision",
+    "num_gpus",
+    "cost_per_hour",
+    "feasible",
+    "infeasible_reason",
+    "status",
+    "attempts",
+    "error",
+    "params",
+)
+_RESULT_COLUMNS = tuple(f.name for f in fields(ResultRecord))
+
+
+def _joined(*leading: Any) -> Select[Any]:
+    """Configuration columns left-joined with result columns (and ``leading`` first)."""
+    config_columns = [
+        Configuration.id.label("configuration_id")
+        if name == "configuration_id"
+        else getattr(Configuration, name)
+        for name in _CONFIG_COLUMNS
+    ]
+    result_columns = [getattr(CapacityResult, name) for name in _RESULT_COLUMNS]
+    return select(
+        *leading,
+        *config_columns,
+        *result_columns,
+        CapacityResult.created_at.label("result_created_at"),
+    ).outerjoin(CapacityResult, CapacityResult.configuration_id == Configuration.id)
+
+
+def _typed(frame: pd.DataFrame) -> pd.DataFrame:
+    """Stable dtypes whatever the rows: float64 metrics (NaN when missing), nullable Int64 and
+    boolean where a value may be missing, UTC datetimes."""
+    for name in frame.columns:
+        if name == "result_created_at":
+            frame[name] = pd.to_datetime(frame[name], utc=True)
+            continue
+        if name == "rank":
+            frame[name] = frame[name].astype("int64")
+            continue
+        table = Configuration.__table__ if name in _CONFIG_COLUMNS else CapacityResult.__table__
+        if name == "configuration_id" or name not in table.c:
+            continue
+        column = table.c[name]
+        # result columns come through a left join: any of them may be missing
+        nullable = column.nullable or table is CapacityResult.__table__
+        try:
+            python_type = column.type.python_type
+        except NotImplementedError:
+            continue
+        if python_type is float:
+            frame[name] = frame[name].astype("float64")
+        elif python_type is bool:
+            frame[name] = frame[name].astype("boolean" if nullable else "bool")
+        elif python_type is int:
+            frame[name] = frame[name].astype("Int64" if nullable else "int64")
+    return frame
+
+
+def _plain(value: Any) -> Any:
+    """numpy scalars to Python ones, NaN to None: what every driver can bind."""
+    if hasattr(value, "item") and not isinstance(value, str | bytes):
+        value = value.item()
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value
+
+
+def _jsonable(value: Any) -> Any:
+    """A JSON-safe copy: numpy scalars/arrays to Python, tuples to lists, non-finite floats to
+    None (PostgreSQL's JSONB rejects NaN)."""
+    if isinstance(value, Mapping):
+        return {str(key): _jsonable(item) for key, item in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_jsonable(item) for item in value]
+    if hasattr(value, "tolist") and not isinstance(value, str | bytes):
+        return _jsonable(value.tolist())
+    value = _plain(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _config_values(config: ConfigRecord) -> dict[str, Any]:
+    values = {name: _plain(value) for name, value in asdict(config).items()}
+    values["params"] = _jsonable(config.params)
+    return values
+
+
+def _result_values(result: ResultRecord) -> dict[str, Any]:
+    values = {name: _plain(getattr(result, name)) for name in _RESULT_COLUMNS}
+    values["slo_detail"] = _jsonable(result.slo_detail)
+    for required in ("capacity_qps", "qps_per_dollar", "num_simulations", "wall_time_s"):
+        if values[required] is None:
+            raise ValueError(f"result field {required} is missing (None or NaN)")
+    values["slo_passed"] = bool(values["slo_passed"])
+    return values
+
+
+def _stored(row: Configuration) -> StoredConfiguration:
+    record = ConfigRecord(
+        fingerprint=row.fingerprint,
+        sku=row.sku,
+        tp=row.tp,
+        pp=row.pp,
+        replicas=row.replicas,
+        scheduler=row.scheduler,
+        batch_size=row.batch_size,
+        precision=row.precision,
+        num_gpus=row.num_gpus,
+        cost_per_hour=row.cost_per_hour,
+        params=dict(row.params),
+        chunk_size=row.chunk_size,
+        max_tokens=row.max_tokens,
+        feasible=row.feasible,
+        infeasible_reason=row.infeasible_reason,
+    )
+    return StoredConfiguration(
+        id=row.id,
+        job_id=row.job_id,
+        spec_fingerprint=row.spec_fingerprint,
+        status=row.status,
+        attempts=row.attempts,
+        error=row.error,
+        record=record,
+    )
