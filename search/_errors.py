@@ -5,12 +5,19 @@ from __future__ import annotations
 from pydantic import ValidationError
 
 from estimators import DoesNotFitError, ModelConfigError, ParallelismError, UnknownModelError
+from search._db import DatabaseError
+from search._executors import ExecutorError
+from search._ray_jobs import RayJobsError
 from sku_catalog import CatalogError
 from workloads import WorkloadError
 
 
 class SpecError(ValueError):
     """A spec or config file that cannot be read."""
+
+
+class PlotError(ValueError):
+    """A plot that cannot be drawn (nothing to plot, an unknown file type, plotly missing)."""
 
 
 # errors whose message is written for the user as it stands
@@ -23,6 +30,10 @@ USER_ERRORS: tuple[type[Exception], ...] = (
     DoesNotFitError,
     FileNotFoundError,
     SpecError,
+    DatabaseError,
+    ExecutorError,
+    RayJobsError,
+    PlotError,
 )
 
 

@@ -2,38 +2,16 @@
 
 from __future__ import annotations
 
-import functools
-import json
-import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 from click.core import ParameterSource
-from pydantic import ValidationError
 from rich.console import Console
 
-from search._errors import USER_ERRORS, format_validation_error
-
-EXIT_BAD_INPUT = 2
-
-
-def user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Print a user-input error as one message and exit 2, without a traceback."""
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except ValidationError as exc:
-            click.echo(f"error: {format_validation_error(exc, 'input')}", err=True)
-        except USER_ERRORS as exc:
-            message = exc.args[0] if exc.args else str(exc)
-            click.echo(f"error: {message}", err=True)
-        sys.exit(EXIT_BAD_INPUT)
-
-    return wrapper
+from search._cli_common import user_errors
+from search._cli_results import pareto_group, results_group
+from search._cli_search import jobs_group, search_group
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -43,9 +21,12 @@ def cli() -> None:
 
     \b
     Start with:
-      llmcap simulate --help        one deployment under one workload
-      llmcap catalog skus           the GPUs you can deploy on, with prices
-      llmcap catalog models         the built-in model architectures
+      llmcap simulate --help                 one deployment under one workload
+      llmcap search run examples/quick.yaml  search a space of deployments
+      llmcap results best                    the recommended deployment of the latest job
+      llmcap pareto plot --out pareto.png    QPS per dollar against latency
+      llmcap catalog skus                    the GPUs you can deploy on, with prices
+      llmcap catalog models                  the built-in model architectures
     """
 
 
@@ -326,9 +307,11 @@ def _merge_config(ctx: click.Context, config_file: Path | None, options: dict) -
     return merged
 
 
+cli.add_command(search_group)
+cli.add_command(jobs_group)
+cli.add_command(results_group)
+cli.add_command(pareto_group)
+
+
 def main() -> None:
     cli(prog_name="llmcap")
-
-
-def dump_json(data: dict) -> str:
-    return json.dumps(data, indent=2, default=float, allow_nan=True)

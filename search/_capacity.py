@@ -1,0 +1,627 @@
+"""One configuration's capacity search (Vidur-Search), as a worker process runs it.
+
+The capacity of a deployment is the largest arrival rate at which a latency
+percentile (by default the P99 scheduling delay, DESIGN.md "Domain rules") stays
+under its bound.  `find_capacity` finds it by simulation:
+
+* **One workload, rescaled.**  The workload's arrival times are normalised once
+  to a unit mean rate; the probe at rate ``q`` replays the same requests at
+  ``unit / q`` (a Poisson stream stays Poisson, a trace keeps its own shape).
+  Prompt and output arrays are shared by every probe, never redrawn.
+* **Bracketed by an analytic bound.**  `throughput_upper_bound` is the rate no
+  simulation of this deployment and workload can pass: the time to serve the
+  workload at the best batching the scheduler, the batch cap and the KV memory
+  allow, with the slack a finite run leaves (the first requests fill the batch
+  and the SLO's own delay).  The search probes a fraction of it first, then
+  bisects geometrically until the bracket is within the relative tolerance.
+* **Exact early stop.**  With N requests and the SLO at percentile p, the run
+  fails as soon as more than (1 - p/100) N requests are already late (their
+  delay, or the delay accrued while still waiting, reached the bound): nothing
+  later can pull the percentile back.  Such a probe stops at once and counts as
+  failed; its verdict is the one the full run would give.
+
+Everything here is a pure function of plain data (no Ray, Optuna or SQL), so a
+worker can run it in any process.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from estimators import BatchShape
+from simulator import RunOptions, Simulation
+from simulator._deployment import PreparedDeployment
+from simulator._kv import BlockPool, blocks_for
+from simulator._metrics import request_arrays, summarize
+from simulator._policies import make_policy
+from simulator._request import Request
+from workloads import Workload, rescale_to_rate
+
+__all__ = [
+    "CapacityResult",
+    "CapacitySearchOptions",
+    "LatencySLO",
+    "Probe",
+    "find_capacity",
+    "throughput_upper_bound",
+]
+
+METRICS = ("scheduling_delay", "ttft", "tbt", "tpot", "e2e", "normalized_latency")
+PERCENTILES = (50, 90, 95, 99)
+
+# SLO metrics whose late requests can be counted while the run goes: a request's value
+# is (time of one event - arrival), and a request still waiting for that event already
+# has at least (now - arrival).  The Request attribute of that event:
+_EVENT_OF_METRIC = {
+    "scheduling_delay": "scheduled_at",
+    "ttft": "first_token_at",
+    "e2e": "completed_at",
+}
+# metrics the analytic bound holds for (each is at least the scheduling delay)
+_DELAY_LIKE = frozenset(_EVENT_OF_METRIC)
+
+FIRST_GUESS = 0.75  # share of the steady-state bound probed first (capacity is ~0.5-1 of it)
+STEP = 2.0  # factor between bracketing probes (up to the bound, or down) without a hint
+FLOOR = 1e-3  # below this share of the bound, nothing passes: capacity 0
+PROGRESS_EVERY = 256  # simulator events between two late counts
+
+
+# --------------------------------------------------------------------------- options
+
+
+@dataclass(frozen=True, slots=True)
+class LatencySLO:
+    """One latency bound: `metric` at `percentile` stays strictly under `max_s` seconds."""
+
+    metric: str  # scheduling_delay | ttft | tbt | tpot | e2e | normalized_latency
+    percentile: int  # 50 | 90 | 95 | 99
+    max_s: float
+
+    def __post_init__(self) -> None:
+        if self.metric not in METRICS:
+            raise ValueError(f"SLO metric {self.metric!r} is not one of {list(METRICS)}")
+        if self.percentile not in PERCENTILES:
+            raise ValueError(f"SLO percentile {self.percentile!r} is not one of {PERCENTILES}")
+        if not (isinstance(self.max_s, int | float) and math.isfinite(self.max_s)) or (
+            self.max_s <= 0
+        ):
+            raise ValueError(f"SLO max_s must be a finite number > 0, got {self.max_s!r}")
+
+    def value(self, summary: dict) -> float:
+        """The metric's percentile in a simulator summary (seconds; NaN if nothing measured)."""
+        return float(summary["latency_s"][self.metric][f"p{self.percentile}"])
+
+    def passed(self, summary: dict) -> bool:
+        """True when the percentile is under the bound (NaN, nothing measured, fails)."""
+        return bool(self.value(summary) < self.max_s)
+
+    def label(self) -> str:
+        return f"{self.metric}_p{self.percentile} < {self.max_s:g} s"
+
+
+DEFAULT_SLO = LatencySLO("scheduling_delay", 99, 5.0)  # Vidur-Search's criterion
+
+
+@dataclass(frozen=True, slots=True)
+class CapacitySearchOptions:
+    """How one configuration's capacity is searched.
+
+    tolerance: the search stops when the bracket [largest passing rate, smallest
+        failing rate] is at most this wide, relative (hi / lo - 1 <= tolerance).
+    max_simulations: most probes (simulations) in all; the capacity is then the
+        largest passing rate found so far.
+    early_stop: stop a probe as soon as its verdict is certain to be "fails".
+    """
+
+    slo: LatencySLO = DEFAULT_SLO
+    tolerance: float = 0.05
+    max_simulations: int = 20
+    early_stop: bool = True
+
+    def __post_init__(self) -> None:
+        if not (0 < self.tolerance < 1):
+            raise ValueError(f"tolerance must be in (0, 1), got {self.tolerance!r}")
+        if self.max_simulations < 1:
+            raise ValueError(f"max_simulations must be >= 1, got {self.max_simulations!r}")
+
+
+# --------------------------------------------------------------------------- results
+
+
+@dataclass(slots=True)
+class Probe:
+    """One simulation of the search, at one arrival rate."""
+
+    qps: float
+    passed: bool
+    slo_value: float  # the SLO percentile (when stopped early: a value >= the bound)
+    stopped_early: bool
+    iterations: int  # batches simulated
+    wall_s: float
+
+
+@dataclass(slots=True)
+class CapacityResult:
+    """The answer of `find_capacity`."""
+
+    capacity_qps: float  # largest rate found that meets the SLO (0.0 if none does)
+    summary: dict | None  # the simulator summary of the run at that rate
+    upper_bound_qps: float  # the analytic bound used to bracket (inf: none for this workload)
+    probes: list[Probe] = field(default_factory=list)
+    num_simulations: int = 0
+    wall_time_s: float = 0.0
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def unit_arrival_times(workload: Workload) -> np.ndarray:
+    """The workload's arrival times shifted to start at 0 and scaled to a mean rate of 1/s.
+
+    The probe at q requests/s uses ``unit / q``.  Raises ValueError for a closed-loop
+    workload or one whose requests all arrive at the same instant (no rate to scale).
+    """
+    if workload.concurrency is not None:
+        raise ValueError(
+            f"workload {workload.name!r} is closed loop (concurrency={workload.concurrency}): "
+            "it has no arrival rate to search over; build it open loop (give qps, not "
+            "concurrency) for a capacity search"
+        )
+    if len(workload) < 2:
+        raise ValueError(
+            f"workload {workload.name!r} has {len(workload)} request(s); a capacity search "
+            "needs at least 2"
+        )
+    try:
+        return rescale_to_rate(workload.arrival_times, 1.0)
+    except ValueError as exc:  # WorkloadError: all at one instant
+        raise ValueError(f"workload {workload.name!r}: {exc}; no rate to search over") from None
+
+
+def late_limit(n: int, percentile: int) -> int:
+    """Fewest values >= B among n that put the percentile at >= B.
+
+    Mirrors `simulator.weighted_percentiles` (inverted CDF): the percentile is the
+    sorted value at index ``ceil(p/100 n - 1e-9) - 1``; it is >= B exactly when at
+    most that many values are < B.
+    """
+    if n <= 0:
+        return 1
+    x = percentile / 100.0 * n - 1e-9
+    idx = int(np.searchsorted(np.arange(1, n + 1, dtype=np.float64), x, side="left"))
+    idx = min(max(idx, 0), n - 1)
+    return n - idx
+
+
+class _LateCounter:
+    """The run's on_progress hook: stops it once enough requests are late.
+
+    Requests are visited in arrival order with a pointer that only moves forward:
+    a request is settled once its event happened (late or not, it is counted) or
+    once it has waited `bound` without it (late for good).  The pointer stops at
+    the first unsettled request.  No request behind it can be late unless this one
+    is: it arrived no earlier, and its event came no earlier than now.  So the
+    count is exact at every call, at O(1) amortised cost per request.
+    """
+
+    __slots__ = ("attr", "bound", "late", "limit", "ptr")
+
+    def __init__(self, attr: str, bound: float, limit: int) -> None:
+        self.attr = attr
+        self.bound = bound
+        self.limit = limit
+        self.late = 0
+        self.ptr = 0
+
+    def __call__(self, sim: Simulation) -> bool:
+        reqs = sim.requests
+        n = len(reqs)
+        now = sim.now
+        bound = self.bound
+        attr = self.attr
+        i = self.ptr
+        late = self.late
+        while i < n:
+            req = reqs[i]
+            t = getattr(req, attr)
+            if t == t:  # the event happened (not NaN)
+                if t - req.arrival >= bound:
+                    late += 1
+            elif req.rejected is not None:
+                pass  # never served: outside the percentile's population
+            elif req.arrival <= now and now - req.arrival >= bound:
+                late += 1  # its delay only grows from here
+            else:
+                break
+            i += 1
+        self.ptr = i
+        self.late = late
+        return late >= self.limit
+
+
+def _request_metric_values(sim: Simulation, metric: str) -> np.ndarray:
+    """The per-request values `summarize` takes the metric's percentiles over."""
+    cols = request_arrays(sim)
+    if metric == "scheduling_delay":
+        rejected = cols["rejected"] != ""
+        waiting = ~rejected & np.isnan(cols["scheduled"]) & (cols["arrival"] <= sim.now)
+        delay = np.where(waiting, sim.now - cols["arrival"], cols["scheduling_delay"])
+        return delay[~np.isnan(delay)]
+    done = ~np.isnan(cols["completed"])
+    if metric == "tpot":
+        return cols["tpot"][done & ~np.isnan(cols["tpot"])]
+    return cols[metric][done]
+
+
+def _slo_value(sim: Simulation, slo: LatencySLO) -> float:
+    """The SLO percentile of a run, as `summarize` computes it (without building the rest)."""
+    if slo.metric == "tbt":
+        return slo.value(summarize(sim))
+    from simulator import weighted_percentiles
+
+    values = _request_metric_values(sim, slo.metric)
+    return float(weighted_percentiles(values, None, (slo.percentile,))[f"p{slo.percentile}"])
+
+
+def _stopped_value(sim: Simulation, slo: LatencySLO) -> float:
+    """SLO percentile of a run stopped early, counting the delay waiting requests accrued.
+
+    Requests not yet arrived are left out; by the stopping rule the value is >= the bound.
+    """
+    from simulator import weighted_percentiles
+
+    event = _EVENT_OF_METRIC[slo.metric]
+    now = sim.now
+    values = [
+        (t if t == t else now) - r.arrival
+        for r in sim.requests
+        if r.rejected is None and r.arrival <= now
+        for t in (getattr(r, event),)
+    ]
+    arr = np.asarray(values, dtype=np.float64)
+    return float(weighted_percentiles(arr, None, (slo.percentile,))[f"p{slo.percentile}"])
+
+
+# --------------------------------------------------------------------------- the bound
+
+
+def servable(prepared: PreparedDeployment, workload: Workload) -> np.ndarray:
+    """Which requests a replica can serve at all (the simulator rejects the others on arrival).
+
+    Mirrors `Replica.rejection`: the whole request must fit the KV blocks a replica can
+    ever hold, and the policy must accept its length (vLLM's token limit).
+    """
+    cluster = prepared.cluster
+    policy = make_policy(prepared.deployment.scheduler)
+    pool = BlockPool(cluster.num_kv_blocks, cluster.block_size, cluster.watermark)
+    max_blocks = pool.max_request_blocks()
+    prompts = workload.prompt_tokens.tolist()
+    outputs = workload.output_tokens.tolist()
+    out = np.empty(len(prompts), dtype=bool)
+    for i, (p, o) in enumerate(zip(prompts, outputs, strict=True)):
+        req = Request(i, 0.0, p, o)
+        out[i] = (
+            blocks_for(req.total_tokens, cluster.block_size) <= max_blocks
+            and policy.rejection(req) is None
+        )
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceBound:
+    """The fastest a replica could serve the workload's average request (see `service_bound`)."""
+
+    seconds_per_request: float  # per replica, at the best batching (bottleneck stage)
+    batches_per_request: float  # fewest batches one request's work needs, on average
+    max_in_flight: int  # most requests admitted and unfinished at once, per replica
+    num_replicas: int
+    num_servable: int  # requests the deployment can serve at all (the others are rejected)
+    num_requests: int
+
+    @property
+    def steady_qps(self) -> float:
+        """The sustained rate bound (all replicas), in arrivals/s of the whole workload."""
+        if self.num_servable == 0:
+            return 0.0
+        share = self.num_servable / self.num_requests
+        return self.num_replicas / self.seconds_per_request / share
+
+
+def _stage_seconds(
+    prepared: PreparedDeployment,
+    prefill_tokens: int,
+    prefills: float,
+    pairs: float,
+    decodes: float,
+    kv_per_decode: float,
+) -> np.ndarray:
+    """Busy seconds of each pipeline stage for one batch (stage 0 with the CPU overhead).
+
+    Fractional prompt-chunk and decode counts are the mix of batches with their floors
+    and ceilings (an integer count of chunks may be 0 next to prompt tokens: the
+    chunks' per-sequence costs then drop, their kernels stay).
+    """
+    out = np.zeros(prepared.cluster.pp)
+    low_p, low_d = math.floor(prefills), math.floor(decodes)
+    for npf, w_p in ((low_p, 1.0 - (prefills - low_p)), (low_p + 1, prefills - low_p)):
+        for nd, w_d in ((low_d, 1.0 - (decodes - low_d)), (low_d + 1, decodes - low_d)):
+            weight = w_p * w_d
+            if weight <= 0:
+                continue
+            cost = prepared.estimator.batch_cost(
+                BatchShape(
+                    num_prefill_tokens=prefill_tokens,
+                    num_prefills=npf if prefill_tokens else 0,
+                    prefill_attn_pairs=pairs if prefill_tokens else 0.0,
+                    prefill_kv_tokens=prefill_tokens,
+                    num_decodes=nd,
+                    decode_kv_tokens=round(kv_per_decode * nd),
+                )
+            )
+            stages = np.asarray(cost.stage_times, dtype=np.float64)
+            stages[0] += cost.cpu_overhead
+            out += weight * stages
+    return out
+
+
+def _kernel_overheads(
+    prepared: PreparedDeployment, prefill_tokens: int, decodes: int, kv_per_decode: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Fixed per-batch cost of having any prompt chunk, and of having any decode, per stage.
+
+    Second differences of the estimator: the first chunk (decode) added to a batch costs
+    its kernel plus its marginal work, the second only the marginal work.
+    """
+
+    def t(npt: int, npf: int, nd: int) -> np.ndarray:
+        return _stage_seconds(prepared, npt, npf, float(npt), nd, kv_per_decode)
+
+    nd = max(1, decodes)
+    prefill = (t(1, 1, nd) - t(0, 0, nd)) - (t(2, 2, nd) - t(1, 1, nd))
+    npt = max(1, prefill_tokens)
+    pairs = npt * (npt + 1) / 2
+
+    def u(nd: int) -> np.ndarray:
+        return _stage_seconds(prepared, npt, 1, pairs, nd, kv_per_decode)
+
+    decode = (u(1) - u(0)) - (u(2) - u(1))
+    return np.maximum(prefill, 0.0), np.maximum(decode, 0.0)
+
+
+def service_bound(
+    prepared: PreparedDeployment, workload: Workload, mask: np.ndarray | None = None
+) -> ServiceBound:
+    """A lower bound on the busy time one request costs a replica, on average.
+
+    Over the requests the deployment can serve (`servable`, or `mask`), per request on
+    average: `P` prompt tokens in at least ``ceil(p / budget)`` chunks (causal query-key
+    pairs ``p (p + 1) / 2``) and ``o - 1`` decode steps reading ``(o - 1) p + (o - 1)
+    (o - 2) / 2`` KV tokens.  A batch holds at most the token budget (chunk size, vLLM's
+    max tokens; the KV capacity where there is none), at most `batch_size` sequences and
+    at most the replica's KV capacity in decode context, so the work needs at least
+
+        K = max(tokens / budget, sequences / batch_size, decode KV / capacity)
+
+    batches.  For a cost convex in the batch aggregates, as the roofline's is, K equal
+    batches cost least (Jensen): the estimator prices the average batch.  The roofline's
+    exceptions are the fixed costs of the attention kernels, paid only by batches that
+    have prompt chunks (decodes): packing all chunks (decodes) into as few batches as the
+    budget and the batch cap allow saves them in the other batches, which is taken off.
+    Under pipeline parallelism the stages overlap: the bottleneck stage counts (stage 0
+    with the CPU overhead).  Preemptions (recompute) and idle time only add to the cost.
+    """
+    sched = prepared.deployment.scheduler
+    cluster = prepared.cluster
+    if mask is None:
+        mask = servable(prepared, workload)
+    num = int(mask.sum())
+    if num == 0:
+        return ServiceBound(math.inf, 0.0, 1, cluster.num_replicas, 0, len(workload))
+    p = workload.prompt_tokens[mask].astype(np.float64)
+    o = workload.output_tokens[mask].astype(np.float64)
+    capacity = float(cluster.num_kv_blocks * cluster.block_size)
+    budget = sched.token_budget()
+    max_tokens = float(budget) if budget is not None else capacity + sched.batch_size
+    chunks = np.ceil(p / max_tokens)  # a chunk is never longer than the budget
+    decode_kv = (o - 1) * p + (o - 1) * (o - 2) / 2
+    limits = (
+        (p + o - 1) / max_tokens,  # tokens
+        (chunks + o - 1) / sched.batch_size,  # sequences
+        decode_kv / capacity,  # decode KV context
+    )
+    binding = max(limits, key=lambda x: float(x.mean()))
+    k = float(binding.mean())  # batches per request
+    prefill, decodes = float(p.mean()), float((o - 1).mean())
+    kv_per_decode = float(decode_kv.mean()) / decodes if decodes > 0 else 0.0
+    npt = max(1, round(prefill / k))
+    nd = decodes / k
+    stages = _stage_seconds(
+        prepared, npt, float(chunks.mean()) / k, float((p * (p + 1) / 2).mean()) / k, nd,
+        kv_per_decode,
+    )  # fmt: skip
+    # shares of the batches that must carry prompt chunks, and decodes
+    with_chunks = min(1.0, max(prefill / max_tokens, float(chunks.mean()) / sched.batch_size) / k)
+    with_decodes = min(1.0, decodes / min(max_tokens, sched.batch_size) / k)
+    ovh_prefill, ovh_decode = _kernel_overheads(prepared, npt, round(nd), kv_per_decode)
+    if decodes <= 0:
+        with_decodes, ovh_decode = 1.0, 0.0 * ovh_decode  # the average batch has none
+    stages = stages - (1.0 - with_chunks) * ovh_prefill - (1.0 - with_decodes) * ovh_decode
+    seconds = k * float(stages.max())
+    # an admitted request holds a batch slot and its prompt's KV blocks until it finishes
+    prompt_blocks = np.sort(np.ceil(p / cluster.block_size))
+    fit = int(np.searchsorted(np.cumsum(prompt_blocks), cluster.num_kv_blocks, side="right"))
+    in_flight = max(1, min(sched.batch_size * cluster.pp, fit))
+    return ServiceBound(seconds, k, in_flight, cluster.num_replicas, num, len(workload))
+
+
+def _finite_run_bound(service: ServiceBound, unit: np.ndarray, slo: LatencySLO) -> float:
+    """Largest rate a finite run of these arrivals could pass (fluid model of the queue).
+
+    `unit` are the unit-rate arrival times of the servable requests.  To pass, at least
+    J = N - late_limit + 1 of the N requests must meet the bound; the last of them in
+    arrival order, j >= J, is admitted by ``u_j / q + B``.  Its replica has by then
+    admitted its first ``j / R`` requests, of which at most `max_in_flight` (M) are
+    unfinished: ``(j / R - M) T`` seconds of work done from an empty start (T the
+    average request's, the work in flight not counted).  So ``q <= u_j / ((j / R - M) T
+    - B)`` for some j >= J: the bound is the largest of those (and at least the
+    steady-state bound); infinite when even every request arriving at once could pass.
+    """
+    n = len(unit)
+    if n == 0:
+        return 0.0
+    need = n - late_limit(n, slo.percentile) + 1
+    j = np.arange(need, n + 1, dtype=np.float64)
+    done = j / service.num_replicas - service.max_in_flight
+    slack = done * service.seconds_per_request - slo.max_s
+    if slack[0] <= 0:
+        return math.inf
+    return max(float(np.max(unit[need - 1 :] / slack)), service.steady_qps)
+
+
+def throughput_upper_bound(
+    prepared: PreparedDeployment, workload: Workload, slo: LatencySLO = DEFAULT_SLO
+) -> float:
+    """An arrival rate (requests/s, all replicas) above any that can meet `slo` in simulation.
+
+    The steady-state bound is ``replicas / seconds_per_request`` of `service_bound`;
+    a finite run of N requests can keep a delay bound at a somewhat higher rate (the
+    first requests fill the batches, the last may wait up to the bound), which the
+    fluid model of `_finite_run_bound` adds: infinite when the workload is too short
+    to load the deployment at all, 0 when it serves none of the requests.  The
+    guarantee is for SLOs on scheduling delay, TTFT and e2e latency (each at least
+    the scheduling delay); TBT, TPOT and normalised latency do not grow with the
+    queue, and for them it is only the search's starting point.
+    """
+    unit = unit_arrival_times(workload)
+    mask = servable(prepared, workload)
+    return _finite_run_bound(service_bound(prepared, workload, mask), unit[mask], slo)
+
+
+# --------------------------------------------------------------------------- the search
+
+
+class _Search:
+    """The probes of one configuration, sharing one workload's arrays."""
+
+    def __init__(
+        self,
+        prepared: PreparedDeployment,
+        workload: Workload,
+        unit: np.ndarray,
+        options: CapacitySearchOptions,
+    ) -> None:
+        self.prepared = prepared
+        self.workload = workload
+        self.unit = unit
+        self.options = options
+        self.probes: list[Probe] = []
+        self.best: tuple[float, Simulation] | None = None  # largest passing rate, its run
+        self.limit = late_limit(len(workload), options.slo.percentile)
+        self.served_none = False
+
+    @property
+    def exhausted(self) -> bool:
+        return len(self.probes) >= self.options.max_simulations
+
+    def probe(self, qps: float) -> bool:
+        slo = self.options.slo
+        started = time.perf_counter()
+        workload = self.workload.with_arrival_times(self.unit / qps)
+        counter = None
+        if self.options.early_stop and slo.metric in _EVENT_OF_METRIC:
+            counter = _LateCounter(_EVENT_OF_METRIC[slo.metric], slo.max_s, self.limit)
+        options = RunOptions(on_progress=counter, progress_every=PROGRESS_EVERY)
+        sim = self.prepared.simulation(workload, options).run()
+        if sim.stopped_early:
+            value = _stopped_value(sim, slo)
+            passed = False
+        else:
+            value = _slo_value(sim, slo)
+            passed = bool(value < slo.max_s)
+            self.served_none = all(r.rejected is not None for r in sim.requests)
+        self.probes.append(
+            Probe(qps, passed, value, sim.stopped_early, len(sim.batches),
+                  time.perf_counter() - started)
+        )  # fmt: skip
+        if passed and (self.best is None or qps > self.best[0]):
+            self.best = (qps, sim)
+        return passed
+
+
+def find_capacity(
+    prepared: PreparedDeployment,
+    workload: Workload,
+    options: CapacitySearchOptions = CapacitySearchOptions(),
+    *,
+    hint_qps: float | None = None,
+) -> CapacityResult:
+    """The largest arrival rate at which `prepared` meets `options.slo` on `workload`.
+
+    `workload` must be open loop; its requests are replayed at every probed rate
+    (arrival times scaled).  `hint_qps` (e.g. the capacity of a neighbouring
+    configuration) replaces the first guess.  The capacity is the largest passing
+    rate; the search stops once the smallest failing rate above it is within
+    `options.tolerance` (relative), or after `options.max_simulations` probes.
+    """
+    started = time.perf_counter()
+    unit = unit_arrival_times(workload)
+    slo = options.slo
+    mask = servable(prepared, workload)
+    service = service_bound(prepared, workload, mask)
+    upper = _finite_run_bound(service, unit[mask], slo)
+    search = _Search(prepared, workload, unit, options)
+    if service.num_servable == 0:  # every request is rejected: no rate can pass
+        return CapacityResult(0.0, None, 0.0, [], 0, time.perf_counter() - started)
+    # the first guess: a share of the tighter (steady-state) bound; a hint starts a gallop
+    reference = min(upper, service.steady_qps)
+    tol = options.tolerance
+    if hint_qps is not None and hint_qps > 0:
+        q, grow = float(hint_qps), 1.0 + 2.0 * tol
+    else:
+        q, grow = FIRST_GUESS * reference, STEP
+    floor = FLOOR * reference
+    lo = 0.0  # largest passing rate
+    hi = math.inf  # smallest failing rate
+    # bracket: up from a passing rate (never past the bound before probing it), down from a
+    # failing one, by a factor that squares at each step of a gallop
+    while not search.exhausted:
+        if search.probe(q):
+            lo = q
+            if hi < math.inf:
+                break
+            nxt = q * grow
+            if q < upper:
+                nxt = min(nxt, upper)
+            q = nxt
+        else:
+            hi = q
+            if lo > 0 or search.served_none:
+                break
+            q /= grow
+            if q < floor:
+                break
+        if hint_qps is not None:
+            grow *= grow
+    # bisect geometrically
+    while lo > 0 and hi < math.inf and hi / lo - 1 > tol and not search.exhausted:
+        mid = math.sqrt(lo * hi)
+        if search.probe(mid):
+            lo = mid
+        else:
+            hi = mid
+    summary = None
+    if search.best is not None:
+        lo = search.best[0]
+        summary = summarize(search.best[1])
+    return CapacityResult(
+        capacity_qps=lo,
+        summary=summary,
+        upper_bound_qps=upper,
+        probes=search.probes,
+        num_simulations=len(search.probes),
+        wall_time_s=time.perf_counter() - started,
+    )

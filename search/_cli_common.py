@@ -1,0 +1,48 @@
+"""Pieces every `llmcap` command shares: error reporting and the --db option."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import click
+from pydantic import ValidationError
+
+from search._errors import USER_ERRORS, format_validation_error
+
+EXIT_BAD_INPUT = 2
+
+
+def user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Print a user-input error as one message and exit 2, without a traceback."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except ValidationError as exc:
+            click.echo(f"error: {format_validation_error(exc, 'input')}", err=True)
+        except USER_ERRORS as exc:
+            message = exc.args[0] if exc.args else str(exc)
+            click.echo(f"error: {message}", err=True)
+        sys.exit(EXIT_BAD_INPUT)
+
+    return wrapper
+
+
+db_option = click.option(
+    "--db",
+    "db",
+    default=None,
+    metavar="URL",
+    help="Results database: sqlite:///results.db (default) or postgresql://user:pw@host/db; "
+    "also read from LLMCAP_DB.",
+)
+
+
+def open_db(url: str | None):
+    from search._db import open_database
+
+    return open_database(url)

@@ -1,0 +1,161 @@
+"""`llmcap results ...` and `llmcap pareto ...`: read the results database; never simulate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from search._cli_common import db_option, open_db, user_errors
+from search._errors import SpecError
+
+console = Console()
+
+job_argument = click.argument("job", type=int, required=False)
+
+
+def _filters(sku: tuple[str, ...], scheduler: tuple[str, ...], slo: str | None) -> dict:
+    filters: dict = {}
+    if sku:
+        filters["sku"] = list(sku)
+    if scheduler:
+        filters["scheduler"] = list(scheduler)
+    if slo is not None:
+        filters["slo_passed"] = slo == "pass"
+    return filters
+
+
+def filter_options(func):
+    func = click.option(
+        "--slo", type=click.Choice(["pass", "fail"]), default=None,
+        help="Only configurations that meet (pass) or miss (fail) the SLO filters.",
+    )(func)  # fmt: skip
+    func = click.option("--scheduler", multiple=True, help="Only these schedulers; repeatable.")(
+        func
+    )
+    return click.option("--sku", multiple=True, help="Only these SKUs; repeatable.")(func)
+
+
+@click.group("results")
+def results_group() -> None:
+    """Query a job's results (JOB defaults to the latest job)."""
+
+
+@results_group.command("list")
+@job_argument
+@db_option
+@filter_options
+@click.option("--limit", type=int, default=30, show_default=True, help="Rows to show.")
+@user_errors
+def results_list(job, db, sku, scheduler, slo, limit) -> None:
+    """Configurations ranked by QPS per dollar (SLO-passing first)."""
+    from search._results_view import ranked_results, results_table
+
+    database = open_db(db)
+    frame = ranked_results(database, job, **_filters(sku, scheduler, slo))
+    job_id = database.get_job(job).id
+    title = f"Job {job_id}: {len(frame)} configurations with results"
+    console.print(results_table(frame.head(limit), title))
+
+
+@results_group.command("show")
+@job_argument
+@db_option
+@user_errors
+def results_show(job, db) -> None:
+    """A job: its spec, status, counts and Pareto frontiers."""
+    from search._results_view import job_spec, ranked_results, results_table
+
+    database = open_db(db)
+    record, spec = job_spec(database, job)
+    counts = database.configuration_counts(record.spec_fingerprint)
+    console.print(
+        f"[bold]job {record.id}[/bold] {record.name!r}: {record.status}; model {spec.model}; "
+        f"SKUs {', '.join(spec.skus)}; strategy {spec.strategy.kind}"
+    )
+    console.print(
+        "configurations: " + ", ".join(f"{count} {status}" for status, count in counts.items())
+    )
+    if record.error:
+        console.print(f"[red]error[/red]: {record.error}")
+    frame = ranked_results(database, record.id).set_index("configuration_id", drop=False)
+    points = database.pareto_points(record.id)
+    for frontier, group in points.groupby("frontier", sort=True):
+        ids = [i for i in group.sort_values("rank")["configuration_id"] if i in frame.index]
+        console.print(results_table(frame.loc[ids], f"Pareto frontier {frontier}"))
+
+
+@results_group.command("best")
+@job_argument
+@db_option
+@user_errors
+def results_best(job, db) -> None:
+    """The recommended deployment: configuration, replicas for the budget, cost, latency."""
+    from search._results_view import print_best
+
+    print_best(open_db(db), job, console)
+
+
+@results_group.command("export")
+@job_argument
+@db_option
+@filter_options
+@click.option(
+    "--out", required=True, type=click.Path(dir_okay=False, path_type=Path),
+    help="Output file: .csv, .json or .parquet.",
+)  # fmt: skip
+@user_errors
+def results_export(job, db, sku, scheduler, slo, out: Path) -> None:
+    """Write every configuration with its results (all statuses) to a file."""
+    from search._results_view import with_labels
+
+    database = open_db(db)
+    filters = _filters(sku, scheduler, slo)
+    frame = with_labels(database.results(job, **filters))
+    suffix = out.suffix.lower()
+    if suffix == ".csv":
+        frame.assign(params=frame["params"].map(str)).to_csv(out, index=False)
+    elif suffix == ".json":
+        frame.to_json(out, orient="records", indent=2, date_format="iso")
+    elif suffix == ".parquet":
+        frame.assign(params=frame["params"].map(str)).to_parquet(out, index=False)
+    else:
+        raise SpecError(
+            f"--out {out}: unknown file type {suffix!r}; allowed: .csv, .json, .parquet"
+        )
+    click.echo(f"wrote {len(frame)} configurations to {out}")
+
+
+@click.group("pareto")
+def pareto_group() -> None:
+    """Pareto frontiers of a job: QPS per dollar against latency."""
+
+
+@pareto_group.command("plot")
+@job_argument
+@db_option
+@click.option(
+    "--out", required=True, type=click.Path(dir_okay=False, path_type=Path),
+    help="Output file: .png, .svg, .pdf (matplotlib) or .html (plotly, optional extra).",
+)  # fmt: skip
+@user_errors
+def pareto_plot(job, db, out: Path) -> None:
+    """QPS per dollar against TTFT P90 and against TBT P99, SLO lines, frontier, best point."""
+    from search._pareto import best_configuration
+    from search._plot import plot_pareto
+    from search._results_view import job_spec, ranked_results
+
+    database = open_db(db)
+    record, spec = job_spec(database, job)
+    frame = ranked_results(database, record.id)
+    best = best_configuration(frame) if len(frame) else None
+    slo_lines = {s.column: s.max_s for s in spec.slo.filters if s.column in ("ttft_p90", "tbt_p99")}
+    path = plot_pareto(
+        frame,
+        out,
+        slo_lines=slo_lines,
+        best_id=None if best is None else best["configuration_id"],
+        title=f"{spec.model}: job {record.id} ({record.name})",
+    )
+    click.echo(f"wrote {path}")

@@ -1,0 +1,308 @@
+"""The search driver: expand, check, evaluate on an executor, store, rank, build frontiers.
+
+Only this process writes the database.  Configurations are keyed by the spec's
+fingerprint, so running a spec again, or resuming after a crash, evaluates only
+what is not done yet; the same configuration is never simulated twice in a job.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import optuna
+
+from search._capacity import LatencySLO
+from search._db import ConfigRecord, Database, ResultRecord, StoredConfiguration
+from search._evaluate import Evaluation, EvaluationTask, evaluate
+from search._executors import Executor, ExecutorKind, make_executor
+from search._pareto import FRONTIERS, pareto_front
+from search._space import Candidate, ConfigPoint, candidates
+from search._spec import SearchSpec
+from search._strategy import (
+    constraint_value,
+    enqueue_grid,
+    make_study,
+    objective_values,
+    suggest,
+)
+from workloads import Workload, build_workload
+
+MAX_ATTEMPTS = 2  # a failed task is retried once
+
+
+@dataclass(slots=True)
+class JobProgress:
+    """What the progress display shows."""
+
+    total: int = 0
+    done: int = 0
+    running: int = 0
+    failed: int = 0
+    cached: int = 0  # finished by an earlier job of the same spec
+    best_qps_per_dollar: float = 0.0
+    best_label: str = ""
+
+
+@dataclass(slots=True)
+class JobReport:
+    job_id: int
+    status: str
+    evaluated: int = 0
+    cached: int = 0
+    failed: int = 0
+    infeasible: int = 0
+    over_budget: int = 0
+    simulations: int = 0
+    wall_time_s: float = 0.0
+    errors: list[str] = field(default_factory=list)
+
+
+def _record(candidate: Candidate) -> ConfigRecord:
+    p = candidate.point
+    return ConfigRecord(
+        fingerprint=candidate.fingerprint,
+        sku=p.sku,
+        tp=p.tp,
+        pp=p.pp,
+        replicas=p.replicas,
+        scheduler=p.scheduler,
+        batch_size=p.batch_size,
+        chunk_size=p.chunk_size,
+        max_tokens=p.max_tokens,
+        precision=p.precision,
+        num_gpus=p.num_gpus,
+        cost_per_hour=candidate.cost_per_hour,
+        params=p.as_dict() | {"label": p.label()},
+        feasible=candidate.feasible,
+        infeasible_reason=candidate.infeasible_reason,
+    )
+
+
+def _latency_slo(slo) -> LatencySLO:
+    return LatencySLO(slo.metric, slo.percentile, slo.max_s)
+
+
+def _result_record(metrics: dict) -> ResultRecord:
+    known = set(ResultRecord.__dataclass_fields__)
+    values = {
+        k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+        for k, v in metrics.items()
+        if k in known
+    }
+    return ResultRecord(**values)
+
+
+class SearchDriver:
+    """Runs one search job to completion (or until interrupted)."""
+
+    def __init__(
+        self,
+        spec: SearchSpec,
+        db: Database,
+        executor_kind: ExecutorKind = "ray",
+        address: str | None = None,
+        workers: int | None = None,
+        on_progress: Callable[[JobProgress], None] | None = None,
+    ) -> None:
+        self.spec = spec
+        self.db = db
+        self.executor_kind = executor_kind
+        self.address = address
+        self.workers = workers
+        self.on_progress = on_progress or (lambda progress: None)
+        self.spec_fingerprint = spec.fingerprint()
+        self.progress = JobProgress()
+
+    # -- setup -------------------------------------------------------------
+
+    def _register(self, job_id: int) -> tuple[dict[str, StoredConfiguration], JobReport]:
+        report = JobReport(job_id, "running")
+        in_budget: list[Candidate] = []
+        for candidate in candidates(self.spec):
+            reason = candidate.infeasible_reason
+            if reason is not None and reason.startswith("budget:"):
+                report.over_budget += 1  # outside this job's space, not a property of the config
+                continue
+            in_budget.append(candidate)
+        ids = self.db.register_configurations(
+            job_id, self.spec_fingerprint, [_record(c) for c in in_budget]
+        )
+        stored = {
+            c.fingerprint: self.db.get_configuration(i) for c, i in zip(in_budget, ids, strict=True)
+        }
+        report.infeasible = sum(1 for s in stored.values() if s.status == "infeasible")
+        return stored, report
+
+    def _workload(self) -> Workload:
+        w = self.spec.workload
+        return build_workload(
+            w.model_dump(exclude={"num_requests", "seed"}),
+            num_requests=w.num_requests,
+            qps=1.0,  # the capacity search rescales arrival times per probe
+            concurrency=None,
+            seed=w.seed,
+        )
+
+    def _task(self, stored: StoredConfiguration, workload: Workload) -> EvaluationTask:
+        return EvaluationTask(
+            configuration_id=stored.id,
+            deployment=_point(stored).deployment(self.spec),
+            workload=workload,
+            capacity_slo=_latency_slo(self.spec.slo.capacity),
+            filters=tuple(_latency_slo(s) for s in self.spec.slo.filters),
+            tolerance=self.spec.capacity.tolerance,
+            max_simulations=self.spec.capacity.max_simulations,
+        )
+
+    # -- the job -----------------------------------------------------------
+
+    def run(self, job_id: int | None = None) -> JobReport:
+        """Run a new job, or resume `job_id`."""
+        spec_json = self.spec.model_dump_json()
+        if job_id is None:
+            job_id = self.db.create_job(self.spec.name, spec_json, self.spec_fingerprint).id
+        self.db.start_job(job_id)
+        started = time.perf_counter()
+        try:
+            report = self._run(job_id)
+        except KeyboardInterrupt:
+            self.db.finish_job(job_id, "cancelled", "interrupted")
+            raise
+        except BaseException as exc:
+            self.db.finish_job(job_id, "failed", f"{type(exc).__name__}: {exc}")
+            raise
+        report.wall_time_s = time.perf_counter() - started
+        report.status = "succeeded"
+        self.store_frontiers(job_id)
+        error = "; ".join(report.errors[:3]) if report.errors else None
+        self.db.finish_job(job_id, report.status, error)
+        return report
+
+    def _run(self, job_id: int) -> JobReport:
+        stored, report = self._register(job_id)
+        by_point = {_point(s): s for s in stored.values()}
+        workload = self._workload()
+        study = make_study(self.spec)
+        feasible = [s for s in stored.values() if s.status != "infeasible"]
+        if self.spec.strategy.kind == "grid":
+            budget = enqueue_grid(study, (_point(s) for s in feasible))
+        else:
+            budget = self.spec.strategy.trials or len(feasible)
+        self.progress.total = budget
+        results = self._finished_results()
+        executor: Executor | None = None
+        trials: dict[int, tuple[optuna.Trial, StoredConfiguration]] = {}
+        attempts: dict[int, int] = {}
+        asked = 0
+        simulated_this_job: set[int] = set()
+        try:
+            while True:
+                # fill the executor with new trials
+                while asked < budget and (
+                    executor is None or executor.in_flight() < executor.slots
+                ):
+                    trial = study.ask()
+                    asked += 1
+                    target = by_point.get(suggest(trial, self.spec))
+                    if target is None or target.status == "infeasible":
+                        self._tell(study, trial, None)
+                        self._advance()
+                        continue
+                    if target.id in results:  # done earlier: reuse, never re-simulate
+                        self._tell(study, trial, results[target.id])
+                        self.progress.cached += 1
+                        report.cached += 1
+                        self._advance(results[target.id], _label(target))
+                        continue
+                    if target.id in simulated_this_job:  # a sampler asked again: in flight
+                        self._tell(study, trial, None)
+                        self._advance()
+                        continue
+                    if executor is None:
+                        executor = make_executor(
+                            self.executor_kind, evaluate, self.address, self.workers
+                        )
+                    simulated_this_job.add(target.id)
+                    trials[target.id] = (trial, target)
+                    attempts[target.id] = 1
+                    executor.submit(target.id, self._task(target, workload))
+                    self.progress.running += 1
+                    self.on_progress(self.progress)
+                if executor is None or executor.in_flight() == 0:
+                    break
+                for finished in executor.wait_any():
+                    cid = finished.key
+                    trial, target = trials[cid]
+                    if finished.error is not None:
+                        message = _error_text(finished.error)
+                        self.db.record_failure(cid, message)  # counts the attempt
+                        if attempts[cid] < MAX_ATTEMPTS:
+                            attempts[cid] += 1
+                            executor.submit(cid, self._task(target, workload))
+                            continue
+                        report.failed += 1
+                        report.errors.append(f"{_label(target)}: {message.splitlines()[-1]}")
+                        self.progress.failed += 1
+                        self.progress.running -= 1
+                        study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                        self.on_progress(self.progress)
+                        continue
+                    evaluation: Evaluation = finished.result
+                    self.db.record_result(cid, _result_record(evaluation.metrics))
+                    results[cid] = evaluation.metrics
+                    report.evaluated += 1
+                    report.simulations += int(evaluation.metrics.get("num_simulations", 0))
+                    self.progress.running -= 1
+                    self._tell(study, trial, evaluation.metrics)
+                    self._advance(evaluation.metrics, _label(target))
+        finally:
+            if executor is not None:
+                executor.close()
+        return report
+
+    def _finished_results(self) -> dict[int, dict]:
+        frame = self.db.results(spec_fingerprint=self.spec_fingerprint, status="done")
+        out: dict[int, dict] = {}
+        for row in frame.to_dict("records"):
+            out[int(row["configuration_id"])] = row
+        return out
+
+    def _tell(self, study: optuna.Study, trial: optuna.Trial, metrics: dict | None) -> None:
+        trial.set_constraint("slo", constraint_value(metrics, self.spec))
+        study.tell(trial, list(objective_values(metrics)))
+
+    def _advance(self, metrics: dict | None = None, label: str = "") -> None:
+        """One more trial finished (evaluated, reused, or not runnable)."""
+        self.progress.done += 1
+        if metrics and metrics.get("slo_passed"):
+            qpd = metrics.get("qps_per_dollar") or 0.0
+            if qpd > self.progress.best_qps_per_dollar:
+                self.progress.best_qps_per_dollar = qpd
+                self.progress.best_label = label
+        self.on_progress(self.progress)
+
+    # -- frontiers ---------------------------------------------------------
+
+    def store_frontiers(self, job_id: int) -> None:
+        frame = self.db.results(spec_fingerprint=self.spec_fingerprint, status="done")
+        for frontier in FRONTIERS:
+            front = pareto_front(frame, maximize=frontier.maximize, minimize=frontier.minimize)
+            ids = [int(frame.loc[i, "configuration_id"]) for i in front]
+            self.db.replace_pareto(job_id, frontier.name, ids)
+
+
+def _point(stored: StoredConfiguration) -> ConfigPoint:
+    return ConfigPoint(**{k: v for k, v in stored.record.params.items() if k != "label"})
+
+
+def _label(stored: StoredConfiguration) -> str:
+    return str(stored.record.params.get("label", ""))
+
+
+def _error_text(error: BaseException) -> str:
+    text = "".join(traceback.format_exception_only(type(error), error)).strip()
+    return text or repr(error)

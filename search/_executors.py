@@ -1,0 +1,172 @@
+"""Where configuration evaluations run: Ray (default), a local process pool, or inline.
+
+An executor runs one function over task payloads and hands results back as
+they finish.  Tasks return plain data; the driver alone writes the database.
+Failures come back as exceptions, not raised, so the driver decides on retries.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor
+from concurrent.futures import wait as wait_futures
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+ExecutorKind = Literal["ray", "local", "inline"]
+LOOPBACK_ONLY_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"  # "0": a local Ray binds to 127.0.0.1
+
+
+@dataclass(slots=True)
+class Finished:
+    key: Any  # what the driver passed to submit
+    result: Any | None
+    error: BaseException | None
+
+
+class Executor(Protocol):
+    slots: int  # tasks worth keeping in flight
+
+    def submit(self, key: Any, payload: Any) -> None: ...
+    def wait_any(self) -> list[Finished]: ...
+    def in_flight(self) -> int: ...
+    def close(self) -> None: ...
+
+
+class ExecutorError(Exception):
+    """An executor could not start (e.g. an unreachable Ray address); says how to fix it."""
+
+
+class InlineExecutor:
+    """Runs each task in the driver process at submit time (for debugging)."""
+
+    slots = 1
+
+    def __init__(self, fn: Callable[[Any], Any]) -> None:
+        self._fn = fn
+        self._done: list[Finished] = []
+
+    def submit(self, key: Any, payload: Any) -> None:
+        try:
+            self._done.append(Finished(key, self._fn(payload), None))
+        except Exception as exc:  # reported to the driver, which records it
+            self._done.append(Finished(key, None, exc))
+
+    def wait_any(self) -> list[Finished]:
+        done, self._done = self._done, []
+        return done
+
+    def in_flight(self) -> int:
+        return len(self._done)
+
+    def close(self) -> None:
+        pass
+
+
+class ProcessPoolExecutorAdapter:
+    """A local process pool, one worker per core (or `workers`)."""
+
+    def __init__(self, fn: Callable[[Any], Any], workers: int | None = None) -> None:
+        import multiprocessing
+
+        self.slots = workers or os.cpu_count() or 1
+        self._fn = fn
+        self._pool = ProcessPoolExecutor(
+            max_workers=self.slots, mp_context=multiprocessing.get_context("spawn")
+        )
+        self._futures: dict[Future, Any] = {}
+
+    def submit(self, key: Any, payload: Any) -> None:
+        self._futures[self._pool.submit(self._fn, payload)] = key
+
+    def wait_any(self) -> list[Finished]:
+        if not self._futures:
+            return []
+        done, _ = wait_futures(list(self._futures), return_when=FIRST_COMPLETED)
+        out = []
+        for future in done:
+            key = self._futures.pop(future)
+            error = future.exception()
+            out.append(Finished(key, None if error else future.result(), error))
+        return out
+
+    def in_flight(self) -> int:
+        return len(self._futures)
+
+    def close(self) -> None:
+        self._pool.shutdown(cancel_futures=True)
+
+
+class RayExecutor:
+    """Ray tasks (`ray.remote` + `ray.wait`) on a cluster, or on a local Ray started here."""
+
+    def __init__(self, fn: Callable[[Any], Any], address: str | None = None) -> None:
+        if not address:
+            # a throwaway local Ray listens on loopback only, not on the machine's network
+            # address (Ray reads this when it is first imported)
+            os.environ.setdefault(LOOPBACK_ONLY_ENV, "0")
+        import ray
+
+        self._ray = ray
+        self._started_here = False
+        if not ray.is_initialized():
+            try:
+                if address:
+                    ray.init(address=address, log_to_driver=False)
+                else:
+                    ray.init(address="local", include_dashboard=False, log_to_driver=False)
+                    self._started_here = True
+            except Exception as exc:
+                raise ExecutorError(
+                    f"cannot reach the Ray cluster at {address!r}: {exc}. Is `ray start --head` "
+                    "running there, and is the address HOST:6379 (or ray://HOST:10001)? "
+                    "Use --executor local to run without Ray."
+                    if address
+                    else f"cannot start a local Ray instance: {exc}. "
+                    "Use --executor local to run without Ray."
+                ) from None
+        self.slots = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        self._remote = ray.remote(num_cpus=1, max_retries=0)(fn)
+        self._refs: dict[Any, Any] = {}
+
+    def submit(self, key: Any, payload: Any) -> None:
+        self._refs[self._remote.remote(payload)] = key
+
+    def wait_any(self) -> list[Finished]:
+        if not self._refs:
+            return []
+        ready, _ = self._ray.wait(list(self._refs), num_returns=1)
+        out = []
+        for ref in ready:
+            key = self._refs.pop(ref)
+            try:
+                out.append(Finished(key, self._ray.get(ref), None))
+            except Exception as exc:
+                out.append(Finished(key, None, exc))
+        return out
+
+    def in_flight(self) -> int:
+        return len(self._refs)
+
+    def close(self) -> None:
+        for ref in list(self._refs):
+            self._ray.cancel(ref, force=True)
+        self._refs.clear()
+        if self._started_here:
+            self._ray.shutdown()
+
+
+def make_executor(
+    kind: ExecutorKind,
+    fn: Callable[[Any], Any],
+    address: str | None = None,
+    workers: int | None = None,
+) -> Executor:
+    if kind == "ray":
+        return RayExecutor(fn, address)
+    if kind == "local":
+        return ProcessPoolExecutorAdapter(fn, workers)
+    if kind == "inline":
+        return InlineExecutor(fn)
+    raise ValueError(f"unknown executor {kind!r}; allowed: ray, local, inline")

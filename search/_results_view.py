@@ -1,0 +1,104 @@
+"""Reading a job's results for people: tables, the recommended deployment, plot input."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+from rich.console import Console
+from rich.table import Table
+
+from search._pareto import best_configuration, rank_configurations
+from search._spec import SearchSpec, parse_spec
+
+
+def with_labels(frame: pd.DataFrame) -> pd.DataFrame:
+    frame = frame.copy()
+    frame["label"] = [
+        (p or {}).get("label") or f"config {cid}"
+        for p, cid in zip(frame["params"], frame["configuration_id"], strict=True)
+    ]
+    return frame
+
+
+def job_spec(db, job_id: int | None) -> tuple[object, SearchSpec]:
+    job = db.get_job(job_id)
+    return job, parse_spec(json.loads(job.spec), source=f"job {job.id}'s spec")
+
+
+def ranked_results(db, job_id: int | None, **filters) -> pd.DataFrame:
+    frame = with_labels(db.results(job_id, status="done", **filters))
+    return rank_configurations(frame) if len(frame) else frame
+
+
+def _fmt(value, scale: float = 1.0, digits: int = 1) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
+        return "-"
+    return f"{value * scale:,.{digits}f}"
+
+
+def results_table(frame: pd.DataFrame, title: str) -> Table:
+    table = Table(title=title, title_justify="left")
+    for name, justify in (
+        ("rank", "right"), ("configuration", "left"), ("GPUs", "right"), ("$/h", "right"),
+        ("capacity QPS", "right"), ("QPS/$", "right"), ("TTFT P90 ms", "right"),
+        ("TBT P99 ms", "right"), ("$/M out tok", "right"), ("SLOs", "center"),
+    ):  # fmt: skip
+        table.add_column(name, justify=justify)
+    for row in frame.to_dict("records"):
+        table.add_row(
+            str(row.get("rank", "")),
+            row["label"],
+            str(row["num_gpus"]),
+            _fmt(row["cost_per_hour"], digits=2),
+            _fmt(row["capacity_qps"], digits=2),
+            _fmt(row["qps_per_dollar"], digits=3),
+            _fmt(row["ttft_p90"], 1e3),
+            _fmt(row["tbt_p99"], 1e3),
+            _fmt(row["cost_per_million_output_tokens"], digits=2),
+            "pass" if row["slo_passed"] is True else "FAIL",
+        )
+    return table
+
+
+def print_best(db, job_id: int | None, console: Console) -> None:
+    """The recommended deployment of a job: the best SLO-passing configuration, for the budget."""
+    job, spec = job_spec(db, job_id)
+    frame = ranked_results(db, job.id)
+    best = best_configuration(frame) if len(frame) else None
+    if best is None:
+        console.print(
+            f"job {job.id}: no configuration meets the SLOs "
+            f"({', '.join(s.describe() for s in spec.slo.filters) or 'capacity only'})."
+        )
+        return
+    per_replica = int(best["tp"]) * int(best["pp"])
+    replicas = max(1, spec.budget.max_gpus // (per_replica * int(best["replicas"])))
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column()
+    grid.add_row("Recommended", f"{best['label']}  ({spec.model})")
+    grid.add_row(
+        "For the budget",
+        f"{replicas} x {int(best['replicas'])} replica(s) = {replicas * int(best['num_gpus'])} "
+        f"of {spec.budget.max_gpus} GPUs, capacity {best['capacity_qps'] * replicas:,.2f} QPS, "
+        f"${best['cost_per_hour'] * replicas:,.2f}/h",
+    )
+    grid.add_row(
+        "Per deployment unit",
+        f"{int(best['num_gpus'])} GPUs, capacity {best['capacity_qps']:,.2f} QPS, "
+        f"{best['qps_per_dollar']:.3f} QPS per $/h, "
+        f"${best['cost_per_million_output_tokens']:,.2f} per million output tokens",
+    )
+    grid.add_row(
+        "Latency at capacity",
+        f"TTFT P50/P90/P99 {_fmt(best['ttft_p50'], 1e3)} / {_fmt(best['ttft_p90'], 1e3)} / "
+        f"{_fmt(best['ttft_p99'], 1e3)} ms;  TBT P50/P99 {_fmt(best['tbt_p50'], 1e3)} / "
+        f"{_fmt(best['tbt_p99'], 1e3)} ms;  E2E P90 {_fmt(best['e2e_p90'], 1, 2)} s",
+    )
+    grid.add_row(
+        "SLOs",
+        ", ".join(s.describe() for s in [spec.slo.capacity, *spec.slo.filters]) + ": all met",
+    )
+    console.print(grid)

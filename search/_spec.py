@@ -1,0 +1,222 @@
+"""The search spec: what a search job explores, validated at the edge (YAML -> pydantic).
+
+A spec names the model, the workload, the GPU SKUs and budget, the space of
+parallelism / scheduler / precision choices, the SLOs, the objective and the
+strategy.  `SearchSpec.fingerprint()` identifies everything that decides a
+configuration's result, so a re-run of the same spec reuses finished results.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict
+from functools import cached_property
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PositiveFloat,
+    PositiveInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from estimators import ModelArchitecture, Precision, load_model
+from search._errors import SpecError
+from simulator import SchedulerKind
+from sku_catalog import Catalog, load_catalog
+from workloads import WorkloadSpec
+
+LatencyMetric = Literal["scheduling_delay", "ttft", "tbt", "tpot", "e2e", "normalized_latency"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SearchWorkload(WorkloadSpec):
+    """The workload section: a WorkloadSpec plus how many requests each probe simulates."""
+
+    num_requests: PositiveInt = 2000
+    seed: int = 0
+
+
+class SchedulerSpace(_Strict):
+    """Values to try for one scheduler; each list is one axis of the grid."""
+
+    batch_size: list[PositiveInt] = Field(default_factory=lambda: [128], min_length=1)
+    chunk_size: list[PositiveInt] | None = Field(default=None, min_length=1)  # Sarathi only
+    max_tokens: list[PositiveInt] | None = Field(default=None, min_length=1)  # vLLM / Orca
+
+
+class SpaceSpec(_Strict):
+    tp: list[PositiveInt] = Field(default_factory=lambda: [1], min_length=1)
+    pp: list[PositiveInt] = Field(default_factory=lambda: [1], min_length=1)
+    replicas: list[PositiveInt] = Field(default_factory=lambda: [1], min_length=1)
+    precision: list[Precision] = Field(default_factory=lambda: [Precision.BF16], min_length=1)
+    schedulers: dict[SchedulerKind, SchedulerSpace] = Field(
+        default_factory=lambda: {SchedulerKind.SARATHI: SchedulerSpace()}, min_length=1
+    )
+
+    @model_validator(mode="after")
+    def _chunk_size_is_sarathi_only(self) -> SpaceSpec:
+        for kind, space in self.schedulers.items():
+            if space.chunk_size is not None and kind is not SchedulerKind.SARATHI:
+                raise ValueError(
+                    f"schedulers.{kind.value}.chunk_size: only sarathi takes a chunk size "
+                    "(vllm and orca take max_tokens)"
+                )
+        return self
+
+
+class BudgetSpec(_Strict):
+    max_gpus: PositiveInt = 8  # GPUs of one deployment, all replicas together
+    max_gpus_per_replica: PositiveInt | None = None  # TP x PP of one replica
+
+
+class SLOSpec(_Strict):
+    """One latency bound: `metric` at `percentile` stays under `max_s` seconds."""
+
+    metric: LatencyMetric
+    percentile: Literal[50, 90, 95, 99]
+    max_s: PositiveFloat
+
+    @property
+    def column(self) -> str:
+        return f"{self.metric}_p{self.percentile}"
+
+    def describe(self) -> str:
+        return f"{self.column} < {self.max_s:g} s"
+
+
+class SLOs(_Strict):
+    capacity: SLOSpec = SLOSpec(metric="scheduling_delay", percentile=99, max_s=5.0)
+    filters: list[SLOSpec] = Field(default_factory=list)
+
+
+class StrategySpec(_Strict):
+    kind: Literal["grid", "tpe", "nsga2"] = "grid"
+    trials: PositiveInt | None = None  # budget of tpe / nsga2 (grid: every feasible point)
+    seed: int = 0
+
+    @model_validator(mode="after")
+    def _trials_for_samplers(self) -> StrategySpec:
+        if self.kind != "grid" and self.trials is None:
+            raise ValueError(f"strategy {self.kind!r} needs a trial budget: set strategy.trials")
+        return self
+
+
+class CapacitySpec(_Strict):
+    tolerance: float = Field(0.05, gt=0.0, lt=1.0)  # relative width of the final QPS bracket
+    max_simulations: PositiveInt = 20
+
+
+class SearchSpec(_Strict):
+    """A whole search job."""
+
+    name: str = "search"
+    model: str
+    catalog: list[str] = Field(default_factory=list)
+    skus: list[str] = Field(min_length=1)
+    workload: SearchWorkload = Field(default_factory=SearchWorkload)
+    budget: BudgetSpec = Field(default_factory=BudgetSpec)
+    space: SpaceSpec = Field(default_factory=SpaceSpec)
+    slo: SLOs = Field(default_factory=SLOs)
+    objective: Literal["qps_per_dollar"] = "qps_per_dollar"
+    strategy: StrategySpec = Field(default_factory=StrategySpec)
+    capacity: CapacitySpec = Field(default_factory=CapacitySpec)
+    estimator: Literal["roofline"] = "roofline"
+    block_size: PositiveInt = 16
+    gpu_memory_utilization: float = Field(0.9, gt=0.0, le=1.0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _workload_shorthand(cls, data: object) -> object:
+        if isinstance(data, dict) and isinstance(data.get("workload"), str):
+            data = {**data, "workload": {"source": data["workload"]}}
+        return data
+
+    @field_validator("model")
+    @classmethod
+    def _known_model(cls, name: str) -> str:
+        load_model(name)  # raises with the list of built-in names
+        return name
+
+    @model_validator(mode="after")
+    def _known_skus(self) -> SearchSpec:
+        catalog = self.sku_catalog
+        for i, sku in enumerate(self.skus):
+            if not _has_name(catalog, sku):
+                raise ValueError(
+                    f"skus.{i}: unknown GPU SKU {sku!r}; allowed: {', '.join(catalog.ids())}"
+                )
+        return self
+
+    @cached_property
+    def sku_catalog(self) -> Catalog:
+        return load_catalog(self.catalog)
+
+    @cached_property
+    def model_architecture(self) -> ModelArchitecture:
+        return load_model(self.model)
+
+    def fingerprint(self) -> str:
+        """sha256 of everything that decides a configuration's capacity and metrics.
+
+        The model enters by its shape (so a config.json path is fingerprinted by
+        content); the name, strategy and budget do not enter: a re-run with a
+        larger budget or another strategy reuses what is already done.
+        """
+        decisive = {
+            "model": asdict(self.model_architecture),
+            "workload": self.workload.model_dump(mode="json"),
+            "slo": self.slo.model_dump(mode="json"),
+            "capacity": self.capacity.model_dump(mode="json"),
+            "estimator": self.estimator,
+            "block_size": self.block_size,
+            "gpu_memory_utilization": self.gpu_memory_utilization,
+        }
+        return sha256_json(decisive)
+
+
+def _has_name(catalog: Catalog, sku: str) -> bool:
+    """Whether `sku` names a catalog entry (by id or display name, any case)."""
+    try:
+        catalog.get(sku)
+    except LookupError:
+        return False
+    return True
+
+
+def sha256_json(data: object) -> str:
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def load_spec(path: str | Path) -> SearchSpec:
+    """Read and validate a spec file; errors name the file, the field and what is allowed."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise SpecError(f"spec file not found: {path}") from None
+    except yaml.YAMLError as exc:
+        raise SpecError(f"spec file {path} is not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise SpecError(f"spec file {path} must hold a mapping (model:, skus:, space: ...)")
+    return parse_spec(data, source=str(path))
+
+
+def parse_spec(data: dict, source: str = "spec") -> SearchSpec:
+    try:
+        return SearchSpec.model_validate(data)
+    except ValidationError as exc:
+        from search._errors import format_validation_error
+
+        raise SpecError(format_validation_error(exc, source)) from None

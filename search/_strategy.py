@@ -1,0 +1,115 @@
+"""Which configurations a job evaluates, and in what order: grid, TPE or NSGA-II via Optuna.
+
+Every strategy is an Optuna ask/tell loop.  A grid enqueues every feasible point
+(`enqueue_trial`; Optuna 5's GridSampler fails in ask/tell loops); TPE and
+NSGA-II sample the same define-by-run space with a trial budget.  Objectives:
+QPS per dollar up, TTFT P90 down, TBT P99 down; the SLO filters enter as
+constraints (`trial.set_constraint`: <= 0 passes).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import optuna
+
+from search._space import ConfigPoint
+from search._spec import SearchSpec
+from simulator import SchedulerKind
+from simulator._config import DEFAULT_CHUNK_SIZE
+
+DIRECTIONS = ("maximize", "minimize", "minimize")  # qps_per_dollar, ttft_p90, tbt_p99
+WORST = (0.0, 1e9, 1e9)  # what an infeasible or failed configuration scores
+INFEASIBLE = 1e9  # constraint value of a configuration that cannot run
+
+
+def make_study(spec: SearchSpec) -> optuna.Study:
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    kind, seed = spec.strategy.kind, spec.strategy.seed
+    if kind == "nsga2":
+        sampler: optuna.samplers.BaseSampler = optuna.samplers.NSGAIISampler(
+            seed=seed, population_size=max(4, min(50, (spec.strategy.trials or 50) // 4))
+        )
+    elif kind == "tpe":
+        sampler = optuna.samplers.TPESampler(
+            seed=seed, n_startup_trials=max(4, (spec.strategy.trials or 40) // 5)
+        )
+    else:  # grid: the enqueued points decide; the sampler never has to
+        sampler = optuna.samplers.RandomSampler(seed=seed)
+    return optuna.create_study(directions=list(DIRECTIONS), sampler=sampler)
+
+
+def suggest(trial: optuna.Trial, spec: SearchSpec) -> ConfigPoint:
+    """The configuration of a trial (define-by-run: scheduler knobs depend on the scheduler)."""
+    space = spec.space
+    sku = trial.suggest_categorical("sku", [spec.sku_catalog.get(s).id for s in spec.skus])
+    tp = trial.suggest_categorical("tp", space.tp)
+    pp = trial.suggest_categorical("pp", space.pp)
+    replicas = trial.suggest_categorical("replicas", space.replicas)
+    precision = trial.suggest_categorical("precision", [p.value for p in space.precision])
+    scheduler = trial.suggest_categorical("scheduler", [k.value for k in space.schedulers])
+    knobs = space.schedulers[SchedulerKind(scheduler)]
+    batch = trial.suggest_categorical(f"{scheduler}.batch_size", knobs.batch_size)
+    chunk = tokens = None
+    if scheduler == SchedulerKind.SARATHI.value:
+        chunk = trial.suggest_categorical(
+            f"{scheduler}.chunk_size", knobs.chunk_size or [DEFAULT_CHUNK_SIZE]
+        )
+    elif knobs.max_tokens:
+        tokens = trial.suggest_categorical(f"{scheduler}.max_tokens", knobs.max_tokens)
+    return ConfigPoint(sku, tp, pp, replicas, precision, scheduler, batch, chunk, tokens)
+
+
+def params_of(point: ConfigPoint) -> dict:
+    """The trial parameters that make `suggest` return `point` (for `enqueue_trial`)."""
+    params = {
+        "sku": point.sku,
+        "tp": point.tp,
+        "pp": point.pp,
+        "replicas": point.replicas,
+        "precision": point.precision,
+        "scheduler": point.scheduler,
+        f"{point.scheduler}.batch_size": point.batch_size,
+    }
+    if point.chunk_size is not None:
+        params[f"{point.scheduler}.chunk_size"] = point.chunk_size
+    if point.max_tokens is not None:
+        params[f"{point.scheduler}.max_tokens"] = point.max_tokens
+    return params
+
+
+def enqueue_grid(study: optuna.Study, points: Iterable[ConfigPoint]) -> int:
+    count = 0
+    for point in points:
+        study.enqueue_trial(params_of(point), skip_if_exists=False)
+        count += 1
+    return count
+
+
+def objective_values(metrics: dict | None) -> tuple[float, float, float]:
+    """Optuna's values for a finished evaluation (the worst score when it has no result)."""
+    if not metrics or not metrics.get("capacity_qps"):
+        return WORST
+    values = (
+        metrics.get("qps_per_dollar"),
+        metrics.get("ttft_p90"),
+        metrics.get("tbt_p99"),
+    )
+    if any(v is None or not math.isfinite(v) for v in values):
+        return WORST
+    return values  # type: ignore[return-value]
+
+
+def constraint_value(metrics: dict | None, spec: SearchSpec) -> float:
+    """<= 0 when every SLO filter passes: the largest relative excess over a bound."""
+    if not metrics or not metrics.get("capacity_qps"):
+        return INFEASIBLE
+    detail = metrics.get("slo_detail") or {}
+    worst = -1.0
+    for slo in spec.slo.filters:
+        value = (detail.get(slo.column) or {}).get("value")
+        if value is None or not math.isfinite(value):
+            return INFEASIBLE
+        worst = max(worst, value / slo.max_s - 1.0)
+    return worst

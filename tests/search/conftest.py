@@ -1,0 +1,57 @@
+"""Shared fixtures of the search tests: one local Ray for the session, small specs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+
+@pytest.fixture(scope="session")
+def ray_local() -> Iterator[object]:
+    """One real local Ray (2 CPUs, no dashboard) shared by every test that needs it."""
+    ray = pytest.importorskip("ray")
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+TINY_SPEC = {
+    "name": "tiny",
+    "model": "meta-llama/Llama-2-7b-hf",
+    "skus": ["a100-80gb", "h100-sxm"],
+    "workload": {"source": "chat", "num_requests": 150},
+    "budget": {"max_gpus": 2},
+    "space": {
+        "tp": [1, 2],
+        "schedulers": {"sarathi": {"batch_size": [64], "chunk_size": [512]}, "vllm": {}},
+    },
+    "slo": {
+        "filters": [
+            {"metric": "ttft", "percentile": 90, "max_s": 2},
+            {"metric": "tbt", "percentile": 99, "max_s": 0.2},
+        ]
+    },
+    "capacity": {"tolerance": 0.15},
+}
+
+
+def write_spec(directory: Path, **overrides) -> Path:
+    spec = {**TINY_SPEC, **overrides}
+    path = directory / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+@pytest.fixture
+def tiny_spec(tmp_path: Path) -> Path:
+    return write_spec(tmp_path)
+
+
+@pytest.fixture
+def db_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'results.db'}"

@@ -1,0 +1,106 @@
+"""Search jobs end to end: executors, reuse, retries, strategies, frontiers."""
+
+from __future__ import annotations
+
+import pytest
+
+from search._db import open_database
+from search._driver import SearchDriver
+from search._spec import load_spec
+from tests.search.conftest import write_spec
+
+
+def run_job(spec_path, db_url, executor="inline", **kwargs):
+    spec = load_spec(spec_path)
+    db = open_database(db_url)
+    return spec, db, SearchDriver(spec, db, executor, **kwargs).run()
+
+
+def test_grid_on_ray_evaluates_every_feasible_configuration(tiny_spec, db_url, ray_local):
+    spec, db, report = run_job(tiny_spec, db_url, executor="ray")
+    assert report.status == "succeeded" and report.failed == 0
+    counts = db.configuration_counts(spec.fingerprint())
+    assert counts["done"] == report.evaluated == 8  # 2 SKUs x 2 TP x 2 schedulers
+    frame = db.results(report.job_id, status="done")
+    assert (frame["capacity_qps"] > 0).all()
+    assert (frame["qps_per_dollar"] == frame["capacity_qps"] / frame["cost_per_hour"]).all()
+    assert frame["ttft_p90"].notna().all() and frame["tbt_p99"].notna().all()
+    points = db.pareto_points(report.job_id)
+    assert set(points["frontier"]) == {"qps_per_dollar-vs-ttft_p90", "qps_per_dollar-vs-tbt_p99"}
+    assert db.get_job(report.job_id).status == "succeeded"
+
+
+def test_running_a_spec_again_reuses_every_result(tiny_spec, db_url):
+    _, db, first = run_job(tiny_spec, db_url)
+    _, _, second = run_job(tiny_spec, db_url)
+    assert first.evaluated == 8
+    assert second.evaluated == 0 and second.cached == 8 and second.simulations == 0
+    assert len(db.results(second.job_id, status="done")) == 8  # nothing duplicated
+
+
+def test_local_pool_and_inline_agree(tmp_path, tiny_spec):
+    _, db_a, a = run_job(tiny_spec, f"sqlite:///{tmp_path / 'a.db'}", executor="inline")
+    _, db_b, b = run_job(tiny_spec, f"sqlite:///{tmp_path / 'b.db'}", executor="local", workers=2)
+    cols = ["fingerprint", "capacity_qps", "ttft_p90", "tbt_p99"]
+    fa = db_a.results(a.job_id).sort_values("fingerprint")[cols].reset_index(drop=True)
+    fb = db_b.results(b.job_id).sort_values("fingerprint")[cols].reset_index(drop=True)
+    assert fa.equals(fb)
+
+
+def test_a_failing_task_is_retried_once_then_recorded(tiny_spec, db_url, monkeypatch):
+    import search._driver as driver_module
+
+    calls: dict[int, int] = {}
+    real = driver_module.evaluate
+
+    def flaky(task):
+        calls[task.configuration_id] = calls.get(task.configuration_id, 0) + 1
+        if task.deployment.sku.id == "h100-sxm" and task.deployment.tp == 2:
+            raise RuntimeError("worker lost")
+        if task.configuration_id == 1 and calls[1] == 1:
+            raise RuntimeError("transient")
+        return real(task)
+
+    monkeypatch.setattr(driver_module, "evaluate", flaky)
+    spec, db, report = run_job(tiny_spec, db_url)
+    assert report.failed == 2  # both h100 TP2 configurations, after two attempts each
+    assert report.evaluated == 6  # configuration 1 succeeded on its retry
+    failed = [c for c in db.configurations(spec.fingerprint()) if c.status == "failed"]
+    assert len(failed) == 2 and all(c.attempts == 2 and "worker lost" in c.error for c in failed)
+    assert calls[1] == 2
+    assert db.get_job(report.job_id).status == "succeeded"
+
+
+def test_infeasible_and_over_budget_configurations_are_dropped_with_reasons(tmp_path):
+    path = write_spec(
+        tmp_path,
+        model="meta-llama/Llama-2-70b-hf",
+        skus=["a100-80gb"],
+        budget={"max_gpus": 4},
+        space={"tp": [1, 2, 4, 8], "schedulers": {"vllm": {}}},
+    )
+    spec, db, report = run_job(path, f"sqlite:///{tmp_path / 'r.db'}")
+    assert report.over_budget == 1  # TP8 > 4 GPUs: outside this job's space
+    infeasible = [c for c in db.configurations(spec.fingerprint()) if c.status == "infeasible"]
+    assert len(infeasible) == 1 and infeasible[0].record.tp == 1
+    assert "memory" in infeasible[0].record.infeasible_reason
+    assert report.evaluated == 2
+
+
+@pytest.mark.parametrize("kind", ["tpe", "nsga2"])
+def test_samplers_never_simulate_a_configuration_twice(tmp_path, kind, monkeypatch):
+    import search._driver as driver_module
+
+    seen: list[int] = []
+    real = driver_module.evaluate
+
+    def counting(task):
+        seen.append(task.configuration_id)
+        return real(task)
+
+    monkeypatch.setattr(driver_module, "evaluate", counting)
+    path = write_spec(tmp_path, strategy={"kind": kind, "trials": 14, "seed": 3})
+    spec, db, report = run_job(path, f"sqlite:///{tmp_path / 'r.db'}")
+    assert len(seen) == len(set(seen)) == report.evaluated
+    assert 1 <= report.evaluated <= 8
+    assert db.configuration_counts(spec.fingerprint())["done"] == report.evaluated

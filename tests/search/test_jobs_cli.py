@@ -1,0 +1,169 @@
+"""The job system as a user drives it: Ray Jobs submission, kill and resume, queries."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from search._db import open_database
+from search._spec import load_spec
+from tests.search.conftest import write_spec
+
+BIN = Path(sys.executable).parent
+LLMCAP = str(BIN / "llmcap")
+
+
+def _env() -> dict[str, str]:
+    return {
+        **os.environ,
+        "PATH": f"{BIN}:{os.environ.get('PATH', '')}",
+        "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",  # loopback only
+        "RAY_USAGE_STATS_ENABLED": "0",
+        "COLUMNS": "200",
+    }
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def llmcap(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [LLMCAP, *args], env=_env(), capture_output=True, text=True, timeout=timeout
+    )
+
+
+@pytest.fixture(scope="module")
+def ray_head():
+    """`ray start --head --block` on loopback; stopped by signalling only its own processes.
+
+    (Loopback comes from RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0; `--node-ip-address 127.0.0.1`
+    leaves the job agent unregistered in Ray 2.60.)
+    """
+    dashboard = _free_port()
+    head = subprocess.Popen(
+        [str(BIN / "ray"), "start", "--head", "--block", f"--port={_free_port()}",
+         "--dashboard-host=127.0.0.1", f"--dashboard-port={dashboard}",
+         # its own agent ports: the session's local Ray may hold the default ones
+         f"--dashboard-agent-listen-port={_free_port()}",
+         f"--dashboard-agent-grpc-port={_free_port()}",
+         f"--runtime-env-agent-port={_free_port()}", f"--metrics-export-port={_free_port()}",
+         f"--ray-client-server-port={_free_port()}",
+         "--num-cpus=1", "--include-dashboard=true", "--disable-usage-stats"],
+        env=_env(), start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{dashboard}"
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            urllib.request.urlopen(f"{url}/api/version", timeout=2)
+            break
+        except urllib.error.HTTPError:  # it answers (401 without a token): it is up
+            break
+        except OSError:
+            if head.poll() is not None or time.monotonic() > deadline:
+                pytest.fail("ray start --head did not come up")
+            time.sleep(1)
+    yield url
+    os.killpg(head.pid, signal.SIGTERM)
+    try:
+        head.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(head.pid, signal.SIGKILL)
+        head.wait(timeout=30)
+
+
+def test_submit_to_a_ray_cluster_and_follow_the_job(tmp_path, ray_head):
+    spec = write_spec(tmp_path, skus=["a100-80gb"], space={"tp": [1], "schedulers": {"vllm": {}}})
+    db_url = f"sqlite:///{tmp_path / 'jobs.db'}"
+    submitted = llmcap("search", "submit", str(spec), "--address", ray_head, "--db", db_url)
+    assert submitted.returncode == 0, submitted.stderr
+    job_id = submitted.stdout.strip().splitlines()[-1]
+    deadline = time.monotonic() + 240
+    while True:
+        status = llmcap("search", "status", job_id, "--address", ray_head).stdout.strip()
+        if status in ("SUCCEEDED", "FAILED", "STOPPED") or time.monotonic() > deadline:
+            break
+        time.sleep(2)
+    logs = llmcap("search", "logs", job_id, "--address", ray_head).stdout
+    assert status == "SUCCEEDED", logs
+    assert "succeeded: 1 evaluated" in logs
+    db = open_database(db_url)
+    assert db.latest_job().status == "succeeded"
+    assert len(db.results(status="done")) == 1
+    stopped = llmcap("search", "cancel", job_id, "--address", ray_head)
+    assert stopped.returncode == 0 and "not running" in stopped.stdout
+
+
+def test_unreachable_ray_address_says_how_to_fix_it(tmp_path):
+    port = _free_port()  # nothing listens there
+    result = llmcap("search", "status", "raysubmit_x", "--address", f"http://127.0.0.1:{port}")
+    assert result.returncode == 2
+    assert "cannot reach the Ray Jobs API" in result.stderr and "Traceback" not in result.stderr
+
+
+def _done(db_url: str, fingerprint: str) -> int:
+    return open_database(db_url).configuration_counts(fingerprint)["done"]
+
+
+def test_a_killed_driver_loses_nothing_and_a_rerun_finishes_the_job(tmp_path):
+    spec_path = write_spec(tmp_path, workload={"source": "chat", "num_requests": 400})
+    fingerprint = load_spec(spec_path).fingerprint()
+    db_url = f"sqlite:///{tmp_path / 'resume.db'}"
+    driver = subprocess.Popen(
+        [LLMCAP, "search", "run", str(spec_path), "--db", db_url, "--executor", "local",
+         "--workers", "1"],
+        env=_env(), start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and driver.poll() is None:
+        if (tmp_path / "resume.db").exists() and _done(db_url, fingerprint) >= 2:
+            break
+        time.sleep(0.2)
+    os.killpg(driver.pid, signal.SIGKILL)  # the driver and its workers, mid-job
+    driver.wait(timeout=30)
+    db = open_database(db_url)
+    before = db.results(status="done").set_index("fingerprint")["capacity_qps"]
+    assert 2 <= len(before) < 8, "the job should have been killed half-way"
+    assert db.latest_job().status == "running"  # killed: never finished
+
+    rerun = llmcap("search", "run", str(spec_path), "--db", db_url, "--executor", "local")
+    assert rerun.returncode == 0, rerun.stderr
+    assert f"{len(before)} reused" in rerun.stdout
+    after = open_database(db_url).results(status="done").set_index("fingerprint")
+    assert len(after) == 8  # every configuration exactly once
+    assert after.loc[before.index, "capacity_qps"].equals(before)  # finished results kept
+
+
+def test_results_commands_on_a_finished_job(tmp_path):
+    spec_path = write_spec(tmp_path)
+    db_url = f"sqlite:///{tmp_path / 'q.db'}"
+    ran = llmcap("search", "run", str(spec_path), "--db", db_url, "--executor", "inline")
+    assert ran.returncode == 0, ran.stderr
+    listing = llmcap("results", "list", "--db", db_url, "--sku", "h100-sxm")
+    assert listing.returncode == 0 and "h100-sxm" in listing.stdout and "a100" not in listing.stdout
+    best = llmcap("results", "best", "--db", db_url)
+    assert best.returncode == 0
+    assert "Recommended" in best.stdout or "no configuration" in best.stdout
+    out = tmp_path / "all.json"
+    exported = llmcap("results", "export", "1", "--db", db_url, "--out", str(out))
+    assert exported.returncode == 0
+    assert len(json.loads(out.read_text())) == 8
+    plot = llmcap("pareto", "plot", "--db", db_url, "--out", str(tmp_path / "p.svg"))
+    assert plot.returncode == 0 and (tmp_path / "p.svg").read_text().lstrip().startswith("<")
+    jobs = llmcap("jobs", "list", "--db", db_url)
+    assert jobs.returncode == 0 and "tiny" in jobs.stdout
+    missing = llmcap("results", "show", "99", "--db", db_url)
+    assert missing.returncode == 2 and "99" in missing.stderr

@@ -1,0 +1,252 @@
+"""Pareto frontiers and the ranking of configurations: properties (hypothesis) and examples."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from search._pareto import (
+    FRONTIERS,
+    Frontier,
+    best_configuration,
+    pareto_front,
+    rank_configurations,
+)
+
+MAX, MIN = "qps_per_dollar", "ttft_p90"
+
+# few distinct values so that ties and exact duplicates are common
+_value = st.one_of(
+    st.sampled_from([0.0, 0.5, 1.0, 2.0, 3.0]),
+    st.floats(min_value=0.0, max_value=100.0, allow_nan=False, allow_infinity=False),
+)
+_maybe_missing = st.one_of(_value, st.just(math.nan))
+
+
+@st.composite
+def frames(draw: st.DrawFn, min_size: int = 0, max_size: int = 30) -> pd.DataFrame:
+    n = draw(st.integers(min_value=min_size, max_value=max_size))
+    ids = draw(st.lists(st.integers(0, 10_000), min_size=n, max_size=n, unique=True))
+
+    def column(elements: st.SearchStrategy) -> list:
+        return draw(st.lists(elements, min_size=n, max_size=n))
+
+    return pd.DataFrame(
+        {
+            "configuration_id": ids,
+            "label": column(st.sampled_from(["a", "b", "c"])),
+            "num_gpus": column(st.sampled_from([1, 2, 4, 8])),
+            MAX: column(_maybe_missing),
+            MIN: column(_maybe_missing),
+            "slo_passed": column(st.booleans()),
+        },
+        index=pd.Index(ids, name="row"),
+    )
+
+
+def _finite(frame: pd.DataFrame, *columns: str) -> pd.DataFrame:
+    mask = np.ones(len(frame), dtype=bool)
+    for column in columns:
+        mask &= np.isfinite(frame[column].to_numpy(dtype=float))
+    return frame[mask]
+
+
+def _points(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    return frame[MAX].to_numpy(dtype=float), frame[MIN].to_numpy(dtype=float)
+
+
+def _weakly_dominates(a: pd.DataFrame, b: pd.DataFrame) -> np.ndarray:
+    """[i, j]: row i of ``a`` is at least as good as row j of ``b`` on both columns."""
+    (au, ad), (bu, bd) = _points(a), _points(b)
+    return (au[:, None] >= bu[None, :]) & (ad[:, None] <= bd[None, :])
+
+
+def _strictly_dominates(a: pd.DataFrame, b: pd.DataFrame) -> np.ndarray:
+    (au, ad), (bu, bd) = _points(a), _points(b)
+    better = (au[:, None] > bu[None, :]) | (ad[:, None] < bd[None, :])
+    return _weakly_dominates(a, b) & better
+
+
+def _shuffled(frame: pd.DataFrame, seed: int) -> pd.DataFrame:
+    return frame.sample(frac=1.0, random_state=seed)
+
+
+# ------------------------------------------------------------------ pareto_front
+
+
+@settings(max_examples=100, deadline=None)
+@given(frames())
+def test_every_row_off_the_front_is_dominated_by_a_front_row(frame: pd.DataFrame) -> None:
+    front = pareto_front(frame, MAX, MIN)
+    valid = _finite(frame, MAX, MIN)
+    off = valid[~valid.index.isin(front)]
+    on_front = frame.loc[front]
+    # off the front: weakly dominated by a front row ...
+    assert _weakly_dominates(on_front, off).any(axis=0).all()
+    # ... strictly, unless it is an exact duplicate of the front row kept in its place
+    for label in off.index[~_strictly_dominates(on_front, off).any(axis=0)]:
+        row = off.loc[label]
+        twin = on_front[(on_front[MAX] == row[MAX]) & (on_front[MIN] == row[MIN])]
+        assert len(twin) == 1 and twin.index[0] < label  # kept: the smallest index label
+
+
+@settings(max_examples=100, deadline=None)
+@given(frames())
+def test_no_front_row_dominates_another_and_front_is_sorted(frame: pd.DataFrame) -> None:
+    front = pareto_front(frame, MAX, MIN)
+    rows = frame.loc[front]
+    assert len(set(front)) == len(front)
+    weakly = _weakly_dominates(rows, rows)
+    assert not (weakly & ~np.eye(len(rows), dtype=bool)).any()
+    # ordered by the minimized column; both columns strictly increase along the front
+    assert rows[MIN].is_monotonic_increasing and rows[MIN].is_unique
+    assert rows[MAX].is_monotonic_increasing and rows[MAX].is_unique
+    assert set(front) <= set(_finite(frame, MAX, MIN).index)
+
+
+@settings(max_examples=100, deadline=None)
+@given(frames(), st.integers(0, 2**31 - 1))
+def test_front_is_invariant_under_shuffling(frame: pd.DataFrame, seed: int) -> None:
+    assert pareto_front(_shuffled(frame, seed), MAX, MIN) == pareto_front(frame, MAX, MIN)
+
+
+@settings(max_examples=100, deadline=None)
+@given(frames(min_size=1), st.data())
+def test_adding_a_dominated_point_does_not_change_the_front(
+    frame: pd.DataFrame, data: st.DataObject
+) -> None:
+    front = pareto_front(frame, MAX, MIN)
+    if not front:
+        return
+    anchor = frame.loc[data.draw(st.sampled_from(front))]
+    worse_up = data.draw(st.floats(0.0, 10.0, allow_nan=False))
+    worse_down = data.draw(st.floats(0.0, 10.0, allow_nan=False))
+    if worse_up == 0.0 and worse_down == 0.0:
+        worse_down = 1.0  # strictly dominated, not a duplicate
+    new_label = int(frame.index.max()) + 1
+    extra = pd.DataFrame(
+        {MAX: [anchor[MAX] - worse_up], MIN: [anchor[MIN] + worse_down]},
+        index=pd.Index([new_label], name=frame.index.name),
+    )
+    grown = pd.concat([frame, extra])
+    assert pareto_front(grown, MAX, MIN) == front
+
+
+def test_front_example_ties_nan_and_order() -> None:
+    frame = pd.DataFrame(
+        {
+            MAX: [1.0, 2.0, 3.0, 3.0, 2.0, np.nan, 5.0, 4.0],
+            MIN: [1.0, 2.0, 3.0, 3.0, 1.0, 0.1, np.inf, 3.0],
+        },
+        index=[10, 11, 12, 9, 13, 14, 15, 16],
+    )
+    # 13 dominates 10 and 11; 16 dominates 12 and 9; 14 (NaN) and 15 (inf) have no result
+    assert pareto_front(frame, MAX, MIN) == [13, 16]
+    # exact duplicates: the smallest index label is kept, whatever the row order
+    dup = pd.DataFrame({MAX: [1.0, 1.0, 1.0], MIN: [2.0, 2.0, 2.0]}, index=["b", "a", "c"])
+    assert pareto_front(dup, MAX, MIN) == ["a"]
+
+
+def test_front_accepts_nullable_dtypes_and_empty_frames() -> None:
+    frame = pd.DataFrame(
+        {
+            MAX: pd.array([1.0, None, 3.0], dtype="Float64"),
+            MIN: pd.array([1.0, 0.5, 2.0], dtype="Float64"),
+        }
+    )
+    assert pareto_front(frame, MAX, MIN) == [0, 2]
+    assert pareto_front(frame.iloc[:0], MAX, MIN) == []
+    with pytest.raises(ValueError, match="no column 'nope'"):
+        pareto_front(frame, MAX, "nope")
+
+
+def test_frontiers() -> None:
+    assert [f.name for f in FRONTIERS] == [
+        "qps_per_dollar-vs-ttft_p90",
+        "qps_per_dollar-vs-tbt_p99",
+    ]
+    assert all(isinstance(f, Frontier) and f.maximize == "qps_per_dollar" for f in FRONTIERS)
+    assert [f.minimize for f in FRONTIERS] == ["ttft_p90", "tbt_p99"]
+    with pytest.raises(AttributeError):
+        FRONTIERS[0].name = "other"  # type: ignore[misc]
+
+
+# ------------------------------------------------------------------ ranking
+
+
+@settings(max_examples=100, deadline=None)
+@given(frames(), st.integers(0, 2**31 - 1))
+def test_ranking_is_deterministic_under_shuffles(frame: pd.DataFrame, seed: int) -> None:
+    ranked = rank_configurations(frame)
+    again = rank_configurations(_shuffled(frame, seed))
+    assert ranked["configuration_id"].tolist() == again["configuration_id"].tolist()
+    assert ranked["rank"].tolist() == list(range(1, len(frame) + 1))
+    assert again["rank"].tolist() == list(range(1, len(frame) + 1))
+
+
+@settings(max_examples=100, deadline=None)
+@given(frames())
+def test_ranking_order(frame: pd.DataFrame) -> None:
+    ranked = rank_configurations(frame)
+    assert sorted(ranked.index) == sorted(frame.index)  # same rows, index labels kept
+    keys = [
+        (
+            not row["slo_passed"],
+            -row[MAX] if not math.isnan(row[MAX]) else math.inf,
+            row["num_gpus"],
+            row["label"],
+            row["configuration_id"],
+        )
+        for _, row in ranked.iterrows()
+    ]
+    assert keys == sorted(keys)
+
+
+@settings(max_examples=100, deadline=None)
+@given(frames())
+def test_best_configuration_is_on_the_ttft_front_of_passing_rows(frame: pd.DataFrame) -> None:
+    best = best_configuration(frame)
+    passing = frame[frame["slo_passed"].astype(bool)]
+    candidates = _finite(passing, MAX)
+    if candidates.empty:
+        assert best is None
+        return
+    assert best is not None and bool(best["slo_passed"])
+    assert best[MAX] == candidates[MAX].max()
+    assert best["rank"] == 1
+    if not math.isfinite(best[MIN]):
+        return
+    front = pareto_front(passing, MAX, MIN)
+    top = passing.loc[front[-1]]  # the front's highest QPS/$
+    assert top[MAX] == best[MAX]
+    if (candidates[MAX] == best[MAX]).sum() == 1:
+        assert best.name in front
+    else:  # a tie on QPS/$ goes to fewer GPUs, not lower latency: on the front or tied with it
+        assert best.name in front or top[MIN] <= best[MIN]
+
+
+def test_best_configuration_examples() -> None:
+    frame = pd.DataFrame(
+        {
+            "configuration_id": [1, 2, 3, 4, 5],
+            "label": ["e", "d", "c", "b", "a"],
+            "num_gpus": [8, 2, 4, 2, 2],
+            MAX: [9.0, 2.0, 2.0, 2.0, 1.0],
+            "slo_passed": pd.array([False, True, True, True, None], dtype="boolean"),
+        }
+    )
+    ranked = rank_configurations(frame)
+    # passing first; QPS/$ tie -> fewer GPUs -> label; the failing 9.0 and the unknown 1.0 last
+    assert ranked["configuration_id"].tolist() == [4, 2, 3, 1, 5]
+    best = best_configuration(frame)
+    assert best is not None and best["configuration_id"] == 4 and best["rank"] == 1
+    assert best_configuration(frame.assign(slo_passed=False)) is None
+    assert best_configuration(frame.iloc[:0]) is None
+    assert best_configuration(frame.assign(**{MAX: np.nan})) is None
+    with pytest.raises(ValueError, match="slo_passed"):
+        rank_configurations(frame.drop(columns="slo_passed"))

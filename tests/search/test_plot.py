@@ -1,0 +1,192 @@
+"""Pareto plots: every output format, the errors, and what the figure shows."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from search._errors import PlotError
+from search._pareto import best_configuration, pareto_front
+from search._plot import PLOT_FORMATS, _matplotlib_figure, _panels, plot_pareto
+
+SLO_LINES = {"ttft_p90": 2.0, "tbt_p99": 0.1}
+
+
+def synthetic_results(n: int = 30, seed: int = 7) -> pd.DataFrame:
+    """A job's results as the results database returns them: a few failed simulations
+    (no metrics), one configuration without a TBT, SLO pass/fail from the latencies."""
+    rng = np.random.default_rng(seed)
+    skus, schedulers = ["h100-sxm", "a100-80gb", "l40s"], ["vllm", "sarathi", "orca"]
+    rows = []
+    for cid in range(1, n + 1):
+        sku, scheduler = skus[cid % 3], schedulers[(cid // 3) % 3]
+        tp, pp, batch = [1, 2, 4][cid % 3], [1, 2][cid % 2], [64, 128, 256][(cid // 2) % 3]
+        qpd = float(rng.lognormal(-1.2, 0.6))
+        rows.append(
+            {
+                "configuration_id": cid,
+                "label": f"{sku} TP{tp} PP{pp} {scheduler} b{batch} c512",
+                "sku": sku,
+                "scheduler": scheduler,
+                "num_gpus": tp * pp,
+                "qps_per_dollar": qpd,
+                "ttft_p90": float(rng.lognormal(np.log(0.6), 0.9)) * (1 + qpd),
+                "tbt_p99": float(rng.lognormal(np.log(0.04), 0.5)) * (1 + qpd / 2),
+            }
+        )
+    frame = pd.DataFrame(rows)
+    frame.loc[[4, 17], ["qps_per_dollar", "ttft_p90", "tbt_p99"]] = np.nan  # failed
+    frame.loc[23, "tbt_p99"] = np.nan
+    frame["slo_passed"] = (frame["ttft_p90"] <= 2.0) & (frame["tbt_p99"] <= 0.1)
+    return frame
+
+
+@pytest.fixture(scope="module")
+def results() -> pd.DataFrame:
+    return synthetic_results()
+
+
+@pytest.fixture(scope="module")
+def best_id(results: pd.DataFrame) -> int:
+    best = best_configuration(results)
+    assert best is not None
+    return int(best["configuration_id"])
+
+
+MAGIC = {
+    ".png": lambda data: data.startswith(b"\x89PNG\r\n\x1a\n"),
+    ".svg": lambda data: b"<svg" in data[:1000],
+    ".pdf": lambda data: data.startswith(b"%PDF"),
+    ".html": lambda data: b"<html" in data[:1000] and b"plotly" in data,
+}
+
+
+@pytest.mark.parametrize("suffix", PLOT_FORMATS)
+def test_each_format_writes_its_file(
+    suffix: str, results: pd.DataFrame, best_id: int, tmp_path: Path
+) -> None:
+    if suffix == ".html":
+        pytest.importorskip("plotly")
+    out = tmp_path / "sub" / f"pareto{suffix}"  # missing folders are created
+    written = plot_pareto(results, out, slo_lines=SLO_LINES, best_id=best_id, title="job 1")
+    assert written == out
+    data = out.read_bytes()
+    assert data and MAGIC[suffix](data)
+
+
+def test_upper_case_extension(results: pd.DataFrame, tmp_path: Path) -> None:
+    out = plot_pareto(results, tmp_path / "PARETO.PNG")
+    assert out.read_bytes().startswith(b"\x89PNG")
+
+
+@pytest.mark.parametrize("name", ["pareto.jpg", "pareto", "pareto.png.txt"])
+def test_unknown_extension(name: str, results: pd.DataFrame, tmp_path: Path) -> None:
+    with pytest.raises(PlotError, match=r"\.png, \.svg, \.pdf, \.html"):
+        plot_pareto(results, tmp_path / name)
+    assert not (tmp_path / name).exists()
+
+
+def test_html_without_plotly(
+    results: pd.DataFrame, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "plotly", None)  # `import plotly` raises ImportError
+    with pytest.raises(PlotError, match=r"HTML plots need plotly: pip install 'llmcap\[html\]'"):
+        plot_pareto(results, tmp_path / "pareto.html")
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        synthetic_results().iloc[:0],
+        synthetic_results().assign(qps_per_dollar=np.nan),
+        synthetic_results().assign(ttft_p90=np.nan, tbt_p99=np.inf),
+    ],
+    ids=["empty", "no-qps-per-dollar", "no-latency"],
+)
+def test_nothing_to_plot(frame: pd.DataFrame, tmp_path: Path) -> None:
+    with pytest.raises(PlotError, match="nothing to plot: no configuration has results"):
+        plot_pareto(frame, tmp_path / "pareto.png")
+
+
+def test_other_errors(results: pd.DataFrame, tmp_path: Path) -> None:
+    with pytest.raises(PlotError, match="no column tbt_p99"):
+        plot_pareto(results.drop(columns="tbt_p99"), tmp_path / "pareto.png")
+    with pytest.raises(PlotError, match="best configuration 999"):
+        plot_pareto(results, tmp_path / "pareto.png", best_id=999)
+    assert isinstance(PlotError("x"), ValueError)
+
+
+def test_failed_configurations_and_database_dtypes(results: pd.DataFrame, tmp_path: Path) -> None:
+    # as the results database types them: nullable floats and booleans, no label column
+    frame = results.drop(columns="label").astype(
+        {"qps_per_dollar": "Float64", "ttft_p90": "Float64", "slo_passed": "boolean"}
+    )
+    frame.loc[3, "slo_passed"] = pd.NA
+    frame.loc[6, "ttft_p90"] = pd.NA
+    out = plot_pareto(frame, tmp_path / "pareto.png", slo_lines=SLO_LINES, best_id=np.int64(2))
+    assert out.stat().st_size > 0
+    # a whole panel without values still draws the other one
+    out = plot_pareto(results.assign(tbt_p99=np.nan), tmp_path / "ttft-only.png")
+    assert out.stat().st_size > 0
+
+
+def test_panels_units_scales_and_frontiers(results: pd.DataFrame, best_id: int) -> None:
+    ttft, tbt = _panels(results, SLO_LINES, best_id)
+    assert (ttft.unit, ttft.slo) == ("s", 2.0)
+    assert (tbt.unit, tbt.slo) == ("ms", 100.0)
+    assert not ttft.log_x and not tbt.log_x  # less than 1.5 decades
+    assert (ttft.hidden, tbt.hidden) == (2, 3)  # failed configurations are counted, not drawn
+    for panel in (ttft, tbt):
+        points = pd.DataFrame({"y": panel.y, "x": panel.x})
+        assert panel.front == pareto_front(points, maximize="y", minimize="x")
+        assert panel.best is not None and panel.passed[panel.best]
+        assert (
+            panel.labels[panel.best] == results.set_index("configuration_id").at[best_id, "label"]
+        )
+    wide = results.assign(ttft_p90=results["ttft_p90"] * np.linspace(0.02, 3.0, len(results)))
+    assert _panels(wide, {}, None)[0].log_x  # more than 1.5 decades
+
+
+def test_figure_is_readable(results: pd.DataFrame, best_id: int) -> None:
+    """The best configuration's annotation is on both panels, inside them, and covers no
+    point; the legend sits outside the panels."""
+    panels = _panels(results, SLO_LINES, best_id)
+    fig = _matplotlib_figure(panels, "job 1")
+    fig.draw_without_rendering()
+    renderer = fig.canvas.get_renderer()
+    axes = fig.axes  # the two panels (the SLO ticks on top are child axes)
+    assert len(axes) == 2
+    label = results.set_index("configuration_id").at[best_id, "label"]
+    for ax, panel in zip(axes, panels, strict=True):
+        (annotation,) = [t for t in ax.texts if t.get_text().startswith("best: ")]
+        assert label in annotation.get_text() and "QPS per" in annotation.get_text()
+        box = annotation.get_bbox_patch().get_window_extent(renderer)
+        area = ax.get_window_extent(renderer)
+        assert area.x0 <= box.x0 and box.x1 <= area.x1 and area.y0 <= box.y0 and box.y1 <= area.y1
+        points = ax.transData.transform(np.column_stack([panel.x, panel.y]))
+        assert not any(box.contains(px, py) for px, py in points)
+    (legend,) = fig.legends
+    texts = [t.get_text() for t in legend.get_texts()]
+    assert texts[:2] == ["meets SLOs (21)", "misses SLOs (9)"]
+    assert {"Pareto frontier", "SLO bound", "best configuration"} <= set(texts)
+    legend_box = legend.get_window_extent(renderer)
+    for ax in axes:
+        assert not legend_box.overlaps(ax.get_window_extent(renderer))
+
+
+def test_html_encodings(results: pd.DataFrame, best_id: int) -> None:
+    pytest.importorskip("plotly")
+    from search._plot import _plotly_figure
+
+    fig = _plotly_figure(_panels(results, SLO_LINES, best_id), "job 1")
+    markers = {t.name: t.marker.symbol for t in fig.data if t.mode == "markers" and t.showlegend}
+    assert markers["meets SLOs (21)"] != markers["misses SLOs (9)"]
+    assert all("<br>" in text for t in fig.data if t.text is not None for text in t.text)
+    texts = [a.text for a in fig.layout.annotations]
+    assert sum(text.startswith("best: ") for text in texts) == 2
+    assert {"SLO 2 s", "SLO 100 ms"} <= set(texts)
+    assert [s.x0 for s in fig.layout.shapes] == [2.0, 100.0]
