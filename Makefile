@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -21,9 +21,8 @@ $(DEV_STAMP): pyproject.toml | $(BIN)/python
 	touch $@ $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/llmcap simulate --model meta-llama/Llama-2-7b-hf --sku a100-80gb \
-		--scheduler sarathi --chunk-size 512 --batch-size 128 \
-		--workload chat --qps 3 --num-requests 1000 --seed 0
+	$(BIN)/llmcap search run examples/quick.yaml
+	$(BIN)/llmcap pareto plot --out pareto.png
 
 test: $(DEV_STAMP)
 	$(BIN)/ruff check .

@@ -181,7 +181,7 @@ def _choice(enum_values: list[str]) -> click.Choice:
     "--kv-precision",
     type=_choice(["bf16", "fp16", "fp8"]),
     default=None,
-    help="KV-cache precision [same as --precision].",
+    help="KV-cache precision [the weights' precision; 16-bit under fp8 weights, as vLLM].",
 )
 @click.option(
     "--block-size", type=int, default=16, show_default=True, help="Tokens per paged KV-cache block."

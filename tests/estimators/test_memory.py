@@ -15,49 +15,13 @@ from estimators import (
 )
 from estimators._memory import GIB, select_node
 from estimators._types import ModelArchitecture
-from sku_catalog._types import GpuSku, LinkKind, NodeShape
+from sku_catalog._types import LinkKind, NodeShape
+from tests.estimators.shapes import LLAMA7B, LLAMA70B, make_sku
 
 MIB = 1 << 20
 
 
-def _sku(
-    sku_id: str = "a100-80gb", mem_gb: float = 80.0, nodes: tuple[NodeShape, ...] | None = None
-) -> GpuSku:
-    return GpuSku(
-        id=sku_id,
-        name=sku_id.upper(),
-        memory_gb=mem_gb,
-        memory_bandwidth_tbps=2.039,
-        fp16_tflops=312,
-        fp8_tflops=None,
-        nodes=nodes or (NodeShape(8, LinkKind.NVSWITCH, 300.0, 25.0),),
-        price_per_gpu_hour=1.0,
-        price_source="test",
-        price_date="2025-01-01",
-        power_w=400,
-        architecture="ampere",
-    )
-
-
-A100 = _sku()
-LLAMA7B = ModelArchitecture(
-    name="meta-llama/Llama-2-7b-hf",
-    num_layers=32,
-    hidden_size=4096,
-    num_attention_heads=32,
-    num_key_value_heads=32,
-    intermediate_size=11008,
-    vocab_size=32000,
-)
-LLAMA70B = ModelArchitecture(
-    name="meta-llama/Llama-2-70b-hf",
-    num_layers=80,
-    hidden_size=8192,
-    num_attention_heads=64,
-    num_key_value_heads=8,
-    intermediate_size=28672,
-    vocab_size=32000,
-)
+A100 = make_sku()
 
 
 def test_llama2_7b_on_a100_80gb() -> None:
@@ -193,7 +157,7 @@ def test_pp_must_divide_layers() -> None:
 
 
 def test_tp_stays_inside_a_node() -> None:
-    four = _sku(nodes=(NodeShape(4, LinkKind.NVLINK_PAIRWISE, 56.25, 3.125),))
+    four = make_sku(nodes=(NodeShape(4, LinkKind.NVLINK_PAIRWISE, 56.25, 3.125),))
     with pytest.raises(ParallelismError, match="exceeds the 4 GPUs"):
         validate_parallelism(LLAMA7B, 8, 1, four)
     validate_parallelism(LLAMA7B, 4, 4, four)  # pipeline stages may cross nodes
@@ -203,7 +167,7 @@ def test_tp_stays_inside_a_node() -> None:
 
 def test_node_shape_is_picked_by_gpu_count() -> None:
     shapes = tuple(NodeShape(n, LinkKind.PCIE, 32.0, 2.5) for n in (1, 4, 8))
-    sku = _sku("l40s", 48, nodes=shapes)
+    sku = make_sku("l40s", "ada", mem_gb=48, nodes=shapes)
     assert select_node(sku, 1).gpus_per_node == 1
     assert select_node(sku, 2).gpus_per_node == 4
     assert select_node(sku, 4, 2).gpus_per_node == 8

@@ -18,57 +18,13 @@ from estimators import (
     make_estimator,
 )
 from estimators._roofline import load_roofline_constants
-from estimators._types import ModelArchitecture
-from sku_catalog._types import GpuSku, LinkKind, NodeShape
+from tests.estimators.shapes import LLAMA7B, LLAMA70B, make_sku
 
 VIDUR_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "vidur"
 
 
-def _sku(
-    sku_id: str,
-    arch: str,
-    mem_gb: float,
-    bw_tbps: float,
-    fp16: float,
-    fp8: float | None,
-    link_gbps: float,
-) -> GpuSku:
-    return GpuSku(
-        id=sku_id,
-        name=sku_id.upper(),
-        memory_gb=mem_gb,
-        memory_bandwidth_tbps=bw_tbps,
-        fp16_tflops=fp16,
-        fp8_tflops=fp8,
-        nodes=(NodeShape(8, LinkKind.NVSWITCH, link_gbps, 25.0),),
-        price_per_gpu_hour=1.0,
-        price_source="test",
-        price_date="2025-01-01",
-        power_w=400,
-        architecture=arch,
-    )
-
-
-A100 = _sku("a100-80gb", "ampere", 80, 2.039, 312, None, 300)
-H100 = _sku("h100-sxm", "hopper", 80, 3.35, 989, 1979, 450)
-LLAMA7B = ModelArchitecture(
-    name="meta-llama/Llama-2-7b-hf",
-    num_layers=32,
-    hidden_size=4096,
-    num_attention_heads=32,
-    num_key_value_heads=32,
-    intermediate_size=11008,
-    vocab_size=32000,
-)
-LLAMA70B = ModelArchitecture(
-    name="meta-llama/Llama-2-70b-hf",
-    num_layers=80,
-    hidden_size=8192,
-    num_attention_heads=64,
-    num_key_value_heads=8,
-    intermediate_size=28672,
-    vocab_size=32000,
-)
+A100 = make_sku("a100-80gb", "ampere", 80, 2.039, 312, None, 300)
+H100 = make_sku("h100-sxm", "hopper", 80, 3.35, 989, 1979, 450)
 
 
 def prefill(tokens: int, chunks: int = 1, ctx: int = 0) -> BatchShape:
@@ -248,7 +204,7 @@ def test_invalid_parallelism_is_rejected() -> None:
 
 def test_constants_by_family_with_defaults_for_unknown_families() -> None:
     ampere = load_roofline_constants(A100)
-    other = load_roofline_constants(_sku("x1", "nosuchfamily", 80, 2.0, 300, None, 300))
+    other = load_roofline_constants(make_sku("x1", "nosuchfamily", 80, 2.0, 300, None, 300))
     assert isinstance(ampere, RooflineConstants)
     assert other != ampere  # ampere has fitted overrides, the unknown family the defaults
     with pytest.raises(ValueError, match="unknown roofline constant"):

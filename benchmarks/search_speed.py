@@ -1,0 +1,98 @@
+"""Search speed benchmark (issue: "Search service", section Speed).
+
+Runs the Vidur paper's what-if space for Llama-2-70B on a chat workload
+(examples/vidur_llama2_70b_chat.yaml: A100-80GB and H100, TP and PP in {1, 2, 4},
+vLLM / Orca / Sarathi-Serve, batch caps 32-512, chunk sizes 512/1K/2K, at most 16 GPUs)
+on this machine and reports the wall time, the simulations run, the configurations
+evaluated and the slowest single capacity search.  With --reference it runs the same
+grid again at a fine tolerance (1%) and checks that both pick the same best configuration.
+
+    python benchmarks/search_speed.py [--executor ray|local] [--reference] [--json]
+
+Targets (2 cores): one configuration's capacity search under 5 s; the whole search under
+10 minutes, with the same best configuration as an exhaustive grid at fine tolerance.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from search._db import open_database  # noqa: E402
+from search._driver import SearchDriver  # noqa: E402
+from search._pareto import best_configuration, rank_configurations  # noqa: E402
+from search._results_view import with_labels  # noqa: E402
+from search._spec import load_spec  # noqa: E402
+
+SPEC = ROOT / "examples" / "vidur_llama2_70b_chat.yaml"
+
+
+def run(spec, executor: str, db_path: Path) -> dict:
+    db = open_database(f"sqlite:///{db_path}")
+    started = time.perf_counter()
+    report = SearchDriver(spec, db, executor).run()
+    wall = time.perf_counter() - started
+    frame = with_labels(db.results(report.job_id, status="done"))
+    ranked = rank_configurations(frame)
+    best = best_configuration(ranked)
+    return {
+        "tolerance": spec.capacity.tolerance,
+        "wall_s": wall,
+        "configurations_evaluated": report.evaluated,
+        "infeasible": report.infeasible,
+        "failed": report.failed,
+        "simulations": report.simulations,
+        "capacity_search_s_median": float(frame["wall_time_s"].median()),
+        "capacity_search_s_max": float(frame["wall_time_s"].max()),
+        "best": None if best is None else best["label"],
+        "best_qps_per_dollar": None if best is None else float(best["qps_per_dollar"]),
+        "top5": list(ranked["label"].head(5)),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--spec", default=str(SPEC))
+    parser.add_argument("--executor", choices=["ray", "local"], default="ray")
+    parser.add_argument("--reference", action="store_true", help="also run at 1%% tolerance")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+
+    spec = load_spec(args.spec)
+    out: dict = {"spec": args.spec}
+    with tempfile.TemporaryDirectory() as tmp:
+        out["search"] = run(spec, args.executor, Path(tmp) / "search.db")
+        if args.reference:
+            fine = spec.model_copy(
+                update={"capacity": spec.capacity.model_copy(update={"tolerance": 0.01})}
+            )
+            out["reference"] = run(fine, args.executor, Path(tmp) / "reference.db")
+            out["same_best"] = out["search"]["best"] == out["reference"]["best"]
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return
+    for name in ("search", "reference"):
+        if name not in out:
+            continue
+        r = out[name]
+        print(
+            f"{name} (tolerance {r['tolerance']:.0%}): {r['wall_s']:.0f} s wall, "
+            f"{r['configurations_evaluated']} configurations evaluated "
+            f"({r['infeasible']} infeasible dropped, {r['failed']} failed), "
+            f"{r['simulations']} simulations; capacity search median "
+            f"{r['capacity_search_s_median']:.2f} s, max {r['capacity_search_s_max']:.2f} s"
+        )
+        print(f"  best: {r['best']} ({r['best_qps_per_dollar']})")
+    if "same_best" in out:
+        print(f"same best configuration as the fine-tolerance grid: {out['same_best']}")
+
+
+if __name__ == "__main__":
+    main()
