@@ -118,6 +118,7 @@ class CapacitySearchOptions:
     """
 
     slo: LatencySLO = DEFAULT_SLO
+    also: tuple[LatencySLO, ...] = ()  # SLOs a passing rate must meet too (checked on full runs)
     tolerance: float = 0.05
     max_simulations: int = 20
     early_stop: bool = True
@@ -543,6 +544,9 @@ class _Search:
             value = _slo_value(sim, slo)
             passed = bool(value < slo.max_s)
             self.served_none = all(r.rejected is not None for r in sim.requests)
+            if passed and self.options.also:
+                summary = summarize(sim)
+                passed = all(extra.passed(summary) for extra in self.options.also)
         self.probes.append(
             Probe(qps, passed, value, sim.stopped_early, len(sim.batches),
                   time.perf_counter() - started)

@@ -154,6 +154,7 @@ class SearchDriver:
             workload=workload,
             capacity_slo=_latency_slo(self.spec.slo.capacity),
             filters=tuple(_latency_slo(s) for s in self.spec.slo.filters),
+            capacity_meets_filters=self.spec.slo.capacity_meets_filters,
             tolerance=self.spec.capacity.tolerance,
             max_simulations=self.spec.capacity.max_simulations,
         )

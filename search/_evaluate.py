@@ -22,6 +22,7 @@ class EvaluationTask:
     workload: Workload
     capacity_slo: LatencySLO
     filters: tuple[LatencySLO, ...] = ()
+    capacity_meets_filters: bool = False  # the capacity must meet the filters too
     tolerance: float = 0.05
     max_simulations: int = 20
 
@@ -46,7 +47,10 @@ def evaluate(task: EvaluationTask) -> Evaluation:
     started = time.perf_counter()
     prepared = prepare(task.deployment)
     options = CapacitySearchOptions(
-        slo=task.capacity_slo, tolerance=task.tolerance, max_simulations=task.max_simulations
+        slo=task.capacity_slo,
+        also=task.filters if task.capacity_meets_filters else (),
+        tolerance=task.tolerance,
+        max_simulations=task.max_simulations,
     )
     found = find_capacity(prepared, task.workload, options)
     deployment = task.deployment

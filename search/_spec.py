@@ -96,8 +96,15 @@ class SLOSpec(_Strict):
 
 
 class SLOs(_Strict):
+    """The capacity criterion, and filters checked at the capacity found.
+
+    With `capacity_meets_filters`, the capacity is instead the largest rate that meets
+    the criterion and every filter: the rate a deployment can serve within all SLOs.
+    """
+
     capacity: SLOSpec = SLOSpec(metric="scheduling_delay", percentile=99, max_s=5.0)
     filters: list[SLOSpec] = Field(default_factory=list)
+    capacity_meets_filters: bool = False
 
 
 class StrategySpec(_Strict):

@@ -104,3 +104,19 @@ def test_samplers_never_simulate_a_configuration_twice(tmp_path, kind, monkeypat
     assert len(seen) == len(set(seen)) == report.evaluated
     assert 1 <= report.evaluated <= 8
     assert db.configuration_counts(spec.fingerprint())["done"] == report.evaluated
+
+
+def test_capacity_can_be_bound_by_the_slo_filters(tmp_path):
+    strict = {
+        "filters": [{"metric": "ttft", "percentile": 90, "max_s": 0.5}],
+        "capacity_meets_filters": True,
+    }
+    loose = {**strict, "capacity_meets_filters": False}
+    _, db_b, bound = run_job(write_spec(tmp_path, slo=strict), f"sqlite:///{tmp_path / 'b.db'}")
+    _, db_l, free = run_job(write_spec(tmp_path, slo=loose), f"sqlite:///{tmp_path / 'l.db'}")
+    b = db_b.results(bound.job_id)
+    f = db_l.results(free.job_id)
+    served = b[b["capacity_qps"] > 0]
+    assert len(served) and (served["ttft_p90"] < 0.5).all() and served["slo_passed"].all()
+    # bounding by the filter never raises a capacity; here it lowers some
+    assert b["capacity_qps"].sum() < f["capacity_qps"].sum()
