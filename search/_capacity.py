@@ -8,17 +8,22 @@ under its bound.  `find_capacity` finds it by simulation:
   to a unit mean rate; the probe at rate ``q`` replays the same requests at
   ``unit / q`` (a Poisson stream stays Poisson, a trace keeps its own shape).
   Prompt and output arrays are shared by every probe, never redrawn.
-* **Bracketed by an analytic bound.**  `throughput_upper_bound` is the rate no
-  simulation of this deployment and workload can pass: the time to serve the
-  workload at the best batching the scheduler, the batch cap and the KV memory
-  allow, with the slack a finite run leaves (the first requests fill the batch
-  and the SLO's own delay).  The search probes a fraction of it first, then
-  bisects geometrically until the bracket is within the relative tolerance.
+* **Bracketed by an analytic bound.**  `service_bound` prices the workload at the
+  best batching the scheduler, the batch cap and the KV memory allow: the rate
+  the deployment can sustain.  `throughput_upper_bound` adds the slack a finite
+  run leaves (the first requests fill the batches, the last may wait up to the
+  SLO's bound): no simulation passes above it.  The first probe is at a share of
+  the sustainable rate (or at a hint, e.g. a neighbouring configuration's
+  capacity); the search brackets up (to the bound, then doubling) or down
+  (halving) and bisects geometrically until the bracket is within the relative
+  tolerance.
 * **Exact early stop.**  With N requests and the SLO at percentile p, the run
-  fails as soon as more than (1 - p/100) N requests are already late (their
-  delay, or the delay accrued while still waiting, reached the bound): nothing
-  later can pull the percentile back.  Such a probe stops at once and counts as
-  failed; its verdict is the one the full run would give.
+  fails as soon as more than about (1 - p/100) N requests (`late_limit`, the
+  inverted-CDF count of `simulator.weighted_percentiles`) are already late: their
+  delay, or the delay accrued while still waiting, reached the bound.  Nothing
+  later can pull the percentile back, so the probe stops there and counts as
+  failed, the verdict the full run would give.  This holds for SLOs on
+  scheduling delay, TTFT and e2e latency; the others run to the end.
 
 Everything here is a pure function of plain data (no Ray, Optuna or SQL), so a
 worker can run it in any process.
@@ -33,7 +38,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from estimators import BatchShape
-from simulator import RunOptions, Simulation
+from simulator import RunOptions, Simulation, weighted_percentiles
 from simulator._deployment import PreparedDeployment
 from simulator._kv import BlockPool, blocks_for
 from simulator._metrics import request_arrays, summarize
@@ -42,12 +47,18 @@ from simulator._request import Request
 from workloads import Workload, rescale_to_rate
 
 __all__ = [
+    "DEFAULT_SLO",
     "CapacityResult",
     "CapacitySearchOptions",
     "LatencySLO",
     "Probe",
+    "ServiceBound",
     "find_capacity",
+    "late_limit",
+    "servable",
+    "service_bound",
     "throughput_upper_bound",
+    "unit_arrival_times",
 ]
 
 METRICS = ("scheduling_delay", "ttft", "tbt", "tpot", "e2e", "normalized_latency")
@@ -61,8 +72,6 @@ _EVENT_OF_METRIC = {
     "ttft": "first_token_at",
     "e2e": "completed_at",
 }
-# metrics the analytic bound holds for (each is at least the scheduling delay)
-_DELAY_LIKE = frozenset(_EVENT_OF_METRIC)
 
 FIRST_GUESS = 0.75  # share of the steady-state bound probed first (capacity is ~0.5-1 of it)
 STEP = 2.0  # factor between bracketing probes (up to the bound, or down) without a hint
@@ -262,8 +271,6 @@ def _slo_value(sim: Simulation, slo: LatencySLO) -> float:
     """The SLO percentile of a run, as `summarize` computes it (without building the rest)."""
     if slo.metric == "tbt":
         return slo.value(summarize(sim))
-    from simulator import weighted_percentiles
-
     values = _request_metric_values(sim, slo.metric)
     return float(weighted_percentiles(values, None, (slo.percentile,))[f"p{slo.percentile}"])
 
@@ -273,16 +280,13 @@ def _stopped_value(sim: Simulation, slo: LatencySLO) -> float:
 
     Requests not yet arrived are left out; by the stopping rule the value is >= the bound.
     """
-    from simulator import weighted_percentiles
-
     event = _EVENT_OF_METRIC[slo.metric]
     now = sim.now
-    values = [
-        (t if t == t else now) - r.arrival
-        for r in sim.requests
-        if r.rejected is None and r.arrival <= now
-        for t in (getattr(r, event),)
-    ]
+    values: list[float] = []
+    for req in sim.requests:
+        if req.rejected is None and req.arrival <= now:
+            t = getattr(req, event)
+            values.append((t if t == t else now) - req.arrival)  # NaN: still waiting
     arr = np.asarray(values, dtype=np.float64)
     return float(weighted_percentiles(arr, None, (slo.percentile,))[f"p{slo.percentile}"])
 
