@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from estimators import BatchShape
+from search._zero_load import ZERO_LOAD_METRICS, zero_load_percentile
 from simulator import RunOptions, Simulation, weighted_percentiles
 from simulator._deployment import PreparedDeployment
 from simulator._kv import BlockPool, blocks_for
@@ -161,9 +162,13 @@ class CapacityResult:
     capacity_qps: float  # largest rate found that meets the SLO (0.0 if none does)
     summary: dict | None  # the simulator summary of the run at that rate
     upper_bound_qps: float  # the analytic bound used to bracket (inf: none for this workload)
+    failing_qps: float = math.inf  # smallest rate known to fail: capacity is in [capacity, this)
     probes: list[Probe] = field(default_factory=list)
     num_simulations: int = 0
     wall_time_s: float = 0.0
+    # an SLO missed even at zero load (capacity 0 without a simulation), with the
+    # zero-load lower bound on its percentile
+    unmeetable: tuple[LatencySLO, float] | None = None
 
 
 # --------------------------------------------------------------------------- helpers
@@ -566,14 +571,19 @@ def find_capacity(
     options: CapacitySearchOptions = CapacitySearchOptions(),
     *,
     hint_qps: float | None = None,
+    failing_qps: float | None = None,
 ) -> CapacityResult:
     """The largest arrival rate at which `prepared` meets `options.slo` on `workload`.
 
     `workload` must be open loop; its requests are replayed at every probed rate
     (arrival times scaled).  `hint_qps` (e.g. the capacity of a neighbouring
-    configuration) replaces the first guess.  The capacity is the largest passing
-    rate; the search stops once the smallest failing rate above it is within
-    `options.tolerance` (relative), or after `options.max_simulations` probes.
+    configuration, or the capacity a coarser search found) replaces the first guess;
+    `failing_qps`, a rate known to fail (the top of a coarser search's bracket), caps
+    the search, so refining a bracket costs only its bisection.  The capacity is the
+    largest passing rate; the search stops once the smallest failing rate above it is
+    within `options.tolerance` (relative), or after `options.max_simulations` probes.
+    An SLO that `zero_load_percentile` shows missed even with every request alone
+    gives capacity 0 at once (`CapacityResult.unmeetable` says which).
     """
     started = time.perf_counter()
     unit = unit_arrival_times(workload)
@@ -583,7 +593,13 @@ def find_capacity(
     upper = _finite_run_bound(service, unit[mask], slo)
     search = _Search(prepared, workload, unit, options)
     if service.num_servable == 0:  # every request is rejected: no rate can pass
-        return CapacityResult(0.0, None, 0.0, [], 0, time.perf_counter() - started)
+        return CapacityResult(0.0, None, 0.0, 0.0, [], 0, time.perf_counter() - started)
+    for bound in (slo, *options.also):
+        if bound.metric in ZERO_LOAD_METRICS:
+            least = zero_load_percentile(prepared, workload, bound.metric, bound.percentile, mask)
+            if least >= bound.max_s:  # missed with every request alone: at any rate
+                wall = time.perf_counter() - started
+                return CapacityResult(0.0, None, upper, 0.0, [], 0, wall, (bound, least))
     # the first guess: a share of the tighter (steady-state) bound; a hint starts a gallop
     reference = min(upper, service.steady_qps)
     tol = options.tolerance
@@ -594,6 +610,9 @@ def find_capacity(
     floor = FLOOR * reference
     lo = 0.0  # largest passing rate
     hi = math.inf  # smallest failing rate
+    if failing_qps is not None and failing_qps > 0:
+        hi = failing_qps
+    q = min(q, hi / (1.0 + tol))  # never start at a rate known to fail
     # bracket: up from a passing rate (never past the bound before probing it), down from a
     # failing one, by a factor that squares at each step of a gallop
     while not search.exhausted:
@@ -629,6 +648,7 @@ def find_capacity(
         capacity_qps=lo,
         summary=summary,
         upper_bound_qps=upper,
+        failing_qps=min([hi, *(p.qps for p in search.probes if not p.passed)]),
         probes=search.probes,
         num_simulations=len(search.probes),
         wall_time_s=time.perf_counter() - started,

@@ -110,8 +110,9 @@ def run(
         driver = SearchDriver(spec, database, executor, address, workers, on_progress=show)
         report = driver.run(resume_job)
     console.print(
-        f"job {report.job_id} {report.status}: {report.evaluated} evaluated "
-        f"({report.simulations} simulations), {report.cached} reused, {report.failed} failed, "
+        f"job {report.job_id} {report.status}: {report.evaluated} evaluated, "
+        f"{report.refined} refined ({report.simulations} simulations), {report.cached} reused, "
+        f"{report.failed} failed, "
         f"{report.infeasible} infeasible, {report.over_budget} over budget, "
         f"{report.wall_time_s:.1f} s"
     )

@@ -11,7 +11,7 @@ import math
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import optuna
 
@@ -19,7 +19,12 @@ from search._capacity import LatencySLO
 from search._db import ConfigRecord, Database, ResultRecord, StoredConfiguration
 from search._evaluate import Evaluation, EvaluationTask, evaluate
 from search._executors import Executor, ExecutorKind, make_executor
-from search._pareto import FRONTIERS, pareto_front
+from search._pareto import (
+    FRONTIERS,
+    best_configuration,
+    pareto_front,
+    refinement_contenders,
+)
 from search._space import Candidate, ConfigPoint, candidates
 from search._spec import SearchSpec
 from search._strategy import (
@@ -56,6 +61,7 @@ class JobReport:
     failed: int = 0
     infeasible: int = 0
     over_budget: int = 0
+    refined: int = 0  # results searched again, finer, because they could change the best
     simulations: int = 0
     wall_time_s: float = 0.0
     errors: list[str] = field(default_factory=list)
@@ -116,6 +122,13 @@ class SearchDriver:
         self.on_progress = on_progress or (lambda progress: None)
         self.spec_fingerprint = spec.fingerprint()
         self.progress = JobProgress()
+        self._executor: Executor | None = None
+
+    def _executor_started(self) -> Executor:
+        """The executor, started on first use (a job with nothing to simulate starts none)."""
+        if self._executor is None:
+            self._executor = make_executor(self.executor_kind, evaluate, self.address, self.workers)
+        return self._executor
 
     # -- setup -------------------------------------------------------------
 
@@ -185,8 +198,21 @@ class SearchDriver:
 
     def _run(self, job_id: int) -> JobReport:
         stored, report = self._register(job_id)
-        by_point = {_point(s): s for s in stored.values()}
         workload = self._workload()
+        try:
+            self._explore(stored, report, workload)
+            self._refine({s.id: s for s in stored.values()}, report, workload)
+        finally:
+            if self._executor is not None:
+                self._executor.close()
+                self._executor = None
+        return report
+
+    def _explore(
+        self, stored: dict[str, StoredConfiguration], report: JobReport, workload: Workload
+    ) -> None:
+        """Evaluate the strategy's configurations, each to the spec's tolerance."""
+        by_point = {_point(s): s for s in stored.values()}
         study = make_study(self.spec)
         feasible = [s for s in stored.values() if s.status != "infeasible"]
         if self.spec.strategy.kind == "grid":
@@ -195,75 +221,128 @@ class SearchDriver:
             budget = self.spec.strategy.trials or len(feasible)
         self.progress.total = budget
         results = self._finished_results()
-        executor: Executor | None = None
         trials: dict[int, tuple[optuna.Trial, StoredConfiguration]] = {}
         attempts: dict[int, int] = {}
         asked = 0
         simulated_this_job: set[int] = set()
-        try:
-            while True:
-                # fill the executor with new trials
-                while asked < budget and (
-                    executor is None or executor.in_flight() < executor.slots
-                ):
-                    trial = study.ask()
-                    asked += 1
-                    target = by_point.get(suggest(trial, self.spec))
-                    if target is None or target.status == "infeasible":
-                        self._tell(study, trial, None)
-                        self._advance()
+        while True:
+            # fill the executor with new trials
+            executor = self._executor
+            while asked < budget and (executor is None or executor.in_flight() < executor.slots):
+                trial = study.ask()
+                asked += 1
+                target = by_point.get(suggest(trial, self.spec))
+                if target is None or target.status == "infeasible":
+                    self._tell(study, trial, None)
+                    self._advance()
+                    continue
+                if target.id in results:  # done earlier: reuse, never re-simulate
+                    self._tell(study, trial, results[target.id])
+                    self.progress.cached += 1
+                    report.cached += 1
+                    self._advance(results[target.id], _label(target))
+                    continue
+                if target.id in simulated_this_job:  # a sampler asked again: in flight
+                    self._tell(study, trial, None)
+                    self._advance()
+                    continue
+                executor = self._executor_started()
+                simulated_this_job.add(target.id)
+                trials[target.id] = (trial, target)
+                attempts[target.id] = 1
+                executor.submit(target.id, self._task(target, workload))
+                self.progress.running += 1
+                self.on_progress(self.progress)
+            if executor is None or executor.in_flight() == 0:
+                return
+            for finished in executor.wait_any():
+                cid = finished.key
+                trial, target = trials[cid]
+                if finished.error is not None:
+                    message = _error_text(finished.error)
+                    self.db.record_failure(cid, message)  # counts the attempt
+                    if attempts[cid] < MAX_ATTEMPTS:
+                        attempts[cid] += 1
+                        executor.submit(cid, self._task(target, workload))
                         continue
-                    if target.id in results:  # done earlier: reuse, never re-simulate
-                        self._tell(study, trial, results[target.id])
-                        self.progress.cached += 1
-                        report.cached += 1
-                        self._advance(results[target.id], _label(target))
-                        continue
-                    if target.id in simulated_this_job:  # a sampler asked again: in flight
-                        self._tell(study, trial, None)
-                        self._advance()
-                        continue
-                    if executor is None:
-                        executor = make_executor(
-                            self.executor_kind, evaluate, self.address, self.workers
-                        )
-                    simulated_this_job.add(target.id)
-                    trials[target.id] = (trial, target)
-                    attempts[target.id] = 1
-                    executor.submit(target.id, self._task(target, workload))
+                    report.failed += 1
+                    report.errors.append(f"{_label(target)}: {message.splitlines()[-1]}")
+                    self.progress.failed += 1
+                    self.progress.running -= 1
+                    study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                    self.on_progress(self.progress)
+                    continue
+                evaluation: Evaluation = finished.result
+                self.db.record_result(cid, _result_record(evaluation.metrics))
+                results[cid] = evaluation.metrics
+                report.evaluated += 1
+                report.simulations += int(evaluation.metrics.get("num_simulations", 0))
+                self.progress.running -= 1
+                self._tell(study, trial, evaluation.metrics)
+                self._advance(evaluation.metrics, _label(target))
+
+    def _refine(
+        self, stored: dict[int, StoredConfiguration], report: JobReport, workload: Workload
+    ) -> None:
+        """Search again, to the refine tolerance, every result that could change the best.
+
+        Rounds until `refinement_contenders` is empty: refining one result can lower the
+        floor (the best fails its filters at a finer capacity) and bring in others.  Each
+        refinement starts from the coarse bracket, so it costs only the bisection; its
+        simulations and time add to the result's.  A refinement that fails keeps the
+        coarse result (the failure is reported, the configuration stays done).
+        """
+        fine = self.spec.capacity.refine_tolerance
+        if not self.spec.capacity.refines or fine is None:
+            return
+        tried: set[int] = set()
+        while True:
+            frame = self.db.results(spec_fingerprint=self.spec_fingerprint, status="done")
+            self._show_best(frame, stored)  # refining may have unseated the best so far
+            pending = [c for c in refinement_contenders(frame, fine) if c not in tried]
+            if not pending:
+                return
+            rows = frame.set_index("configuration_id")
+            tried.update(pending)
+            self.progress.total += len(pending)
+            executor = self._executor_started()
+            queue = list(reversed(pending))  # most promising first
+            while queue or executor.in_flight():
+                while queue and executor.in_flight() < executor.slots:
+                    cid = queue.pop()
+                    coarse = rows.loc[cid]
+                    task = replace(
+                        self._task(stored[cid], workload),
+                        tolerance=fine,
+                        hint_qps=float(coarse["capacity_qps"]),
+                        failing_qps=_finite_or_none(coarse["capacity_upper_qps"]),
+                    )
+                    executor.submit(cid, task)
                     self.progress.running += 1
                     self.on_progress(self.progress)
-                if executor is None or executor.in_flight() == 0:
-                    break
                 for finished in executor.wait_any():
                     cid = finished.key
-                    trial, target = trials[cid]
-                    if finished.error is not None:
-                        message = _error_text(finished.error)
-                        self.db.record_failure(cid, message)  # counts the attempt
-                        if attempts[cid] < MAX_ATTEMPTS:
-                            attempts[cid] += 1
-                            executor.submit(cid, self._task(target, workload))
-                            continue
-                        report.failed += 1
-                        report.errors.append(f"{_label(target)}: {message.splitlines()[-1]}")
-                        self.progress.failed += 1
-                        self.progress.running -= 1
-                        study.tell(trial, state=optuna.trial.TrialState.FAIL)
-                        self.on_progress(self.progress)
-                        continue
-                    evaluation: Evaluation = finished.result
-                    self.db.record_result(cid, _result_record(evaluation.metrics))
-                    results[cid] = evaluation.metrics
-                    report.evaluated += 1
-                    report.simulations += int(evaluation.metrics.get("num_simulations", 0))
                     self.progress.running -= 1
-                    self._tell(study, trial, evaluation.metrics)
-                    self._advance(evaluation.metrics, _label(target))
-        finally:
-            if executor is not None:
-                executor.close()
-        return report
+                    if finished.error is not None:
+                        message = _error_text(finished.error).splitlines()[-1]
+                        report.errors.append(f"refining {_label(stored[cid])}: {message}")
+                        self._advance()
+                        continue
+                    metrics = dict(finished.result.metrics)
+                    coarse = rows.loc[cid]
+                    metrics["num_simulations"] += int(coarse["num_simulations"])
+                    metrics["wall_time_s"] += float(coarse["wall_time_s"])
+                    self.db.record_result(cid, _result_record(metrics))
+                    report.refined += 1
+                    report.simulations += int(finished.result.metrics["num_simulations"])
+                    self._advance(metrics, _label(stored[cid]))
+
+    def _show_best(self, frame, stored: dict[int, StoredConfiguration]) -> None:
+        best = best_configuration(frame) if len(frame) else None
+        if best is not None:
+            self.progress.best_qps_per_dollar = float(best["qps_per_dollar"])
+            self.progress.best_label = _label(stored[int(best["configuration_id"])])
+            self.on_progress(self.progress)
 
     def _finished_results(self) -> dict[int, dict]:
         frame = self.db.results(spec_fingerprint=self.spec_fingerprint, status="done")
@@ -302,6 +381,11 @@ def _point(stored: StoredConfiguration) -> ConfigPoint:
 
 def _label(stored: StoredConfiguration) -> str:
     return str(stored.record.params.get("label", ""))
+
+
+def _finite_or_none(value: object) -> float | None:
+    number = float(value) if value is not None else math.nan
+    return number if math.isfinite(number) else None
 
 
 def _error_text(error: BaseException) -> str:

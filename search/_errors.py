@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from pydantic import ValidationError
+from types import UnionType
+from typing import Union, get_args, get_origin
+
+from pydantic import BaseModel, ValidationError
 
 from estimators import DoesNotFitError, ModelConfigError, ParallelismError, UnknownModelError
 from search._db import DatabaseError
@@ -37,15 +40,60 @@ USER_ERRORS: tuple[type[Exception], ...] = (
 )
 
 
-def format_validation_error(error: ValidationError, source: str) -> str:
-    """Each problem as `field: message (got: value)`, one per line."""
+def format_validation_error(
+    error: ValidationError, source: str, model: type[BaseModel] | None = None
+) -> str:
+    """Each problem as `field: message (got: value)`, one per line.
+
+    With the validated `model`, an unknown field is shown with the fields allowed there.
+    """
     lines = [f"invalid {source}:"]
     for item in error.errors():
-        field = ".".join(str(part) for part in item["loc"]) or "(top level)"
+        loc = [str(part) for part in item["loc"]]
         message = item["msg"].removeprefix("Value error, ")
-        if item["type"] == "extra_forbidden":
+        if loc and loc[-1] == "[key]":  # a mapping key that is not allowed
+            loc, message = loc[:-2], f"key {loc[-2]!r}: {message}"
+        elif item["type"] == "extra_forbidden":
             message = "unknown field"
+            allowed = _fields_at(model, item["loc"][:-1]) if model else None
+            if allowed:
+                message += f"; allowed: {', '.join(allowed)}"
         got = item.get("input")
-        shown = "" if isinstance(got, dict) or item["type"] == "missing" else f" (got: {got!r})"
-        lines.append(f"  {field}: {message}{shown}")
+        shown = "" if isinstance(got, dict) or item["type"] in _NO_INPUT else f" (got: {got!r})"
+        field = ".".join(loc)
+        lines.append(f"  {field}: {message}{shown}" if field else f"  {message}{shown}")
     return "\n".join(lines)
+
+
+_NO_INPUT = frozenset({"missing", "extra_forbidden"})  # the value says nothing new
+
+
+def _fields_at(model: type[BaseModel], loc: tuple) -> list[str] | None:
+    """The field names of the model that `loc` points into (through lists and mappings)."""
+    annotation: object = model
+    for part in loc:
+        annotation = _without_none(annotation)
+        if _is_model(annotation):
+            field = annotation.model_fields.get(str(part))
+            if field is None:
+                return None
+            annotation = field.annotation
+        elif get_origin(annotation) in (list, tuple, set, frozenset, dict):
+            annotation = get_args(annotation)[-1]  # the element, or the mapping's value
+        else:
+            return None
+    annotation = _without_none(annotation)
+    return list(annotation.model_fields) if _is_model(annotation) else None
+
+
+def _without_none(annotation: object) -> object:
+    """X for an optional X (X | None), else the annotation as it is."""
+    if get_origin(annotation) in (Union, UnionType):
+        members = [a for a in get_args(annotation) if a is not type(None)]
+        if len(members) == 1:
+            return members[0]
+    return annotation
+
+
+def _is_model(annotation: object) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, BaseModel)

@@ -25,6 +25,9 @@ class EvaluationTask:
     capacity_meets_filters: bool = False  # the capacity must meet the filters too
     tolerance: float = 0.05
     max_simulations: int = 20
+    # refining an earlier, coarser result: its capacity and its smallest failing rate
+    hint_qps: float | None = None
+    failing_qps: float | None = None
 
 
 @dataclass(slots=True)
@@ -52,12 +55,16 @@ def evaluate(task: EvaluationTask) -> Evaluation:
         tolerance=task.tolerance,
         max_simulations=task.max_simulations,
     )
-    found = find_capacity(prepared, task.workload, options)
+    found = find_capacity(
+        prepared, task.workload, options, hint_qps=task.hint_qps, failing_qps=task.failing_qps
+    )
     deployment = task.deployment
     cost = deployment.cost_per_hour
     summary = found.summary
     metrics: dict = {
         "capacity_qps": found.capacity_qps,
+        "capacity_upper_qps": found.failing_qps if math.isfinite(found.failing_qps) else None,
+        "tolerance": task.tolerance,
         "qps_per_dollar": found.capacity_qps / cost if cost > 0 else math.nan,
         "num_simulations": found.num_simulations,
         "wall_time_s": time.perf_counter() - started,
@@ -65,7 +72,13 @@ def evaluate(task: EvaluationTask) -> Evaluation:
         "weights_gb_per_gpu": prepared.memory.weights_bytes / GB,
     }
     if summary is None:  # not even the lowest rate met the capacity SLO
-        metrics |= {"slo_passed": False, "slo_detail": {}}
+        detail = {}
+        if found.unmeetable is not None:  # shown missed with every request served alone
+            slo, least = found.unmeetable
+            detail[_slo_key(slo)] = {
+                "passed": False, "value": least, "max_s": slo.max_s, "at": "zero load",
+            }  # fmt: skip
+        metrics |= {"slo_passed": False, "slo_detail": detail}
         metrics["cost_per_million_output_tokens"] = math.nan
         return Evaluation(task.configuration_id, metrics)
     latency = summary["latency_s"]
@@ -86,7 +99,7 @@ def evaluate(task: EvaluationTask) -> Evaluation:
     detail = {}
     for slo in task.filters:
         value = slo.value(summary)
-        detail[f"{slo.metric}_p{slo.percentile}"] = {
+        detail[_slo_key(slo)] = {
             "passed": bool(value < slo.max_s),
             "value": value,
             "max_s": slo.max_s,
@@ -94,3 +107,7 @@ def evaluate(task: EvaluationTask) -> Evaluation:
     metrics["slo_detail"] = detail
     metrics["slo_passed"] = all(d["passed"] for d in detail.values())
     return Evaluation(task.configuration_id, metrics)
+
+
+def _slo_key(slo: LatencySLO) -> str:
+    return f"{slo.metric}_p{slo.percentile}"

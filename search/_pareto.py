@@ -28,6 +28,7 @@ __all__ = [
     "best_configuration",
     "pareto_front",
     "rank_configurations",
+    "refinement_contenders",
 ]
 
 
@@ -172,3 +173,40 @@ def best_configuration(
     if not np.isfinite(value):
         return None
     return top
+
+
+def refinement_contenders(frame: pd.DataFrame, fine_tolerance: float) -> list[int]:
+    """Configurations whose capacity bracket could still change the recommendation.
+
+    A row's true capacity lies in [``capacity_qps``, ``capacity_upper_qps``) (no upper:
+    unbounded).  The recommendation is the SLO-passing row of highest QPS per dollar;
+    the current best is at least ``floor`` = the largest ``qps_per_dollar`` among
+    passing rows.  A passing row not yet searched to ``fine_tolerance`` (``tolerance``
+    missing or coarser) contends while its optimistic QPS per dollar, ``upper /
+    cost_per_hour``, exceeds the floor: refining it may raise it above the best, or
+    (filters checked at a higher rate) make it fail.  A row failing its SLO filters at
+    its capacity fails them at any higher rate too, so it never contends.  Returns the
+    ``configuration_id`` of each contender, most promising first; empty when the
+    recommendation is settled.
+    """
+    _require(
+        frame, "configuration_id", "qps_per_dollar", "slo_passed", "capacity_upper_qps",
+        "cost_per_hour", "tolerance",
+    )  # fmt: skip
+    if frame.empty:
+        return []
+    passed = frame["slo_passed"].astype("boolean").fillna(False).to_numpy(dtype=bool)
+    lower = np.nan_to_num(_floats(frame["qps_per_dollar"]), nan=-np.inf)
+    candidate = passed & (lower > 0)
+    if not candidate.any():
+        return []
+    floor = float(lower[candidate].max())
+    upper_qps = np.nan_to_num(_floats(frame["capacity_upper_qps"]), nan=np.inf)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        upper = upper_qps / _floats(frame["cost_per_hour"])
+    tolerance = np.nan_to_num(_floats(frame["tolerance"]), nan=np.inf)
+    coarse = tolerance > fine_tolerance * (1 + 1e-9)
+    contends = candidate & coarse & (upper > floor)
+    order = np.argsort(-np.nan_to_num(upper, nan=-np.inf), kind="stable")
+    ids = frame["configuration_id"].to_numpy()
+    return [int(ids[i]) for i in order if contends[i]]

@@ -9,9 +9,11 @@ from contextlib import contextmanager
 from typing import Any
 
 import click
+from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from search._errors import SpecError, format_validation_error
 from search._report import print_summary
 from search._simulate_spec import SimulateSpec
 from simulator import RunOptions
@@ -20,7 +22,10 @@ from workloads import build_workload, describe_workload
 
 
 def run_simulate(data: dict[str, Any]) -> None:
-    spec = SimulateSpec.model_validate(data)
+    try:
+        spec = SimulateSpec.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(format_validation_error(exc, "input", SimulateSpec)) from None
     prepared = prepare(spec.deployment())
     workload = build_workload(
         spec.workload,

@@ -120,8 +120,22 @@ class StrategySpec(_Strict):
 
 
 class CapacitySpec(_Strict):
+    """How finely each configuration's capacity is searched.
+
+    Every configuration is searched to `tolerance`; then those whose bracket could still
+    change which configuration is recommended (`search._pareto.refinement_contenders`)
+    are refined to `refine_tolerance`, so the recommendation is the one a search of
+    every configuration at `refine_tolerance` makes.  null (or a value not below
+    `tolerance`) turns refinement off.
+    """
+
     tolerance: float = Field(0.05, gt=0.0, lt=1.0)  # relative width of the final QPS bracket
+    refine_tolerance: float | None = Field(0.01, gt=0.0, lt=1.0)
     max_simulations: PositiveInt = 20
+
+    @property
+    def refines(self) -> bool:
+        return self.refine_tolerance is not None and self.refine_tolerance < self.tolerance
 
 
 class SearchSpec(_Strict):
@@ -177,12 +191,17 @@ class SearchSpec(_Strict):
         """sha256 of everything that decides a configuration's capacity and metrics.
 
         The model enters by its shape (so a config.json path is fingerprinted by
-        content); the name, strategy and budget do not enter: a re-run with a
-        larger budget or another strategy reuses what is already done.
+        content), a trace file by its content (a trace rewritten in place, as a
+        scheduled planning run sees it, is a new workload; a trace moved is not);
+        the name, strategy and budget do not enter: a re-run with a larger budget
+        or another strategy reuses what is already done.
         """
+        workload = self.workload.model_dump(mode="json")
+        if not self.workload.is_builtin:
+            workload["source"] = f"sha256:{file_sha256(Path(self.workload.source))}"
         decisive = {
             "model": asdict(self.model_architecture),
-            "workload": self.workload.model_dump(mode="json"),
+            "workload": workload,
             "slo": self.slo.model_dump(mode="json"),
             "capacity": self.capacity.model_dump(mode="json"),
             "estimator": self.estimator,
@@ -199,6 +218,15 @@ def _has_name(catalog: Catalog, sku: str) -> bool:
     except LookupError:
         return False
     return True
+
+
+def file_sha256(path: Path) -> str:
+    """sha256 of a file's bytes, read in chunks (traces can be large)."""
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        while chunk := fh.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def sha256_json(data: object) -> str:
@@ -226,4 +254,4 @@ def parse_spec(data: dict, source: str = "spec") -> SearchSpec:
     except ValidationError as exc:
         from search._errors import format_validation_error
 
-        raise SpecError(format_validation_error(exc, source)) from None
+        raise SpecError(format_validation_error(exc, source, SearchSpec)) from None

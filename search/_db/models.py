@@ -174,6 +174,10 @@ class CapacityResult(Base):
         ForeignKey("configurations.id", ondelete="CASCADE"), unique=True
     )
     capacity_qps: Mapped[float] = mapped_column(Float)
+    # the smallest rate probed that failed (NULL: none, or not recorded): the true capacity
+    # lies in [capacity_qps, capacity_upper_qps)
+    capacity_upper_qps: Mapped[float | None] = mapped_column(Float)
+    tolerance: Mapped[float | None] = mapped_column(Float)  # relative, the search ran at
     qps_per_dollar: Mapped[float] = mapped_column(Float)
     cost_per_million_output_tokens: Mapped[float | None] = mapped_column(Float)
     ttft_p50: Mapped[float | None] = mapped_column(Float)

@@ -88,6 +88,8 @@ class ResultRecord:
     qps_per_dollar: float
     num_simulations: int
     wall_time_s: float
+    capacity_upper_qps: float | None = None  # smallest failing rate probed (None: none)
+    tolerance: float | None = None  # relative tolerance the search ran at
     slo_passed: bool = False
     slo_detail: dict[str, Any] = field(default_factory=dict)
     cost_per_million_output_tokens: float | None = None

@@ -7,7 +7,7 @@ import pytest
 from search._db import open_database
 from search._driver import SearchDriver
 from search._spec import load_spec
-from tests.search.conftest import write_spec
+from tests.search.conftest import TINY_SPEC, write_spec
 
 
 def run_job(spec_path, db_url, executor="inline", **kwargs):
@@ -120,3 +120,33 @@ def test_capacity_can_be_bound_by_the_slo_filters(tmp_path):
     assert len(served) and (served["ttft_p90"] < 0.5).all() and served["slo_passed"].all()
     # bounding by the filter never raises a capacity; here it lowers some
     assert b["capacity_qps"].sum() < f["capacity_qps"].sum()
+
+
+def test_refinement_gives_the_best_of_a_search_at_the_fine_tolerance(tmp_path):
+    from search._pareto import best_configuration
+
+    slo = {**TINY_SPEC["slo"], "capacity_meets_filters": True}  # every served one passes
+    coarse = {"tolerance": 0.3, "refine_tolerance": 0.02}
+    spec_c = write_spec(tmp_path, capacity=coarse, slo=slo)
+    _, db, report = run_job(spec_c, f"sqlite:///{tmp_path}/c.db")
+    assert report.refined >= 1
+    frame = db.results(report.job_id, status="done")
+    refined = frame[frame["tolerance"] == 0.02]
+    assert len(refined) == report.refined
+    assert (refined["capacity_upper_qps"] / refined["capacity_qps"] - 1 <= 0.02 + 1e-9).all()
+    untouched = frame[frame["tolerance"] == 0.3]
+    assert len(untouched) + len(refined) == report.evaluated  # the others kept their bracket
+
+    fine = {"tolerance": 0.02, "refine_tolerance": None}
+    spec_f = write_spec(tmp_path, capacity=fine, slo=slo)
+    _, db_f, report_f = run_job(spec_f, f"sqlite:///{tmp_path}/f.db")
+    assert report_f.refined == 0
+    best = best_configuration(frame)
+    best_fine = best_configuration(db_f.results(report_f.job_id, status="done"))
+    assert best["params"] == best_fine["params"]
+    assert best["qps_per_dollar"] == pytest.approx(best_fine["qps_per_dollar"], rel=0.02)
+
+    # a second run finds the recommendation settled: nothing to refine, nothing simulated
+    spec_c = write_spec(tmp_path, capacity=coarse, slo=slo)
+    _, _, again = run_job(spec_c, f"sqlite:///{tmp_path}/c.db")
+    assert again.refined == 0 and again.simulations == 0

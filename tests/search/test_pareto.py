@@ -16,6 +16,7 @@ from search._pareto import (
     best_configuration,
     pareto_front,
     rank_configurations,
+    refinement_contenders,
 )
 
 MAX, MIN = "qps_per_dollar", "ttft_p90"
@@ -250,3 +251,87 @@ def test_best_configuration_examples() -> None:
     assert best_configuration(frame.assign(**{MAX: np.nan})) is None
     with pytest.raises(ValueError, match="slo_passed"):
         rank_configurations(frame.drop(columns="slo_passed"))
+
+
+# --------------------------------------------------------------------------- refinement
+
+FINE = 0.01
+BRACKET_COLUMNS = [
+    "configuration_id", "capacity_qps", "capacity_upper_qps", "cost_per_hour",
+    "qps_per_dollar", "slo_passed", "tolerance",
+]  # fmt: skip
+
+
+@st.composite
+def brackets(draw: st.DrawFn) -> pd.DataFrame:
+    """Results with capacity brackets, costs and the tolerance each was searched at."""
+    n = draw(st.integers(min_value=0, max_value=20))
+    rows = []
+    for i in range(n):
+        capacity = draw(st.sampled_from([0.0, 1.0, 2.0, 3.0, 4.0]))
+        width = draw(st.sampled_from([0.005, 0.01, 0.05, 0.2, math.inf]))
+        cost = draw(st.sampled_from([1.0, 2.0, 4.0]))
+        rows.append(
+            {
+                "configuration_id": i,
+                "capacity_qps": capacity,
+                "capacity_upper_qps": capacity * (1 + width) if math.isfinite(width) else None,
+                "cost_per_hour": cost,
+                "qps_per_dollar": capacity / cost,
+                "slo_passed": draw(st.booleans()) and capacity > 0,
+                "tolerance": draw(st.sampled_from([FINE, 0.05, None])),
+            }
+        )
+    return pd.DataFrame(rows, columns=BRACKET_COLUMNS)
+
+
+def _optimistic(row: pd.Series) -> float:
+    upper = row["capacity_upper_qps"]
+    return math.inf if upper is None or pd.isna(upper) else upper / row["cost_per_hour"]
+
+
+@given(brackets())
+def test_contenders_are_exactly_the_coarse_passing_rows_that_could_beat_the_best(
+    frame: pd.DataFrame,
+) -> None:
+    contenders = refinement_contenders(frame, FINE)
+    passing = frame[frame["slo_passed"] & (frame["qps_per_dollar"] > 0)]
+    if passing.empty:
+        assert contenders == []
+        return
+    floor = passing["qps_per_dollar"].max()
+    expected = {
+        int(row["configuration_id"])
+        for _, row in passing.iterrows()
+        if (pd.isna(row["tolerance"]) or row["tolerance"] > FINE) and _optimistic(row) > floor
+    }
+    assert set(contenders) == expected and len(contenders) == len(expected)
+    optimism = [_optimistic(frame.set_index("configuration_id").loc[c]) for c in contenders]
+    assert optimism == sorted(optimism, reverse=True)  # most promising first
+
+
+@given(brackets())
+def test_a_coarse_best_always_contends_and_a_fine_frame_is_settled(frame: pd.DataFrame) -> None:
+    best = best_configuration(frame)
+    contenders = refinement_contenders(frame, FINE)
+    if best is not None and (pd.isna(best["tolerance"]) or best["tolerance"] > FINE):
+        assert int(best["configuration_id"]) in contenders
+    assert refinement_contenders(frame.assign(tolerance=FINE), FINE) == []
+
+
+def test_contenders_example() -> None:
+    frame = pd.DataFrame(
+        {
+            "configuration_id": [1, 2, 3, 4],
+            "capacity_qps": [10.0, 9.8, 9.0, 12.0],
+            "capacity_upper_qps": [10.5, 10.3, 9.4, 12.6],
+            "cost_per_hour": [1.0, 1.0, 1.0, 1.0],
+            "qps_per_dollar": [10.0, 9.8, 9.0, 12.0],
+            "slo_passed": [True, True, True, False],  # 4 fails its filters: out
+            "tolerance": [0.05, 0.05, 0.05, 0.05],
+        }
+    )
+    # 2 could still beat 1 (10.3 > 10); 3 cannot (9.4 < 10)
+    assert refinement_contenders(frame, FINE) == [1, 2]
+    refined = frame.assign(tolerance=[FINE, 0.05, 0.05, 0.05])
+    assert refinement_contenders(refined, FINE) == [2]

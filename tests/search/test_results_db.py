@@ -287,16 +287,19 @@ def test_stamped_base_without_tables_is_upgraded(db_url: str) -> None:
         assert db.get_job().id == job.id
 
 
+NEXT = "9000"  # a revision after this code's head, as a newer llmcap would ship
+
+
 def _migrations_with(tmp_path: Path, body: str) -> Path:
-    """A copy of the package's migrations plus a revision 0002 doing ``body``."""
+    """A copy of the package's migrations plus a revision `NEXT` after the head doing ``body``."""
     location = tmp_path / "migrations"
     shutil.copytree(MIGRATIONS_DIR, location, ignore=shutil.ignore_patterns("__pycache__"))
-    (location / "versions" / "0002_next.py").write_text(
+    (location / "versions" / "9000_next.py").write_text(
         "from __future__ import annotations\n\n"
         "import sqlalchemy as sa\n"
         "from alembic import op\n\n"
-        'revision = "0002"\n'
-        'down_revision = "0001"\n'
+        f"revision = {NEXT!r}\n"
+        f"down_revision = {head_revision()!r}\n"
         "branch_labels = None\n"
         "depends_on = None\n\n\n"
         "def upgrade() -> None:\n"
@@ -312,28 +315,50 @@ def test_older_revision_is_upgraded_and_then_refused_by_older_code(
 ) -> None:
     with open_database(db_url) as db:
         db.create_job("kept", "{}", SPEC_A)
-        assert db.revision() == "0001"
+        assert db.revision() == head_revision()
     location = _migrations_with(tmp_path, '    op.add_column("jobs", sa.Column("note", sa.Text()))')
 
     engine = make_engine(parse_url(db_url))
     try:
         with caplog.at_level(logging.INFO, logger="search._db.schema"):
-            assert ensure_schema(engine, script_location=location) == "0002"
-        assert "from schema revision 0001 to 0002" in caplog.text
+            assert ensure_schema(engine, script_location=location) == NEXT
+        assert f"from schema revision {head_revision()} to {NEXT}" in caplog.text
         with engine.connect() as connection:
             columns = {c["name"] for c in inspect(connection).get_columns("jobs")}
             assert "note" in columns
             assert connection.execute(text("SELECT name FROM jobs")).scalar() == "kept"
         # at head now: a second run does nothing
-        assert ensure_schema(engine, script_location=location) == "0002"
+        assert ensure_schema(engine, script_location=location) == NEXT
     finally:
         engine.dispose()
 
-    # the code without revision 0002 does not know this database: refused, untouched
+    # the code without revision NEXT does not know this database: refused, untouched
     before = snapshot(db_url)
-    with pytest.raises(DatabaseError, match="0002"):
+    with pytest.raises(DatabaseError, match=NEXT):
         open_database(db_url)
     assert snapshot(db_url) == before
+
+
+def test_a_database_of_the_first_release_is_upgraded_keeping_its_data(
+    db_url: str, tmp_path: Path
+) -> None:
+    first = tmp_path / "first"
+    shutil.copytree(MIGRATIONS_DIR, first, ignore=shutil.ignore_patterns("__pycache__"))
+    for later in (first / "versions").glob("0*.py"):
+        if not later.name.startswith("0001_"):
+            later.unlink()
+    engine = make_engine(parse_url(db_url))
+    try:
+        assert ensure_schema(engine, script_location=first) == "0001"
+    finally:
+        engine.dispose()
+    with open_database(db_url) as db:  # the package's migrations: 0001 -> head
+        assert db.revision() == head_revision() != "0001"
+        with db.engine.connect() as connection:
+            columns = {c["name"] for c in inspect(connection).get_columns("capacity_results")}
+        assert {"capacity_upper_qps", "tolerance"} <= columns
+        job = db.create_job("after upgrade", "{}", SPEC_A)
+        assert db.get_job().id == job.id
 
 
 def test_failed_migration_is_rolled_back(db_url: str, tmp_path: Path) -> None:
@@ -352,7 +377,7 @@ def test_failed_migration_is_rolled_back(db_url: str, tmp_path: Path) -> None:
             columns = {c["name"] for c in inspect(connection).get_columns("jobs")}
             assert "note" not in columns
             assert connection.execute(text("SELECT version_num FROM alembic_version")).all() == [
-                ("0001",)
+                (head_revision(),)
             ]
     finally:
         engine.dispose()

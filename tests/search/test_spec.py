@@ -1,0 +1,102 @@
+"""Search specs: validation messages a user can act on, and the fingerprint that keys reuse."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from search._errors import SpecError
+from search._spec import load_spec, parse_spec
+from search.cli import cli
+
+from .conftest import TINY_SPEC
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def _error(data: dict) -> str:
+    with pytest.raises(SpecError) as info:
+        parse_spec(data, source="spec.yaml")
+    return str(info.value)
+
+
+def test_an_unknown_field_is_named_with_the_fields_allowed_there() -> None:
+    message = _error(TINY_SPEC | {"capcity": {"tolerance": 0.1}})
+    assert "capcity: unknown field; allowed: name, model" in message
+    assert "capacity" in message.split("allowed:")[1]
+
+
+def test_an_unknown_nested_field_names_its_path_and_the_allowed_fields() -> None:
+    slo = {"filters": [{"metric": "ttft", "percentil": 90, "max_s": 2}]}
+    message = _error(TINY_SPEC | {"slo": slo, "workload": {"sorce": "chat"}})
+    assert "slo.filters.0.percentil: unknown field; allowed: metric, percentile, max_s" in message
+    assert "slo.filters.0.percentile: Field required" in message
+    assert "workload.sorce: unknown field; allowed: source," in message
+
+
+def test_an_unknown_sku_lists_the_catalog() -> None:
+    message = _error(TINY_SPEC | {"skus": ["a100-80gb", "tpu-v5"]})
+    assert "skus.1: unknown GPU SKU 'tpu-v5'; allowed:" in message
+    assert "h100-sxm" in message and "l40s" in message
+
+
+def test_an_unknown_scheduler_or_strategy_names_the_allowed_values() -> None:
+    space = {"tp": [1], "schedulers": {"fastgen": {}}}
+    message = _error(TINY_SPEC | {"space": space, "strategy": {"kind": "random"}})
+    assert "space.schedulers: key 'fastgen':" in message and "'sarathi'" in message
+    assert "strategy.kind:" in message and "'nsga2'" in message and "(got: 'random')" in message
+
+
+def _trace_spec(path: Path) -> dict:
+    return TINY_SPEC | {"workload": {"source": str(path), "num_requests": 50}}
+
+
+def _write_trace(path: Path, rows: list[tuple[float, int, int]]) -> Path:
+    lines = ["arrived_at,num_prefill_tokens,num_decode_tokens"]
+    lines += [f"{t},{p},{o}" for t, p, o in rows]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_a_trace_rewritten_in_place_is_a_new_workload_and_a_moved_one_is_not(
+    tmp_path: Path,
+) -> None:
+    trace = _write_trace(tmp_path / "today.csv", [(0.0, 100, 10), (1.0, 200, 20)])
+    first = parse_spec(_trace_spec(trace)).fingerprint()
+    moved = shutil.copy(trace, tmp_path / "copy.csv")
+    assert parse_spec(_trace_spec(Path(moved))).fingerprint() == first
+
+    _write_trace(trace, [(0.0, 100, 10), (1.0, 300, 20)])  # the next day's trace
+    assert parse_spec(_trace_spec(trace)).fingerprint() != first
+
+
+def test_name_strategy_and_budget_leave_the_fingerprint_and_the_slo_does_not() -> None:
+    base = parse_spec(TINY_SPEC).fingerprint()
+    same = TINY_SPEC | {"name": "other", "strategy": {"kind": "tpe", "trials": 5}}
+    assert parse_spec(same | {"budget": {"max_gpus": 8}}).fingerprint() == base
+    stricter = {"capacity": {"metric": "scheduling_delay", "percentile": 99, "max_s": 2}}
+    assert parse_spec(TINY_SPEC | {"slo": stricter}).fingerprint() != base
+
+
+@pytest.mark.parametrize(
+    ("example", "total", "dropped"),
+    [("quick.yaml", 20, 0), ("vidur_llama2_70b_chat.yaml", 450, 50)],
+)
+def test_validate_reports_the_examples_space(example: str, total: int, dropped: int) -> None:
+    result = CliRunner().invoke(cli, ["search", "validate", str(EXAMPLES / example)])
+    assert result.exit_code == 0, result.output
+    assert f"{total} configurations: {total - dropped} feasible, {dropped} dropped" in result.output
+    assert load_spec(EXAMPLES / example).fingerprint()[:16] in result.output
+
+
+def test_validate_rejects_a_bad_spec_with_exit_2_and_no_traceback(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(TINY_SPEC | {"skus": ["tpu-v5"]}))
+    result = CliRunner().invoke(cli, ["search", "validate", str(bad)])
+    assert result.exit_code == 2
+    assert "unknown GPU SKU 'tpu-v5'" in result.output
+    assert "Traceback" not in result.output
