@@ -54,6 +54,10 @@ CASES = (
     Case("70B H100 TP4 PP1 sarathi", LLAMA_70B, "h100-sxm", 4, 1, SchedulerKind.SARATHI),
     Case("70B H100 TP2 PP2 sarathi", LLAMA_70B, "h100-sxm", 2, 2, SchedulerKind.SARATHI),
     Case("70B A100 TP4 sarathi", LLAMA_70B, "a100-80gb", 4, 1, SchedulerKind.SARATHI),
+    # the slowest of the Vidur-paper space: little KV memory left, so a low capacity
+    # and long simulated time of small batches
+    Case("70B H100 TP1 PP2 sarathi", LLAMA_70B, "h100-sxm", 1, 2, SchedulerKind.SARATHI),
+    Case("70B A100 TP1 PP2 orca", LLAMA_70B, "a100-80gb", 1, 2, SchedulerKind.ORCA),
 )
 
 

@@ -118,7 +118,21 @@ def run(
     )
     for error in report.errors[:5]:
         console.print(f"[red]failed[/red] {error}")
+    _note_unloaded(database, report.job_id, spec.workload.num_requests)
     print_best(database, report.job_id, console)
+
+
+def _note_unloaded(database, job_id: int, num_requests: int) -> None:
+    """Say when some configurations never failed: the workload is too short to load them."""
+    frame = database.results(job_id, status="done")
+    unloaded = frame[(frame["capacity_qps"] > 0) & frame["capacity_upper_qps"].isna()]
+    if len(unloaded):
+        console.print(
+            f"[yellow]note[/yellow]: {len(unloaded)} configuration(s) met the SLO at every rate "
+            f"probed (up to {unloaded['capacity_qps'].max():,.1f} QPS): {num_requests} requests "
+            "are too few to load them, so their capacity is only a lower limit; raise "
+            "workload.num_requests"
+        )
 
 
 @search_group.command("submit")
