@@ -374,13 +374,13 @@ def _annotate_best(ax: Any, panel: _Panel) -> Any:
     return annotation
 
 
-_OFFSETS_PT = (36.0, 72.0)  # distances tried between the best point and its text
+_OFFSETS_PT = (36.0, 72.0, 144.0, 216.0)  # distances tried between the best point and its text
 
 
 def _place_annotation(fig: Any, ax: Any, panel: _Panel, annotation: Any) -> None:
     """Put the text where it covers the fewest points and stays inside the panel.
 
-    Tries the four diagonal directions at two distances. Ties go to the direction away from
+    Tries the four diagonal directions at four distances. Ties go to the direction away from
     the panel's nearest edges (the emptier side), then to the nearer distance.
     """
     from matplotlib.text import Text
