@@ -412,9 +412,11 @@ def service_bound(
     pairs ``p (p + 1) / 2``) and ``o - 1`` decode steps reading ``(o - 1) p + (o - 1)
     (o - 2) / 2`` KV tokens.  A batch holds at most the token budget (chunk size, vLLM's
     max tokens; the KV capacity where there is none), at most `batch_size` sequences and
-    at most the replica's KV capacity in decode context, so the work needs at least
+    at most its share of the replica's KV capacity in decode context (under pipeline
+    parallelism the `pp` micro-batches in flight hold their KV in one cache: capacity /
+    pp each, on average), so the work needs at least
 
-        K = max(tokens / budget, sequences / batch_size, decode KV / capacity)
+        K = max(tokens / budget, sequences / batch_size, decode KV / (capacity / pp))
 
     batches.  For a cost convex in the batch aggregates, as the roofline's is, K equal
     batches cost least (Jensen): the estimator prices the average batch.  The roofline's
@@ -441,7 +443,8 @@ def service_bound(
     limits = (
         (p + o - 1) / max_tokens,  # tokens
         (chunks + o - 1) / sched.batch_size,  # sequences
-        decode_kv / capacity,  # decode KV context
+        # the pp micro-batches in flight share one KV cache: cap / pp of context each
+        decode_kv / (capacity / cluster.pp),  # decode KV context
     )
     binding = max(limits, key=lambda x: float(x.mean()))
     k = float(binding.mean())  # batches per request
