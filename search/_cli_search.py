@@ -138,10 +138,19 @@ def _note_unloaded(database, job_id: int, num_requests: int) -> None:
 @search_group.command("submit")
 @click.argument("spec_file", type=click.Path(dir_okay=False, exists=True, path_type=Path))
 @click.option("--address", required=True, help="Ray dashboard address, e.g. http://HEAD:8265.")
-@click.option("--db", "db", default=None, help="Database URL the driver on the cluster writes to.")
+@click.option(
+    "--db", "db", default=None, metavar="URL",
+    help="Database the driver on the cluster writes to; default: the head's LLMCAP_DB.",
+)  # fmt: skip
 @user_errors
 def submit(spec_file: Path, address: str, db: str | None) -> None:
-    """Submit a search job to a Ray cluster (Ray Jobs API) and print its id."""
+    """Submit a search job to a Ray cluster (Ray Jobs API) and print its id.
+
+    The spec's folder is uploaded as the job's working directory and the driver runs
+    on the head.  It writes to --db, or to the head's LLMCAP_DB (deploy/kuberay sets
+    it from a secret, which keeps the password out of the job's entrypoint).  Follow
+    the job with `llmcap search status|logs ID --address ...`.
+    """
     from search._ray_jobs import submit_job
 
     entrypoint = f"llmcap search run {shlex.quote(spec_file.name)} --address auto"
@@ -149,6 +158,12 @@ def submit(spec_file: Path, address: str, db: str | None) -> None:
         entrypoint += f" --db {shlex.quote(db)}"
     job_id = submit_job(address, entrypoint, spec_file.resolve().parent)
     click.echo(job_id)
+    if not db:
+        click.echo(
+            "note: no --db: the driver writes to the head's LLMCAP_DB; where the head has "
+            "none, to results.db in the job's temporary working directory on the head",
+            err=True,
+        )
 
 
 @search_group.command("status")
