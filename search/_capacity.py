@@ -9,14 +9,16 @@ under its bound.  `find_capacity` finds it by simulation:
   ``unit / q`` (a Poisson stream stays Poisson, a trace keeps its own shape).
   Prompt and output arrays are shared by every probe, never redrawn.
 * **Bracketed by an analytic bound.**  `service_bound` prices the workload at the
-  best batching the scheduler, the batch cap and the KV memory allow: the rate
-  the deployment can sustain.  `throughput_upper_bound` adds the slack a finite
-  run leaves (the first requests fill the batches, the last may wait up to the
-  SLO's bound): no simulation passes above it.  The first probe is at a share of
-  the sustainable rate (or at a hint, e.g. a neighbouring configuration's
-  capacity); the search brackets up (to the bound, then doubling) or down
-  (halving) and bisects geometrically until the bracket is within the relative
-  tolerance.
+  best batching the scheduler, the batch cap and the KV memory allow: the most
+  the deployment can sustain (its steady-state ceiling).  `throughput_upper_bound`
+  adds the slack a finite run leaves (the first requests fill the batches, the
+  last may wait up to the SLO's bound): no simulation passes above it.  The first
+  probe is at a share of the ceiling (or at a hint, e.g. a neighbouring
+  configuration's capacity); the search brackets up, never past the finite-run
+  bound (or, where that does not hold, past the ceiling: a run that passes there
+  is too short to load the deployment, and the capacity is the ceiling with no
+  failing rate known), or down (halving), and bisects geometrically until the
+  bracket is within the relative tolerance.
 * **Exact early stop.**  With N requests and the SLO at percentile p, the run
   fails as soon as more than about (1 - p/100) N requests (`late_limit`, the
   inverted-CDF count of `simulator.weighted_percentiles`) are already late: their
@@ -160,7 +162,9 @@ class CapacityResult:
     """The answer of `find_capacity`."""
 
     capacity_qps: float  # largest rate found that meets the SLO (0.0 if none does)
-    summary: dict | None  # the simulator summary of the run at that rate
+    # the simulator summary of the run at that rate (None: no rate passed, or only the
+    # caller's `passing_qps`)
+    summary: dict | None
     upper_bound_qps: float  # the analytic bound used to bracket (inf: none for this workload)
     failing_qps: float = math.inf  # smallest rate known to fail: capacity is in [capacity, this)
     probes: list[Probe] = field(default_factory=list)
@@ -574,15 +578,18 @@ def find_capacity(
     options: CapacitySearchOptions = CapacitySearchOptions(),
     *,
     hint_qps: float | None = None,
+    passing_qps: float | None = None,
     failing_qps: float | None = None,
 ) -> CapacityResult:
     """The largest arrival rate at which `prepared` meets `options.slo` on `workload`.
 
     `workload` must be open loop; its requests are replayed at every probed rate
     (arrival times scaled).  `hint_qps` (e.g. the capacity of a neighbouring
-    configuration, or the capacity a coarser search found) replaces the first guess;
-    `failing_qps`, a rate known to fail (the top of a coarser search's bracket), caps
-    the search, so refining a bracket costs only its bisection.  The capacity is the
+    configuration) replaces the first guess.  Refining a coarser search's bracket,
+    `passing_qps` is a rate known to pass (never simulated again: where no higher rate
+    passes, the capacity is this rate and `summary` None, the coarser run's metrics
+    standing) and `failing_qps` one known to fail; the search then only bisects
+    between them.  The capacity is the
     largest passing rate; the search stops once the smallest failing rate above it is
     within `options.tolerance` (relative), or after `options.max_simulations` probes.
     An SLO that `zero_load_percentile` shows missed even with every request alone
@@ -604,7 +611,8 @@ def find_capacity(
                 wall = time.perf_counter() - started
                 return CapacityResult(0.0, None, upper, 0.0, [], 0, wall, (bound, least))
     # the first guess: a share of the tighter (steady-state) bound; a hint starts a gallop
-    reference = min(upper, service.steady_qps)
+    steady = service.steady_qps
+    reference = min(upper, steady)
     tol = options.tolerance
     if hint_qps is not None and hint_qps > 0:
         q, grow = float(hint_qps), 1.0 + 2.0 * tol
@@ -615,18 +623,25 @@ def find_capacity(
     hi = math.inf  # smallest failing rate
     if failing_qps is not None and failing_qps > 0:
         hi = failing_qps
-    q = min(q, hi / (1.0 + tol))  # never start at a rate known to fail
-    # bracket: up from a passing rate (never past the bound before probing it), down from a
-    # failing one, by a factor that squares at each step of a gallop
-    while not search.exhausted:
+    # the highest rate worth probing: the finite-run bound where it holds (SLOs on delay,
+    # TTFT, e2e with a workload long enough to load the deployment); else the steady-state
+    # bound, which no deployment sustains: a run passing there is too short to tell more
+    ceiling = upper if math.isfinite(upper) and slo.metric in _EVENT_OF_METRIC else steady
+    q = min(q, hi / (1.0 + tol), ceiling)  # never start at a rate known to fail
+    galloping = hint_qps is not None
+    bracketing = True
+    if passing_qps is not None and passing_qps > 0:  # refining: lo is known
+        lo, grow, galloping = float(passing_qps), 1.0 + 2.0 * tol, True
+        q = min(lo * grow, ceiling)
+        bracketing = hi == math.inf and lo < ceiling
+    # bracket: up from a passing rate (at most to the ceiling), down from a failing one,
+    # by a factor that squares at each step of a gallop
+    while bracketing and not search.exhausted:
         if search.probe(q):
             lo = q
-            if hi < math.inf:
+            if hi < math.inf or q >= ceiling:
                 break
-            nxt = q * grow
-            if q < upper:
-                nxt = min(nxt, upper)
-            q = nxt
+            q = min(q * grow, ceiling)
         else:
             hi = q
             if lo > 0 or search.served_none:
@@ -634,7 +649,7 @@ def find_capacity(
             q /= grow
             if q < floor:
                 break
-        if hint_qps is not None:
+        if galloping:
             grow *= grow
     # bisect geometrically
     while lo > 0 and hi < math.inf and hi / lo - 1 > tol and not search.exhausted:

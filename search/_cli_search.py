@@ -129,8 +129,8 @@ def _note_unloaded(database, job_id: int, num_requests: int) -> None:
     if len(unloaded):
         console.print(
             f"[yellow]note[/yellow]: {len(unloaded)} configuration(s) met the SLO at every rate "
-            f"probed (up to {unloaded['capacity_qps'].max():,.1f} QPS): {num_requests} requests "
-            "are too few to load them, so their capacity is only a lower limit; raise "
+            f"probed, up to their analytic throughput ceiling: {num_requests} requests are too "
+            "few to load them, so their capacity is that ceiling, not a measurement; raise "
             "workload.num_requests"
         )
 

@@ -314,7 +314,7 @@ class SearchDriver:
                     task = replace(
                         self._task(stored[cid], workload),
                         tolerance=fine,
-                        hint_qps=float(coarse["capacity_qps"]),
+                        passing_qps=float(coarse["capacity_qps"]),
                         failing_qps=_finite_or_none(coarse["capacity_upper_qps"]),
                     )
                     executor.submit(cid, task)
@@ -330,6 +330,16 @@ class SearchDriver:
                         continue
                     metrics = dict(finished.result.metrics)
                     coarse = rows.loc[cid]
+                    if metrics.pop("keeps_coarser_metrics", False):  # only the bracket moved
+                        bracket = ("capacity_upper_qps", "tolerance")
+                        metrics = (
+                            coarse.to_dict()
+                            | {k: metrics[k] for k in bracket}
+                            | {
+                                "num_simulations": metrics["num_simulations"],
+                                "wall_time_s": metrics["wall_time_s"],
+                            }
+                        )
                     metrics["num_simulations"] += int(coarse["num_simulations"])
                     metrics["wall_time_s"] += float(coarse["wall_time_s"])
                     self.db.record_result(cid, _result_record(metrics))

@@ -26,7 +26,7 @@ class EvaluationTask:
     tolerance: float = 0.05
     max_simulations: int = 20
     # refining an earlier, coarser result: its capacity and its smallest failing rate
-    hint_qps: float | None = None
+    passing_qps: float | None = None
     failing_qps: float | None = None
 
 
@@ -56,8 +56,9 @@ def evaluate(task: EvaluationTask) -> Evaluation:
         max_simulations=task.max_simulations,
     )
     found = find_capacity(
-        prepared, task.workload, options, hint_qps=task.hint_qps, failing_qps=task.failing_qps
-    )
+        prepared, task.workload, options,
+        passing_qps=task.passing_qps, failing_qps=task.failing_qps,
+    )  # fmt: skip
     deployment = task.deployment
     cost = deployment.cost_per_hour
     summary = found.summary
@@ -71,6 +72,11 @@ def evaluate(task: EvaluationTask) -> Evaluation:
         "kv_capacity_tokens": prepared.memory.kv_capacity_tokens,
         "weights_gb_per_gpu": prepared.memory.weights_bytes / GB,
     }
+    if summary is None and found.capacity_qps > 0:
+        # refining: no rate above the coarser capacity passed; its metrics stand, only
+        # the bracket narrowed (the driver merges the two)
+        metrics["keeps_coarser_metrics"] = True
+        return Evaluation(task.configuration_id, metrics)
     if summary is None:  # not even the lowest rate met the capacity SLO
         detail = {}
         if found.unmeetable is not None:  # shown missed with every request served alone

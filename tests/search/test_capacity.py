@@ -11,6 +11,8 @@ from estimators import load_model
 from search._capacity import (
     CapacitySearchOptions,
     LatencySLO,
+    Probe,
+    _Search,
     find_capacity,
     late_limit,
     service_bound,
@@ -47,6 +49,15 @@ def _chat(n: int = N, seed: int = 3, **kwargs) -> Workload:
 def _summary_at(prepared: PreparedDeployment, workload: Workload, qps: float) -> dict:
     scaled = workload.with_arrival_times(unit_arrival_times(workload) / qps)
     return prepared.simulate(scaled).summary
+
+
+def _probe(
+    prepared: PreparedDeployment, workload: Workload, options: CapacitySearchOptions, qps: float
+) -> Probe:
+    """One probe of the search at exactly `qps` (the search itself stays under its ceiling)."""
+    search = _Search(prepared, workload, unit_arrival_times(workload), options)
+    search.probe(qps)
+    return search.probes[0]
 
 
 @pytest.fixture(scope="module")
@@ -119,9 +130,7 @@ def test_capacity_meets_the_slo_and_a_rate_above_it_does_not(prepared, workload,
 def test_probe_value_is_the_summary_percentile(prepared, workload, found, metric):
     slo = LatencySLO(metric, 90, 1e6)  # always passes: the run goes to the end
     qps = 0.8 * found.capacity_qps
-    probe = find_capacity(
-        prepared, workload, CapacitySearchOptions(slo=slo, max_simulations=1), hint_qps=qps
-    ).probes[0]
+    probe = _probe(prepared, workload, CapacitySearchOptions(slo=slo), qps)
     assert probe.passed and not probe.stopped_early
     assert probe.slo_value == slo.value(_summary_at(prepared, workload, qps))
 
@@ -155,9 +164,8 @@ def test_early_stop_gives_the_full_run_verdict(prepared, workload, found, slo):
     for share in (0.5, 0.9, 1.1, 1.6, 4.0):
         verdicts = []
         for early_stop in (True, False):
-            options = CapacitySearchOptions(slo=slo, max_simulations=1, early_stop=early_stop)
-            probe = find_capacity(prepared, workload, options, hint_qps=share * capacity).probes[0]
-            verdicts.append(probe)
+            options = CapacitySearchOptions(slo=slo, early_stop=early_stop)
+            verdicts.append(_probe(prepared, workload, options, share * capacity))
         fast, full = verdicts
         assert fast.passed == full.passed, share
         assert not full.stopped_early
@@ -256,3 +264,17 @@ def test_more_replicas_serve_proportionally_more(workload, found):
     two = find_capacity(_deployment(replicas=2), workload)
     assert 1.6 <= two.capacity_qps / found.capacity_qps <= 2.5
     assert two.capacity_qps <= two.upper_bound_qps
+
+
+def test_refining_a_bracket_only_bisects_inside_it(prepared, workload):
+    coarse = find_capacity(prepared, workload, CapacitySearchOptions(tolerance=0.2))
+    lo, hi = coarse.capacity_qps, coarse.failing_qps
+    assert 0 < lo < hi < math.inf
+    fine = find_capacity(
+        prepared, workload, CapacitySearchOptions(tolerance=0.01), passing_qps=lo, failing_qps=hi
+    )
+    assert fine.probes and all(lo < p.qps < hi for p in fine.probes)  # lo is never re-run
+    assert lo <= fine.capacity_qps < fine.failing_qps <= hi
+    assert fine.failing_qps / fine.capacity_qps - 1 <= 0.01
+    if fine.summary is None:  # nothing above lo passed: the coarse run's metrics stand
+        assert fine.capacity_qps == lo
