@@ -25,7 +25,9 @@ under its bound.  `find_capacity` finds it by simulation:
   delay, or the delay accrued while still waiting, reached the bound.  Nothing
   later can pull the percentile back, so the probe stops there and counts as
   failed, the verdict the full run would give.  This holds for SLOs on
-  scheduling delay, TTFT and e2e latency; the others run to the end.
+  scheduling delay, TTFT and e2e latency, the capacity SLO and the `also` ones
+  alike (the first certain to fail stops the run); TBT, TPOT and normalised
+  latency are judged at the end.
 
 Everything here is a pure function of plain data (no Ray, Optuna or SQL), so a
 worker can run it in any process.
@@ -151,7 +153,9 @@ class Probe:
 
     qps: float
     passed: bool
-    slo_value: float  # the SLO percentile (when stopped early: a value >= the bound)
+    # the capacity SLO's percentile; when stopped early, that of the SLO that stopped the
+    # run (the capacity SLO or an `also` one), a value >= its bound
+    slo_value: float
     stopped_early: bool
     iterations: int  # batches simulated
     wall_s: float
@@ -537,24 +541,48 @@ class _Search:
         self.options = options
         self.probes: list[Probe] = []
         self.best: tuple[float, Simulation] | None = None  # largest passing rate, its run
-        self.limit = late_limit(len(workload), options.slo.percentile)
         self.served_none = False
 
     @property
     def exhausted(self) -> bool:
         return len(self.probes) >= self.options.max_simulations
 
+    def _early_stop(self) -> tuple[list[LatencySLO], object]:
+        """The SLOs whose late requests are counted as the run goes, and the run's hook.
+
+        The capacity SLO and every `also` SLO on a delay-like metric: the run stops as
+        soon as any one of them is certain to fail.  The hook records which did first.
+        """
+        watched = [
+            s for s in (self.options.slo, *self.options.also) if s.metric in _EVENT_OF_METRIC
+        ]
+        if not self.options.early_stop or not watched:
+            return [], None
+        n = len(self.workload)
+        counters = [
+            _LateCounter(_EVENT_OF_METRIC[s.metric], s.max_s, late_limit(n, s.percentile))
+            for s in watched
+        ]
+        tripped: list[LatencySLO] = []
+
+        def hook(sim: Simulation) -> bool:
+            for slo, counter in zip(watched, counters, strict=True):
+                if counter(sim):
+                    tripped.append(slo)
+                    return True
+            return False
+
+        return tripped, hook
+
     def probe(self, qps: float) -> bool:
         slo = self.options.slo
         started = time.perf_counter()
         workload = self.workload.with_arrival_times(self.unit / qps)
-        counter = None
-        if self.options.early_stop and slo.metric in _EVENT_OF_METRIC:
-            counter = _LateCounter(_EVENT_OF_METRIC[slo.metric], slo.max_s, self.limit)
-        options = RunOptions(on_progress=counter, progress_every=PROGRESS_EVERY)
+        tripped, hook = self._early_stop()
+        options = RunOptions(on_progress=hook, progress_every=PROGRESS_EVERY)
         sim = self.prepared.simulation(workload, options).run()
         if sim.stopped_early:
-            value = _stopped_value(sim, slo)
+            value = _stopped_value(sim, tripped[0])
             passed = False
         else:
             value = _slo_value(sim, slo)

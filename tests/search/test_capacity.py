@@ -278,3 +278,16 @@ def test_refining_a_bracket_only_bisects_inside_it(prepared, workload):
     assert fine.failing_qps / fine.capacity_qps - 1 <= 0.01
     if fine.summary is None:  # nothing above lo passed: the coarse run's metrics stand
         assert fine.capacity_qps == lo
+
+
+def test_an_also_slo_stops_a_run_early_with_the_full_run_verdict(prepared, workload, found):
+    ttft = LatencySLO("ttft", 90, 0.5)  # missed well below the delay capacity
+    verdicts = []
+    for early_stop in (True, False):
+        options = CapacitySearchOptions(also=(ttft,), early_stop=early_stop)
+        verdicts.append(_probe(prepared, workload, options, 0.9 * found.capacity_qps))
+    fast, full = verdicts
+    assert not fast.passed and not full.passed
+    assert fast.stopped_early and not full.stopped_early
+    assert fast.iterations < full.iterations
+    assert fast.slo_value >= ttft.max_s  # the value of the SLO that stopped it
