@@ -5,9 +5,10 @@ chat workload (Poisson arrivals, 2000 requests by default), with the default
 options (P99 scheduling delay < 5 s, 5 % tolerance, early stop).  Target on the
 2-core CI machine: under 5 s per configuration (e.g. Llama-2-70B TP4 on H100,
 Sarathi).  With --fine it also runs a 1 % tolerance search without early stop,
-to show how close the default bisection gets.
+to show how close the default bisection gets.  With --filters the capacity must also
+meet the Vidur-paper filters (as `slo.capacity_meets_filters: true` does).
 
-    python benchmarks/capacity_speed.py [--requests 2000] [--fine] [--json]
+    python benchmarks/capacity_speed.py [--requests 2000] [--fine] [--filters] [--json]
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ sys.path.insert(0, str(ROOT))
 from estimators import load_model  # noqa: E402
 from search._capacity import (  # noqa: E402
     CapacitySearchOptions,
+    LatencySLO,
     find_capacity,
     service_bound,
 )
@@ -58,10 +60,16 @@ CASES = (
     # and long simulated time of small batches
     Case("70B H100 TP1 PP2 sarathi", LLAMA_70B, "h100-sxm", 1, 2, SchedulerKind.SARATHI),
     Case("70B A100 TP1 PP2 orca", LLAMA_70B, "a100-80gb", 1, 2, SchedulerKind.ORCA),
+    # with --filters, the slowest: TBT P99 < 200 ms holds only near zero load
+    Case("70B A100 TP1 PP4 sarathi", LLAMA_70B, "a100-80gb", 1, 4, SchedulerKind.SARATHI),
 )
 
 
-def run_case(case: Case, workload, fine: bool) -> dict:
+# the Vidur-paper filters, as `slo.capacity_meets_filters: true` makes the capacity meet them
+FILTERS = (LatencySLO("ttft", 90, 2.0), LatencySLO("tbt", 99, 0.2))
+
+
+def run_case(case: Case, workload, fine: bool, also: tuple = ()) -> dict:
     deployment = Deployment(
         model=load_model(case.model),
         sku=load_catalog().get(case.sku),
@@ -71,7 +79,7 @@ def run_case(case: Case, workload, fine: bool) -> dict:
         scheduler=SchedulerConfig(case.scheduler, batch_size=128, chunk_size=512),
     )
     prepared = prepare(deployment)
-    result = find_capacity(prepared, workload, CapacitySearchOptions())
+    result = find_capacity(prepared, workload, CapacitySearchOptions(also=also))
     row = {
         "config": case.name,
         "capacity_qps": result.capacity_qps,
@@ -86,7 +94,7 @@ def run_case(case: Case, workload, fine: bool) -> dict:
         ref = find_capacity(
             prepared,
             workload,
-            CapacitySearchOptions(tolerance=0.01, max_simulations=40, early_stop=False),
+            CapacitySearchOptions(also=also, tolerance=0.01, max_simulations=40, early_stop=False),
         )
         row |= {
             "fine_capacity_qps": ref.capacity_qps,
@@ -104,6 +112,10 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--fine", action="store_true", help="also a 1%% tolerance reference")
     parser.add_argument("--probes", action="store_true", help="print every probe")
+    parser.add_argument(
+        "--filters", action="store_true",
+        help="the capacity must also meet TTFT P90 < 2 s and TBT P99 < 200 ms",
+    )  # fmt: skip
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
@@ -111,11 +123,13 @@ def main() -> None:
         {"source": args.source}, num_requests=args.requests, qps=1.0, concurrency=None,
         seed=args.seed,
     )  # fmt: skip
-    rows = [run_case(case, workload, args.fine) for case in CASES]
+    also = FILTERS if args.filters else ()
+    rows = [run_case(case, workload, args.fine, also) for case in CASES]
     if args.json:
         print(json.dumps(rows, indent=2))
         return
-    print(f"workload {args.source}, {args.requests} requests, P99 scheduling delay < 5 s, tol 5%")
+    slos = ", ".join(["scheduling_delay_p99 < 5 s", *(f.label() for f in also)])
+    print(f"workload {args.source}, {args.requests} requests, {slos}, tol 5%")
     head = f"{'configuration':28} {'capacity':>9} {'bound':>7} {'cap/bnd':>7} {'sims':>4} "
     head += f"{'(early)':>7} {'wall s':>7}"
     if args.fine:
