@@ -113,8 +113,13 @@ class LatencySLO:
         """True when the percentile is under the bound (NaN, nothing measured, fails)."""
         return bool(self.value(summary) < self.max_s)
 
+    @property
+    def column(self) -> str:
+        """The results column (and slo_detail key) of this percentile, e.g. ``ttft_p90``."""
+        return f"{self.metric}_p{self.percentile}"
+
     def label(self) -> str:
-        return f"{self.metric}_p{self.percentile} < {self.max_s:g} s"
+        return f"{self.column} < {self.max_s:g} s"
 
 
 DEFAULT_SLO = LatencySLO("scheduling_delay", 99, 5.0)  # Vidur-Search's criterion

@@ -331,15 +331,9 @@ class SearchDriver:
                     metrics = dict(finished.result.metrics)
                     coarse = rows.loc[cid]
                     if metrics.pop("keeps_coarser_metrics", False):  # only the bracket moved
-                        bracket = ("capacity_upper_qps", "tolerance")
-                        metrics = (
-                            coarse.to_dict()
-                            | {k: metrics[k] for k in bracket}
-                            | {
-                                "num_simulations": metrics["num_simulations"],
-                                "wall_time_s": metrics["wall_time_s"],
-                            }
-                        )
+                        moved = ("capacity_upper_qps", "tolerance", "num_simulations",
+                                 "wall_time_s")  # fmt: skip
+                        metrics = coarse.to_dict() | {k: metrics[k] for k in moved}
                     metrics["num_simulations"] += int(coarse["num_simulations"])
                     metrics["wall_time_s"] += float(coarse["wall_time_s"])
                     self.db.record_result(cid, _result_record(metrics))

@@ -81,7 +81,7 @@ def evaluate(task: EvaluationTask) -> Evaluation:
         detail = {}
         if found.unmeetable is not None:  # shown missed with every request served alone
             slo, least = found.unmeetable
-            detail[_slo_key(slo)] = {
+            detail[slo.column] = {
                 "passed": False, "value": least, "max_s": slo.max_s, "at": "zero load",
             }  # fmt: skip
         metrics |= {"slo_passed": False, "slo_detail": detail}
@@ -105,7 +105,7 @@ def evaluate(task: EvaluationTask) -> Evaluation:
     detail = {}
     for slo in task.filters:
         value = slo.value(summary)
-        detail[_slo_key(slo)] = {
+        detail[slo.column] = {
             "passed": bool(value < slo.max_s),
             "value": value,
             "max_s": slo.max_s,
@@ -113,7 +113,3 @@ def evaluate(task: EvaluationTask) -> Evaluation:
     metrics["slo_detail"] = detail
     metrics["slo_passed"] = all(d["passed"] for d in detail.values())
     return Evaluation(task.configuration_id, metrics)
-
-
-def _slo_key(slo: LatencySLO) -> str:
-    return f"{slo.metric}_p{slo.percentile}"
