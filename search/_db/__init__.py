@@ -17,12 +17,14 @@ from __future__ import annotations
 from search._db.connect import DEFAULT_URL, ENV_VAR, mask_url, resolve_url
 from search._db.errors import DatabaseError
 from search._db.models import (
+    CAPACITY_KINDS,
     CONFIGURATION_STATUSES,
     JOB_STATUSES,
     Base,
     CapacityResult,
     Configuration,
     Job,
+    JobConfiguration,
     ParetoPoint,
 )
 from search._db.schema import MIGRATIONS_DIR, ensure_schema, head_revision
@@ -37,6 +39,7 @@ from search._db.store import (
 )
 
 __all__ = [
+    "CAPACITY_KINDS",
     "CONFIGURATION_STATUSES",
     "DEFAULT_URL",
     "ENV_VAR",
@@ -50,6 +53,7 @@ __all__ = [
     "Database",
     "DatabaseError",
     "Job",
+    "JobConfiguration",
     "ParetoPoint",
     "ResultRecord",
     "StoredConfiguration",

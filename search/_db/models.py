@@ -1,12 +1,16 @@
 """The results schema: SQLAlchemy 2 typed declarative models.
 
-Four tables:
+Five tables:
 
-- ``jobs``: one search job (a spec run once, possibly resumed).
+- ``jobs``: one search job (a spec run once, possibly resumed), with its driver's heartbeat.
 - ``configurations``: one deployment configuration of a spec. A configuration is identified by
   ``(spec_fingerprint, fingerprint)``, not by job: a later job of the same spec finds the
   configurations (and results) an earlier one already evaluated and does not simulate them again.
-  ``job_id`` is the job that registered the configuration first.
+  ``job_id`` is the job that registered the configuration first; ``claimed_by`` and
+  ``claim_expires_at`` are the lease of the driver evaluating it now (drivers of one spec share
+  the work; a dead driver's claims expire).
+- ``job_configurations``: which configurations belong to each job (its space within its budget).
+  Every answer for a job covers these only.
 - ``capacity_results``: the capacity search's answer for one configuration (at most one row).
 - ``pareto_points``: the Pareto frontiers of one job, one row per point, ordered by ``rank``.
 
@@ -41,6 +45,9 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 JOB_STATUSES = ("pending", "running", "succeeded", "failed", "cancelled")
 FINISHED_JOB_STATUSES = ("succeeded", "failed", "cancelled")
 CONFIGURATION_STATUSES = ("pending", "done", "failed", "infeasible")
+# a capacity found by simulation (the bracket's failing rate was probed, or no rate passed), or
+# one resting on the analytic throughput ceiling (the workload never loaded the deployment)
+CAPACITY_KINDS = ("measured", "ceiling")
 
 # constraint names are fixed by convention so later migrations (and SQLite batch mode) can
 # refer to them by name
@@ -117,6 +124,8 @@ class Job(Base):
     error: Mapped[str | None] = mapped_column(Text)
     ray_job_id: Mapped[str | None] = mapped_column(String(128))
     llmcap_version: Mapped[str] = mapped_column(String(64))
+    driver: Mapped[str | None] = mapped_column(String(128))  # host:pid of the running driver
+    heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime())  # the driver's last
 
     def __repr__(self) -> str:
         return f"Job(id={self.id!r}, name={self.name!r}, status={self.status!r})"
@@ -153,12 +162,27 @@ class Configuration(Base):
     status: Mapped[str] = mapped_column(String(16), default="pending")
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     error: Mapped[str | None] = mapped_column(Text)
+    claimed_by: Mapped[str | None] = mapped_column(String(128))  # the driver evaluating it
+    claim_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
 
     def __repr__(self) -> str:
         return (
             f"Configuration(id={self.id!r}, sku={self.sku!r}, tp={self.tp!r}, pp={self.pp!r}, "
             f"scheduler={self.scheduler!r}, status={self.status!r})"
         )
+
+
+class JobConfiguration(Base):
+    """A configuration that belongs to a job: in its space and within its budget."""
+
+    __tablename__ = "job_configurations"
+
+    job_id: Mapped[int] = mapped_column(
+        ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True
+    )
+    configuration_id: Mapped[int] = mapped_column(
+        ForeignKey("configurations.id", ondelete="CASCADE"), primary_key=True, index=True
+    )
 
 
 class CapacityResult(Base):
@@ -168,6 +192,7 @@ class CapacityResult(Base):
     """
 
     __tablename__ = "capacity_results"
+    __table_args__ = (CheckConstraint(_in("capacity_kind", CAPACITY_KINDS), name="capacity_kind"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     configuration_id: Mapped[int] = mapped_column(
@@ -178,6 +203,10 @@ class CapacityResult(Base):
     # lies in [capacity_qps, capacity_upper_qps)
     capacity_upper_qps: Mapped[float | None] = mapped_column(Float)
     tolerance: Mapped[float | None] = mapped_column(Float)  # relative, the search ran at
+    # measured | ceiling (see CAPACITY_KINDS); NULL for results stored before revision 0003
+    capacity_kind: Mapped[str | None] = mapped_column(String(16))
+    num_requests: Mapped[int | None] = mapped_column(Integer)  # requests in the runs searched
+    rejected_requests: Mapped[int | None] = mapped_column(Integer)  # refused at that rate
     qps_per_dollar: Mapped[float] = mapped_column(Float)
     cost_per_million_output_tokens: Mapped[float | None] = mapped_column(Float)
     ttft_p50: Mapped[float | None] = mapped_column(Float)

@@ -90,6 +90,9 @@ class ResultRecord:
     wall_time_s: float
     capacity_upper_qps: float | None = None  # smallest failing rate probed (None: none)
     tolerance: float | None = None  # relative tolerance the search ran at
+    capacity_kind: str | None = None  # measured | ceiling (models.CAPACITY_KINDS)
+    num_requests: int | None = None  # requests in the workload the capacity was searched on
+    rejected_requests: int | None = None  # of those, refused by the deployment at capacity
     slo_passed: bool = False
     slo_detail: dict[str, Any] = field(default_factory=dict)
     cost_per_million_output_tokens: float | None = None
