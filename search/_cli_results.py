@@ -65,13 +65,14 @@ def results_list(job, db, sku, scheduler, slo, limit) -> None:
 @user_errors
 def results_show(job, db) -> None:
     """A job: its spec, status, counts and Pareto frontiers."""
+    from search._db.store import job_state
     from search._results_view import job_spec, ranked_results, results_table
 
     database = open_db(db)
     record, spec = job_spec(database, job)
-    counts = database.configuration_counts(record.spec_fingerprint)
+    counts = database.configuration_counts(record.id)
     console.print(
-        f"[bold]job {record.id}[/bold] {record.name!r}: {record.status}; model {spec.model}; "
+        f"[bold]job {record.id}[/bold] {record.name!r}: {job_state(record)}; model {spec.model}; "
         f"SKUs {', '.join(spec.skus)}; strategy {spec.strategy.kind}"
     )
     console.print(

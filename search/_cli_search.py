@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import shlex
+import signal
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import click
@@ -83,8 +86,11 @@ def run(
 
     Configurations already evaluated for the same spec (in this database) are reused,
     so running a spec again, or after an interruption, continues where it stopped.
+    Several drivers may share one database: a configuration another running driver is
+    evaluating is waited for, not simulated twice.  Ctrl-C or SIGTERM (`search cancel`)
+    stops the job and records it cancelled; finished results stay.
     """
-    from search._driver import SearchDriver
+    from search._driver import JobCancelled, SearchDriver
     from search._results_view import print_best
     from search._spec import load_spec
 
@@ -98,6 +104,9 @@ def run(
         TextColumn("best {task.fields[best]}"),
         TimeElapsedColumn(),
     )
+    driver = SearchDriver(spec, database, executor, address, workers)
+    if resume_job is not None:
+        driver.check_resumable(resume_job)
     with Progress(*columns, console=console, transient=False) as progress:
         task = progress.add_task("configurations", total=None, running=0, failed=0, best="-")
 
@@ -107,12 +116,21 @@ def run(
                 task, total=p.total, completed=p.done, running=p.running, failed=p.failed, best=best
             )
 
-        driver = SearchDriver(spec, database, executor, address, workers, on_progress=show)
-        report = driver.run(resume_job)
+        driver.on_progress = show
+        try:
+            with _sigterm_raises(JobCancelled):
+                report = driver.run(resume_job)
+        except JobCancelled:
+            console.print("[yellow]cancelled[/yellow]: stopped by SIGTERM; finished results kept")
+            raise SystemExit(EXIT_CANCELLED) from None
+        except KeyboardInterrupt:
+            console.print("[yellow]cancelled[/yellow]: interrupted; finished results kept")
+            raise SystemExit(EXIT_CANCELLED) from None
+    shared = f"{report.shared} from another driver, " if report.shared else ""
     console.print(
         f"job {report.job_id} {report.status}: {report.evaluated} evaluated, "
         f"{report.refined} refined ({report.simulations} simulations), {report.cached} reused, "
-        f"{report.failed} failed, "
+        f"{shared}{report.failed} failed, "
         f"{report.infeasible} infeasible, {report.over_budget} over budget, "
         f"{report.wall_time_s:.1f} s"
     )
@@ -120,6 +138,24 @@ def run(
         console.print(f"[red]failed[/red] {error}")
     _note_unloaded(database, report.job_id, spec.workload.num_requests)
     print_best(database, report.job_id, console)
+
+
+EXIT_CANCELLED = 130  # as a shell reports a job stopped by a signal
+
+
+@contextmanager
+def _sigterm_raises(error: type[BaseException]) -> Iterator[None]:
+    """SIGTERM (`search cancel`, Ray's job stop, systemd, Kubernetes) raises `error` in the
+    main thread, so the job is recorded cancelled and its workers are shut down."""
+
+    def handler(signum: int, frame: object) -> None:
+        raise error()
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _note_unloaded(database, job_id: int, num_requests: int) -> None:
@@ -210,19 +246,31 @@ def jobs_group() -> None:
 @user_errors
 def jobs_list(db: str | None, limit: int) -> None:
     """Recent jobs, newest first."""
+    from search._db.store import job_state
+
     database = open_db(db)
     table = Table(title=f"Jobs in {database.url}", title_justify="left")
     for name in ("id", "name", "status", "created", "finished", "configurations", "error"):
         table.add_column(name)
+    interrupted = []
     for job in database.list_jobs(limit):
-        counts = database.configuration_counts(job.spec_fingerprint)
+        counts = database.configuration_counts(job.id)
         done = counts.get("done", 0)
         total = sum(counts.values())
+        state = job_state(job)
+        if state == "interrupted":
+            interrupted.append(job.id)
         table.add_row(
-            str(job.id), job.name, job.status, _when(job.created_at), _when(job.finished_at),
+            str(job.id), job.name, state, _when(job.created_at), _when(job.finished_at),
             f"{done}/{total} done", (job.error or "")[:60],
         )  # fmt: skip
     console.print(table)
+    for job_id in interrupted:
+        console.print(
+            f"job {job_id} is interrupted: its driver stopped sending heartbeats (killed, or "
+            f"its machine went down). Continue it with `llmcap search run SPEC --resume "
+            f"{job_id}`; finished results are kept."
+        )
 
 
 def _when(moment) -> str:

@@ -1,22 +1,43 @@
 """The search driver: expand, check, evaluate on an executor, store, rank, build frontiers.
 
-Only this process writes the database.  Configurations are keyed by the spec's
+Only drivers write the database.  Configurations are keyed by the spec's
 fingerprint, so running a spec again, or resuming after a crash, evaluates only
-what is not done yet; the same configuration is never simulated twice in a job.
+what is not done yet; the same configuration is never simulated twice.  A job's
+answers cover its own configurations (its space within its budget) only.
+
+Several drivers may share a database: each claims a configuration before it
+evaluates it (a lease its heartbeat thread renews), waits for the ones another
+live driver holds, and takes over the claims of a driver that died.  The job row
+carries the heartbeat, so a killed driver's job shows as interrupted.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import math
+import os
+import socket
+import threading
 import time
 import traceback
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import optuna
 
 from search._capacity import LatencySLO
-from search._db import ConfigRecord, Database, ResultRecord, StoredConfiguration
+from search._db import (
+    MAX_ATTEMPTS,
+    ConfigRecord,
+    Database,
+    DatabaseError,
+    ResultRecord,
+    StoredConfiguration,
+)
+from search._db.store import lease_seconds
+from search._errors import SpecError
 from search._evaluate import Evaluation, EvaluationTask, evaluate
 from search._executors import Executor, ExecutorKind, make_executor
 from search._pareto import (
@@ -36,7 +57,11 @@ from search._strategy import (
 )
 from workloads import Workload, build_workload
 
-MAX_ATTEMPTS = 2  # a failed task is retried once
+POLL_S = 1.0  # how often a driver looks at configurations another driver is evaluating
+
+
+class JobCancelled(Exception):
+    """The driver was asked to stop (SIGTERM, as `search cancel` and Ray's job stop send)."""
 
 
 @dataclass(slots=True)
@@ -65,6 +90,8 @@ class JobReport:
     simulations: int = 0
     wall_time_s: float = 0.0
     errors: list[str] = field(default_factory=list)
+    shared: int = 0  # evaluated by another driver of the same spec while this one ran
+    smallest_over_budget: int | None = None  # GPUs of the smallest over-budget configuration
 
 
 def _record(candidate: Candidate) -> ConfigRecord:
@@ -122,6 +149,8 @@ class SearchDriver:
         self.on_progress = on_progress or (lambda progress: None)
         self.spec_fingerprint = spec.fingerprint()
         self.progress = JobProgress()
+        self.driver_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.lease_s = lease_seconds()
         self._executor: Executor | None = None
 
     def _executor_started(self) -> Executor:
@@ -133,19 +162,24 @@ class SearchDriver:
     # -- setup -------------------------------------------------------------
 
     def _register(self, job_id: int) -> tuple[dict[str, StoredConfiguration], JobReport]:
+        """Register the job's configurations: its space, within its budget."""
         report = JobReport(job_id, "running")
         in_budget: list[Candidate] = []
         for candidate in candidates(self.spec):
             reason = candidate.infeasible_reason
             if reason is not None and reason.startswith("budget:"):
                 report.over_budget += 1  # outside this job's space, not a property of the config
+                gpus = candidate.point.num_gpus
+                if report.smallest_over_budget is None or gpus < report.smallest_over_budget:
+                    report.smallest_over_budget = gpus
                 continue
             in_budget.append(candidate)
         ids = self.db.register_configurations(
             job_id, self.spec_fingerprint, [_record(c) for c in in_budget]
         )
         stored = {
-            c.fingerprint: self.db.get_configuration(i) for c, i in zip(in_budget, ids, strict=True)
+            c.fingerprint: s
+            for c, s in zip(in_budget, self.db.get_configurations(ids), strict=True)
         }
         report.infeasible = sum(1 for s in stored.values() if s.status == "infeasible")
         return stored, report
@@ -175,16 +209,26 @@ class SearchDriver:
     # -- the job -----------------------------------------------------------
 
     def run(self, job_id: int | None = None) -> JobReport:
-        """Run a new job, or resume `job_id`."""
-        spec_json = self.spec.model_dump_json()
+        """Run a new job, or resume `job_id` (which must be a job of the same spec)."""
         if job_id is None:
-            job_id = self.db.create_job(self.spec.name, spec_json, self.spec_fingerprint).id
-        self.db.start_job(job_id)
+            job_id = self.db.create_job(
+                self.spec.name, self.spec.model_dump_json(), self.spec_fingerprint
+            ).id
+        else:
+            self.check_resumable(job_id)
+        self.db.start_job(job_id, driver=self.driver_id)
         started = time.perf_counter()
         try:
-            report = self._run(job_id)
+            with _Heartbeat(self.db, job_id, self.driver_id, self.lease_s):
+                try:
+                    report = self._run(job_id)
+                finally:
+                    self._release_claims()
         except KeyboardInterrupt:
-            self.db.finish_job(job_id, "cancelled", "interrupted")
+            self.db.finish_job(job_id, "cancelled", "interrupted (Ctrl-C)")
+            raise
+        except JobCancelled:
+            self.db.finish_job(job_id, "cancelled", "stopped (SIGTERM: search cancel or a kill)")
             raise
         except BaseException as exc:
             self.db.finish_job(job_id, "failed", f"{type(exc).__name__}: {exc}")
@@ -196,23 +240,56 @@ class SearchDriver:
         self.db.finish_job(job_id, report.status, error)
         return report
 
+    def check_resumable(self, job_id: int) -> None:
+        """A job is resumed only by the spec it was created with (its space, budget, SLOs...)."""
+        job = self.db.get_job(job_id)
+        stored = json.loads(job.spec)
+        current = json.loads(self.spec.model_dump_json())
+        differing = sorted(
+            key for key in stored.keys() | current.keys() if stored.get(key) != current.get(key)
+        )
+        if job.spec_fingerprint != self.spec_fingerprint and not differing:
+            differing = ["workload (the trace file's content)"]
+        if differing:
+            raise SpecError(
+                f"--resume {job_id}: job {job_id} ({job.name!r}) was created with another spec "
+                f"(it differs in {', '.join(differing)}); resume it with its own spec, or run "
+                f"this spec as a new job (leave --resume out: finished results are reused)"
+            )
+
+    def _release_claims(self) -> None:
+        with contextlib.suppress(DatabaseError):  # else the claims expire with the lease
+            self.db.release_claims(self.driver_id)
+
     def _run(self, job_id: int) -> JobReport:
         stored, report = self._register(job_id)
         workload = self._workload()
         try:
-            self._explore(stored, report, workload)
-            self._refine({s.id: s for s in stored.values()}, report, workload)
+            self._explore(job_id, stored, report, workload)
+            self._refine(job_id, {s.id: s for s in stored.values()}, report, workload)
         finally:
             if self._executor is not None:
                 self._executor.close()
                 self._executor = None
         return report
 
+    def _claim(self, configuration_id: int, *statuses: str) -> bool:
+        return self.db.claim(configuration_id, self.driver_id, self.lease_s, statuses=statuses)
+
     def _explore(
-        self, stored: dict[str, StoredConfiguration], report: JobReport, workload: Workload
+        self,
+        job_id: int,
+        stored: dict[str, StoredConfiguration],
+        report: JobReport,
+        workload: Workload,
     ) -> None:
-        """Evaluate the strategy's configurations, each to the spec's tolerance."""
+        """Evaluate the strategy's configurations, each to the spec's tolerance.
+
+        A configuration another live driver has claimed is not simulated here: its trials
+        wait (`_collect_elsewhere`) until that driver records it, or its claim expires.
+        """
         by_point = {_point(s): s for s in stored.values()}
+        by_id = {s.id: s for s in stored.values()}
         study = make_study(self.spec)
         feasible = [s for s in stored.values() if s.status != "infeasible"]
         if self.spec.strategy.kind == "grid":
@@ -220,11 +297,22 @@ class SearchDriver:
         else:
             budget = self.spec.strategy.trials or len(feasible)
         self.progress.total = budget
-        results = self._finished_results()
+        results = self._finished_results(job_id)
         trials: dict[int, tuple[optuna.Trial, StoredConfiguration]] = {}
         attempts: dict[int, int] = {}
+        elsewhere: dict[int, list[optuna.Trial]] = {}  # claimed by another driver
         asked = 0
         simulated_this_job: set[int] = set()
+
+        def start(target: StoredConfiguration, trial: optuna.Trial) -> None:
+            executor = self._executor_started()
+            simulated_this_job.add(target.id)
+            trials[target.id] = (trial, target)
+            attempts[target.id] = 1
+            executor.submit(target.id, self._task(target, workload))
+            self.progress.running += 1
+            self.on_progress(self.progress)
+
         while True:
             # fill the executor with new trials
             executor = self._executor
@@ -237,31 +325,30 @@ class SearchDriver:
                     self._advance()
                     continue
                 if target.id in results:  # done earlier: reuse, never re-simulate
-                    self._tell(study, trial, results[target.id])
-                    self.progress.cached += 1
-                    report.cached += 1
-                    self._advance(results[target.id], _label(target))
+                    self._reuse(study, trial, results[target.id], target, report)
                     continue
                 if target.id in simulated_this_job:  # a sampler asked again: in flight
                     self._tell(study, trial, None)
                     self._advance()
                     continue
-                executor = self._executor_started()
-                simulated_this_job.add(target.id)
-                trials[target.id] = (trial, target)
-                attempts[target.id] = 1
-                executor.submit(target.id, self._task(target, workload))
-                self.progress.running += 1
-                self.on_progress(self.progress)
+                if target.id in elsewhere or not self._claim(target.id, "pending", "failed"):
+                    elsewhere.setdefault(target.id, []).append(trial)
+                    continue
+                start(target, trial)
+                executor = self._executor
             if executor is None or executor.in_flight() == 0:
-                return
+                if not elsewhere:
+                    return
+                time.sleep(POLL_S)
+                self._collect_elsewhere(elsewhere, study, results, by_id, report, start, job_id)
+                continue
             for finished in executor.wait_any():
                 cid = finished.key
                 trial, target = trials[cid]
                 if finished.error is not None:
                     message = _error_text(finished.error)
-                    self.db.record_failure(cid, message)  # counts the attempt
-                    if attempts[cid] < MAX_ATTEMPTS:
+                    self.db.record_failure(cid, message)  # counts the attempt, ends the claim
+                    if attempts[cid] < MAX_ATTEMPTS and self._claim(cid, "failed"):
                         attempts[cid] += 1
                         executor.submit(cid, self._task(target, workload))
                         continue
@@ -280,66 +367,154 @@ class SearchDriver:
                 self.progress.running -= 1
                 self._tell(study, trial, evaluation.metrics)
                 self._advance(evaluation.metrics, _label(target))
+            if elsewhere:
+                self._collect_elsewhere(elsewhere, study, results, by_id, report, start, job_id)
+
+    def _collect_elsewhere(
+        self,
+        elsewhere: dict[int, list[optuna.Trial]],
+        study: optuna.Study,
+        results: dict[int, dict],
+        by_id: dict[int, StoredConfiguration],
+        report: JobReport,
+        start: Callable[[StoredConfiguration, optuna.Trial], None],
+        job_id: int,
+    ) -> None:
+        """Trials waiting on another driver: take the results it recorded; take over the
+        configurations whose claim it let go (it failed them, or it died)."""
+        current = {s.id: s for s in self.db.get_configurations(list(elsewhere))}
+        if any(s.status == "done" for s in current.values()):
+            results.update(self._finished_results(job_id))
+        for cid, waiting in list(elsewhere.items()):
+            status = current[cid]
+            if status.status == "done" and cid in results:
+                for trial in waiting:
+                    self._reuse(study, trial, results[cid], by_id[cid], report, shared=True)
+                del elsewhere[cid]
+            elif status.status == "failed" and status.attempts >= MAX_ATTEMPTS:
+                del elsewhere[cid]  # the other driver gave up on it: so does this one
+                report.failed += 1
+                report.errors.append(f"{_label(by_id[cid])}: {status.error or 'failed'}")
+                self.progress.failed += 1
+                for trial in waiting:
+                    study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                self.on_progress(self.progress)
+            elif self._claim(cid, "pending", "failed"):
+                del elsewhere[cid]
+                first, *others = waiting
+                start(by_id[cid], first)
+                for trial in others:
+                    self._tell(study, trial, None)
+                    self._advance()
+
+    def _reuse(
+        self,
+        study: optuna.Study,
+        trial: optuna.Trial,
+        metrics: dict,
+        target: StoredConfiguration,
+        report: JobReport,
+        *,
+        shared: bool = False,
+    ) -> None:
+        """A trial answered by a stored result (an earlier job's, or another driver's)."""
+        self._tell(study, trial, metrics)
+        self.progress.cached += 1
+        if shared:
+            report.shared += 1
+        else:
+            report.cached += 1
+        self._advance(metrics, _label(target))
 
     def _refine(
-        self, stored: dict[int, StoredConfiguration], report: JobReport, workload: Workload
+        self,
+        job_id: int,
+        stored: dict[int, StoredConfiguration],
+        report: JobReport,
+        workload: Workload,
     ) -> None:
         """Search again, to the refine tolerance, every result that could change the best.
 
         Rounds until `refinement_contenders` is empty: refining one result can lower the
-        floor (the best fails its filters at a finer capacity) and bring in others.  Each
-        refinement starts from the coarse bracket, so it costs only the bisection; its
-        simulations and time add to the result's.  A refinement that fails keeps the
-        coarse result (the failure is reported, the configuration stays done).
+        floor (the best fails its filters at a finer capacity) and bring in others.  A
+        round's refinements are marked in the database before they start, so a job resumed
+        after a kill first finishes the marked ones: it makes the refinements an
+        uninterrupted run makes.  Each refinement starts from the coarse bracket, so it
+        costs only the bisection; its simulations and time add to the result's.  A
+        refinement that fails keeps the coarse result (the failure is reported, the
+        configuration stays done).  One another driver is refining is waited for.
         """
         fine = self.spec.capacity.refine_tolerance
         if not self.spec.capacity.refines or fine is None:
             return
-        tried: set[int] = set()
+        given_up: set[int] = set()  # refinements that failed here
         while True:
-            frame = self.db.results(spec_fingerprint=self.spec_fingerprint, status="done")
+            frame = self.db.results(job_id, status="done")
             self._show_best(frame, stored)  # refining may have unseated the best so far
-            pending = [c for c in refinement_contenders(frame, fine) if c not in tried]
-            if not pending:
-                return
-            rows = frame.set_index("configuration_id")
-            tried.update(pending)
-            self.progress.total += len(pending)
-            executor = self._executor_started()
-            queue = list(reversed(pending))  # most promising first
-            while queue or executor.in_flight():
-                while queue and executor.in_flight() < executor.slots:
-                    cid = queue.pop()
-                    coarse = rows.loc[cid]
-                    task = replace(
-                        self._task(stored[cid], workload),
-                        tolerance=fine,
-                        passing_qps=float(coarse["capacity_qps"]),
-                        failing_qps=_finite_or_none(coarse["capacity_upper_qps"]),
-                    )
-                    executor.submit(cid, task)
-                    self.progress.running += 1
-                    self.on_progress(self.progress)
-                for finished in executor.wait_any():
-                    cid = finished.key
-                    self.progress.running -= 1
-                    if finished.error is not None:
-                        message = _error_text(finished.error).splitlines()[-1]
-                        report.errors.append(f"refining {_label(stored[cid])}: {message}")
-                        self._advance()
-                        continue
-                    metrics = dict(finished.result.metrics)
-                    coarse = rows.loc[cid]
-                    if metrics.pop("keeps_coarser_metrics", False):  # only the bracket moved
-                        moved = ("capacity_upper_qps", "tolerance", "num_simulations",
-                                 "wall_time_s")  # fmt: skip
-                        metrics = coarse.to_dict() | {k: metrics[k] for k in moved}
-                    metrics["num_simulations"] += int(coarse["num_simulations"])
-                    metrics["wall_time_s"] += float(coarse["wall_time_s"])
-                    self.db.record_result(cid, _result_record(metrics))
-                    report.refined += 1
-                    report.simulations += int(finished.result.metrics["num_simulations"])
-                    self._advance(metrics, _label(stored[cid]))
+            due = [c for c in _marked_for_refinement(frame) if c not in given_up]
+            if not due:
+                due = [c for c in refinement_contenders(frame, fine) if c not in given_up]
+                if not due:
+                    return
+                self.db.mark_refinement(due, fine)
+            claimed = [cid for cid in due if self._claim(cid, "done")]
+            if not claimed:  # all being refined by another driver
+                time.sleep(POLL_S)
+                continue
+            self.progress.total += len(claimed)
+            given_up.update(self._refine_round(claimed, frame, stored, report, workload, fine))
+
+    def _refine_round(
+        self,
+        claimed: list[int],
+        frame,
+        stored: dict[int, StoredConfiguration],
+        report: JobReport,
+        workload: Workload,
+        fine: float,
+    ) -> list[int]:
+        """Refine the claimed configurations; returns those whose refinement failed."""
+        rows = frame.set_index("configuration_id")
+        executor = self._executor_started()
+        queue = list(reversed(claimed))  # most promising first
+        failed: list[int] = []
+        while queue or executor.in_flight():
+            while queue and executor.in_flight() < executor.slots:
+                cid = queue.pop()
+                coarse = rows.loc[cid]
+                task = replace(
+                    self._task(stored[cid], workload),
+                    tolerance=fine,
+                    passing_qps=float(coarse["capacity_qps"]),
+                    failing_qps=_finite_or_none(coarse["capacity_upper_qps"]),
+                )
+                executor.submit(cid, task)
+                self.progress.running += 1
+                self.on_progress(self.progress)
+            for finished in executor.wait_any():
+                cid = finished.key
+                self.progress.running -= 1
+                if finished.error is not None:
+                    message = _error_text(finished.error).splitlines()[-1]
+                    report.errors.append(f"refining {_label(stored[cid])}: {message}")
+                    self.db.clear_refinement([cid])
+                    failed.append(cid)
+                    self._advance()
+                    continue
+                metrics = dict(finished.result.metrics)
+                coarse = rows.loc[cid]
+                if metrics.pop("keeps_coarser_metrics", False):  # only the bracket moved
+                    moved = ("capacity_upper_qps", "tolerance", "num_simulations",
+                             "wall_time_s")  # fmt: skip
+                    metrics = coarse.to_dict() | {k: metrics[k] for k in moved}
+                metrics["num_simulations"] += int(coarse["num_simulations"])
+                metrics["wall_time_s"] += float(coarse["wall_time_s"])
+                self.db.record_result(cid, _result_record(metrics))
+                report.refined += 1
+                report.simulations += int(finished.result.metrics["num_simulations"])
+                self._advance(metrics, _label(stored[cid]))
+        self.db.release_claims(self.driver_id)
+        return failed
 
     def _show_best(self, frame, stored: dict[int, StoredConfiguration]) -> None:
         best = best_configuration(frame) if len(frame) else None
@@ -348,8 +523,8 @@ class SearchDriver:
             self.progress.best_label = _label(stored[int(best["configuration_id"])])
             self.on_progress(self.progress)
 
-    def _finished_results(self) -> dict[int, dict]:
-        frame = self.db.results(spec_fingerprint=self.spec_fingerprint, status="done")
+    def _finished_results(self, job_id: int) -> dict[int, dict]:
+        frame = self.db.results(job_id, status="done")
         out: dict[int, dict] = {}
         for row in frame.to_dict("records"):
             out[int(row["configuration_id"])] = row
@@ -372,11 +547,42 @@ class SearchDriver:
     # -- frontiers ---------------------------------------------------------
 
     def store_frontiers(self, job_id: int) -> None:
-        frame = self.db.results(spec_fingerprint=self.spec_fingerprint, status="done")
+        frame = self.db.results(job_id, status="done")
         for frontier in FRONTIERS:
             front = pareto_front(frame, maximize=frontier.maximize, minimize=frontier.minimize)
             ids = [int(frame.loc[i, "configuration_id"]) for i in front]
             self.db.replace_pareto(job_id, frontier.name, ids)
+
+
+class _Heartbeat:
+    """A background thread that keeps the driver's job heartbeat and claims alive.
+
+    Not for an in-memory SQLite database: no other process can see it, and its one shared
+    connection must not be used from two threads.
+    """
+
+    def __init__(self, db: Database, job_id: int, driver: str, lease_s: float) -> None:
+        self._beat = lambda: db.heartbeat(job_id, driver, lease_s)
+        self._every = lease_s / 6
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._enabled = db.shared_between_processes
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self._every):
+            with contextlib.suppress(DatabaseError):  # unreachable now: the next beat retries
+                self._beat()
+
+    def __enter__(self) -> _Heartbeat:
+        if self._enabled:
+            self._thread = threading.Thread(target=self._loop, name="llmcap-heartbeat", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
 
 
 def _point(stored: StoredConfiguration) -> ConfigPoint:
@@ -385,6 +591,16 @@ def _point(stored: StoredConfiguration) -> ConfigPoint:
 
 def _label(stored: StoredConfiguration) -> str:
     return str(stored.record.params.get("label", ""))
+
+
+def _marked_for_refinement(frame) -> list[int]:
+    """Configurations with a decided refinement not yet stored, most promising first."""
+    if not len(frame):
+        return []
+    marked = frame[frame["refine_to"].notna()]
+    coarse = marked["tolerance"].isna() | (marked["tolerance"] > marked["refine_to"] * (1 + 1e-9))
+    marked = marked[coarse].sort_values("capacity_upper_qps", ascending=False, na_position="first")
+    return [int(c) for c in marked["configuration_id"]]
 
 
 def _finite_or_none(value: object) -> float | None:

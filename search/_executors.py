@@ -7,7 +7,12 @@ Failures come back as exceptions, not raised, so the driver decides on retries.
 
 from __future__ import annotations
 
+import ctypes
 import os
+import signal
+import sys
+import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor
 from concurrent.futures import wait as wait_futures
@@ -64,8 +69,34 @@ class InlineExecutor:
         pass
 
 
+def _end_with_parent() -> None:
+    """Pool worker initializer: the worker ends when the driver that started it does.
+
+    On Linux the kernel sends SIGKILL when the parent dies (PR_SET_PDEATHSIG), so a driver
+    killed with kill -9 leaves no workers behind; elsewhere a watchdog thread notices the
+    parent is gone within a second.
+    """
+    parent = os.getppid()
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+        if os.getppid() != parent:  # the parent died before prctl took effect
+            os._exit(1)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="llmcap-parent-watch", daemon=True).start()
+
+
 class ProcessPoolExecutorAdapter:
-    """A local process pool, one worker per core (or `workers`)."""
+    """A local process pool, one worker per core (or `workers`); the workers end with the
+    driver, whether it finishes, is interrupted, or is killed."""
 
     def __init__(self, fn: Callable[[Any], Any], workers: int | None = None) -> None:
         import multiprocessing
@@ -73,7 +104,9 @@ class ProcessPoolExecutorAdapter:
         self.slots = workers or os.cpu_count() or 1
         self._fn = fn
         self._pool = ProcessPoolExecutor(
-            max_workers=self.slots, mp_context=multiprocessing.get_context("spawn")
+            max_workers=self.slots,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_end_with_parent,
         )
         self._futures: dict[Future, Any] = {}
 
@@ -95,7 +128,14 @@ class ProcessPoolExecutorAdapter:
         return len(self._futures)
 
     def close(self) -> None:
-        self._pool.shutdown(cancel_futures=True)
+        """Shut the pool down; tasks still running (the driver was interrupted) are killed,
+        not waited for."""
+        if self._futures:
+            # the pool has no public way to stop a running task: end its worker processes
+            for process in list((getattr(self._pool, "_processes", None) or {}).values()):
+                process.terminate()
+            self._futures.clear()
+        self._pool.shutdown(wait=True, cancel_futures=True)
 
 
 class RayExecutor:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 
 import pandas as pd
 from rich.console import Console
@@ -62,16 +63,49 @@ def results_table(frame: pd.DataFrame, title: str) -> Table:
     return table
 
 
+def why_no_recommendation(db, job_id: int, spec: SearchSpec) -> str:
+    """Why a job recommends nothing: its budget, feasibility, failures, or the SLOs."""
+    counts = db.configuration_counts(job_id)
+    total = sum(counts.values())
+    if total == 0:
+        from search._space import expand_space
+
+        smallest = min((p.num_gpus for p in expand_space(spec)), default=0)
+        limits = f"max_gpus {spec.budget.max_gpus}"
+        if spec.budget.max_gpus_per_replica is not None:
+            limits += f", max_gpus_per_replica {spec.budget.max_gpus_per_replica}"
+        return (
+            f"no configuration of the space fits the budget ({limits}; the smallest needs "
+            f"{smallest} GPUs): raise budget.max_gpus or add smaller TP/PP/replica values."
+        )
+    if counts["infeasible"] == total:
+        frame = db.results(job_id)
+        kinds = Counter(str(r).split(":")[0] for r in frame["infeasible_reason"])
+        listed = ", ".join(f"{n} {kind}" for kind, n in kinds.most_common())
+        return (
+            f"all {total} configurations are infeasible ({listed}); "
+            f"`llmcap search validate SPEC` shows why, e.g. {frame['infeasible_reason'].iloc[0]}"
+        )
+    if counts["done"] == 0:
+        return (
+            f"no configuration was evaluated ({counts['failed']} failed, {counts['pending']} "
+            f"not yet run): see `llmcap results show {job_id}` for the errors, then run the "
+            f"spec again."
+        )
+    return (
+        f"no configuration meets the SLOs "
+        f"({', '.join(s.describe() for s in spec.slo.filters) or 'capacity only'}) among the "
+        f"{counts['done']} evaluated."
+    )
+
+
 def print_best(db, job_id: int | None, console: Console) -> None:
     """The recommended deployment of a job: the best SLO-passing configuration, for the budget."""
     job, spec = job_spec(db, job_id)
     frame = ranked_results(db, job.id)
     best = best_configuration(frame) if len(frame) else None
     if best is None:
-        console.print(
-            f"job {job.id}: no configuration meets the SLOs "
-            f"({', '.join(s.describe() for s in spec.slo.filters) or 'capacity only'})."
-        )
+        console.print(f"job {job.id}: {why_no_recommendation(db, job.id, spec)}")
         return
     per_replica = int(best["tp"]) * int(best["pp"])
     replicas = max(1, spec.budget.max_gpus // (per_replica * int(best["replicas"])))

@@ -8,7 +8,8 @@ Five tables:
   configurations (and results) an earlier one already evaluated and does not simulate them again.
   ``job_id`` is the job that registered the configuration first; ``claimed_by`` and
   ``claim_expires_at`` are the lease of the driver evaluating it now (drivers of one spec share
-  the work; a dead driver's claims expire).
+  the work; a dead driver's claims expire); ``refine_to`` marks a refinement decided and not yet
+  done.
 - ``job_configurations``: which configurations belong to each job (its space within its budget).
   Every answer for a job covers these only.
 - ``capacity_results``: the capacity search's answer for one configuration (at most one row).
@@ -164,6 +165,9 @@ class Configuration(Base):
     error: Mapped[str | None] = mapped_column(Text)
     claimed_by: Mapped[str | None] = mapped_column(String(128))  # the driver evaluating it
     claim_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    # a refinement decided but not yet stored: search the capacity again to this tolerance
+    # (kept in the database so a job resumed after a kill finishes the same refinements)
+    refine_to: Mapped[float | None] = mapped_column(Float)
 
     def __repr__(self) -> str:
         return (
@@ -177,9 +181,7 @@ class JobConfiguration(Base):
 
     __tablename__ = "job_configurations"
 
-    job_id: Mapped[int] = mapped_column(
-        ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True
-    )
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
     configuration_id: Mapped[int] = mapped_column(
         ForeignKey("configurations.id", ondelete="CASCADE"), primary_key=True, index=True
     )

@@ -4,9 +4,17 @@ The search driver is the only writer: it creates a job, registers the job's conf
 asks which still need a capacity search, and records each answer (or failure) as it comes back.
 The query commands (``llmcap results``, ``pareto``, ``plan``) only read.
 
-Configurations belong to a *spec fingerprint*, not to a job: running a spec again, or resuming a
-job whose driver was killed, registers the same configurations again, gets the same ids back,
-and finds the ones already done. Nothing is simulated twice and nothing is lost.
+Configurations are stored once per *spec fingerprint*: running a spec again, or resuming a job
+whose driver was killed, registers the same configurations again, gets the same ids back, and
+finds the ones already done. Nothing is simulated twice and nothing is lost. Each job records
+which configurations belong to it (its space within its budget), and every answer for a job
+(``results``, ``configuration_counts``, Pareto points) covers those only.
+
+Several drivers may share one database. Every writing transaction takes the write lock up front
+(SQLite ``BEGIN IMMEDIATE``, waiting up to the busy timeout); registration is an upsert that
+tolerates a concurrent insert; and a driver *claims* a configuration before evaluating it, with a
+lease its heartbeat renews (``claim``, ``heartbeat``), so two drivers of one spec share the work
+and a dead driver's claims expire.
 
 Every method opens its own short transaction; a ``Database`` holds only the engine.
 """
@@ -16,17 +24,21 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
+from datetime import datetime, timedelta
 from typing import Any
 
 import pandas as pd
-from sqlalchemy import Engine, Select, delete, func, select
+from sqlalchemy import Engine, Select, delete, func, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from search._db.connect import (
+    SQLITE_BUSY_TIMEOUT_S,
     check_connection,
     is_sqlite_file,
     make_engine,
@@ -40,6 +52,7 @@ from search._db.models import (
     CapacityResult,
     Configuration,
     Job,
+    JobConfiguration,
     ParetoPoint,
     utcnow,
 )
@@ -47,6 +60,42 @@ from search._db.schema import current_revisions, ensure_schema, llmcap_version
 
 MAX_ATTEMPTS = 2  # a failing configuration is tried once more, then left failed
 _IN_CHUNK = 500  # ids per IN (...) clause
+LEASE_ENV_VAR = "LLMCAP_LEASE_S"
+DEFAULT_LEASE_S = 60.0
+
+
+def lease_seconds() -> float:
+    """How long a driver's claims and heartbeat stay valid without renewal, in seconds.
+
+    ``$LLMCAP_LEASE_S`` (default 60). The driver renews them every sixth of it; a job whose
+    heartbeat is older than this shows as interrupted and its claims may be taken over. Every
+    process sharing a database must agree on it.
+    """
+    raw = os.environ.get(LEASE_ENV_VAR, "").strip()
+    if not raw:
+        return DEFAULT_LEASE_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and 1.0 <= value <= 86400.0):
+        raise DatabaseError(
+            f"{LEASE_ENV_VAR}={raw!r}: the driver lease must be a number of seconds in "
+            f"[1, 86400] (default {DEFAULT_LEASE_S:g})"
+        )
+    return value
+
+
+def job_state(job: Job, now: datetime | None = None, lease_s: float | None = None) -> str:
+    """A job's status as users should see it: ``interrupted`` for a job marked running whose
+    driver has sent no heartbeat within the lease (it was killed, or its machine died)."""
+    if job.status != "running":
+        return job.status
+    beat = job.heartbeat_at or job.started_at
+    limit = timedelta(seconds=lease_s if lease_s is not None else lease_seconds())
+    if beat is None or (now or utcnow()) - beat > limit:
+        return "interrupted"
+    return "running"
 
 
 @dataclass(slots=True, kw_only=True)
@@ -168,10 +217,21 @@ class Database:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.url = mask_url(engine.url)  # for messages: password masked
-        self._sessions = sessionmaker(engine, expire_on_commit=False)
+        self._reads = sessionmaker(engine, expire_on_commit=False)
+        # SQLite: a writer takes the write lock at BEGIN, so it waits (busy timeout) for
+        # another writer instead of failing when it later upgrades a read lock
+        self._writes = sessionmaker(
+            engine.execution_options(sqlite_begin="BEGIN IMMEDIATE"), expire_on_commit=False
+        )
 
     def __repr__(self) -> str:
         return f"Database({self.url!r})"
+
+    @property
+    def shared_between_processes(self) -> bool:
+        """False for an in-memory SQLite database (one process, one shared connection)."""
+        url = self.engine.url
+        return url.get_backend_name() != "sqlite" or is_sqlite_file(url)
 
     def __enter__(self) -> Database:
         return self
@@ -184,14 +244,15 @@ class Database:
         self.engine.dispose()
 
     @contextmanager
-    def _transaction(self) -> Iterator[Session]:
+    def _transaction(self, *, write: bool = True) -> Iterator[Session]:
+        sessions = self._writes if write else self._reads
         try:
-            with self._sessions() as session, session.begin():
+            with sessions() as session, session.begin():
                 yield session
         except (OperationalError, InterfaceError) as exc:
             reason = str(getattr(exc, "orig", exc)).strip().splitlines()[0]
             hint = (
-                " Another process is writing to it: only one search driver may write at a time."
+                f" Another process held its write lock for longer than {SQLITE_BUSY_TIMEOUT_S:g} s."
                 if "locked" in reason
                 else " Check that the database is still reachable and has free space."
             )
@@ -222,17 +283,35 @@ class Database:
             session.add(job)
         return job
 
-    def start_job(self, job_id: int, *, ray_job_id: str | None = None) -> Job:
-        """Mark a job running (again, when it is resumed): keeps its first start time."""
+    def start_job(
+        self, job_id: int, *, driver: str | None = None, ray_job_id: str | None = None
+    ) -> Job:
+        """Mark a job running (again, when it is resumed) by ``driver``, with a first heartbeat;
+        keeps its first start time."""
         with self._transaction() as session:
             job = self._job(session, job_id)
             job.status = "running"
             job.started_at = job.started_at or utcnow()
             job.finished_at = None
             job.error = None
+            job.driver = driver
+            job.heartbeat_at = utcnow()
             if ray_job_id is not None:
                 job.ray_job_id = ray_job_id
         return job
+
+    def heartbeat(self, job_id: int, driver: str, lease_s: float) -> None:
+        """The driver is alive: stamp its job's heartbeat and extend its claims' lease."""
+        now = utcnow()
+        with self._transaction() as session:
+            session.execute(
+                update(Job).where(Job.id == job_id, Job.driver == driver).values(heartbeat_at=now)
+            )
+            session.execute(
+                update(Configuration)
+                .where(Configuration.claimed_by == driver)
+                .values(claim_expires_at=now + timedelta(seconds=lease_s))
+            )
 
     def finish_job(self, job_id: int, status: str, error: str | None = None) -> Job:
         """Mark a job succeeded, failed or cancelled, with its error if any."""
@@ -252,12 +331,12 @@ class Database:
         statement = select(Job).order_by(Job.id.desc()).limit(1)
         if spec_fingerprint is not None:
             statement = statement.where(Job.spec_fingerprint == spec_fingerprint)
-        with self._transaction() as session:
+        with self._transaction(write=False) as session:
             return session.scalars(statement).first()
 
     def get_job(self, job_id: int | None = None) -> Job:
         """A job by id; ``None`` means the latest. Unknown ids raise ``DatabaseError``."""
-        with self._transaction() as session:
+        with self._transaction(write=False) as session:
             if job_id is None:
                 job = session.scalars(select(Job).order_by(Job.id.desc()).limit(1)).first()
                 if job is None:
@@ -273,7 +352,7 @@ class Database:
         statement = select(Job).order_by(Job.id.desc())
         if limit is not None:
             statement = statement.limit(limit)
-        with self._transaction() as session:
+        with self._transaction(write=False) as session:
             return list(session.scalars(statement))
 
     def _job(self, session: Session, job_id: int) -> Job:
@@ -298,40 +377,50 @@ class Database:
     def register_configurations(
         self, job_id: int, spec_fingerprint: str, configs: Sequence[ConfigRecord]
     ) -> list[int]:
-        """Register a job's configurations; returns their ids, in the order given.
+        """Register a job's configurations and make them the job's; returns their ids, in the
+        order given.
 
-        Idempotent: a configuration already registered under the same spec fingerprint (by this
-        job or an earlier one) keeps its row, status and result, and its id is returned.
+        Idempotent, and safe beside another driver registering the same ones: a configuration
+        already registered under the same spec fingerprint (by this job, an earlier one, or a
+        concurrent one) keeps its row, status and result, and its id is returned.
         """
+        unique = list({config.fingerprint: config for config in configs}.values())
+        ids: dict[str, int] = {}
         with self._transaction() as session:
             self._job(session, job_id)
-            fingerprints = list(dict.fromkeys(config.fingerprint for config in configs))
-            ids: dict[str, int] = {}
-            for start in range(0, len(fingerprints), _IN_CHUNK):
-                chunk = fingerprints[start : start + _IN_CHUNK]
-                rows = session.execute(
+            for start in range(0, len(unique), _IN_CHUNK):
+                chunk = unique[start : start + _IN_CHUNK]
+                rows = [
+                    {
+                        "job_id": job_id,
+                        "spec_fingerprint": spec_fingerprint,
+                        "status": "pending" if config.feasible else "infeasible",
+                        "attempts": 0,
+                        **_config_values(config),
+                    }
+                    for config in chunk
+                ]
+                session.execute(
+                    _insert_ignoring_duplicates(session, Configuration, ["spec_fingerprint",
+                                                                         "fingerprint"]),
+                    rows,
+                )  # fmt: skip
+                found = session.execute(
                     select(Configuration.fingerprint, Configuration.id).where(
                         Configuration.spec_fingerprint == spec_fingerprint,
-                        Configuration.fingerprint.in_(chunk),
+                        Configuration.fingerprint.in_([config.fingerprint for config in chunk]),
                     )
                 )
-                ids.update({fingerprint: id_ for fingerprint, id_ in rows})
-            new: list[Configuration] = []
-            for config in configs:
-                if config.fingerprint in ids:
-                    continue
-                row = Configuration(
-                    job_id=job_id,
-                    spec_fingerprint=spec_fingerprint,
-                    status="pending" if config.feasible else "infeasible",
-                    attempts=0,
-                    **_config_values(config),
+                ids.update({fingerprint: id_ for fingerprint, id_ in found})
+                session.execute(
+                    _insert_ignoring_duplicates(
+                        session, JobConfiguration, ["job_id", "configuration_id"]
+                    ),
+                    [
+                        {"job_id": job_id, "configuration_id": ids[config.fingerprint]}
+                        for config in chunk
+                    ],
                 )
-                ids[config.fingerprint] = -1  # placeholder: a duplicate within `configs`
-                new.append(row)
-            session.add_all(new)
-            session.flush()
-            ids.update({row.fingerprint: row.id for row in new})
         return [ids[config.fingerprint] for config in configs]
 
     def pending_configurations(
@@ -348,7 +437,7 @@ class Database:
             )
             .order_by(Configuration.id)
         )
-        with self._transaction() as session:
+        with self._transaction(write=False) as session:
             return [_stored(row) for row in session.scalars(statement)]
 
     def configurations(
@@ -362,24 +451,101 @@ class Database:
         )
         if status is not None:
             statement = statement.where(Configuration.status == status)
-        with self._transaction() as session:
+        with self._transaction(write=False) as session:
             return [_stored(row) for row in session.scalars(statement)]
 
     def get_configuration(self, configuration_id: int) -> StoredConfiguration:
-        with self._transaction() as session:
+        with self._transaction(write=False) as session:
             return _stored(self._configuration(session, configuration_id))
 
-    def configuration_counts(self, spec_fingerprint: str) -> dict[str, int]:
-        """How many configurations of a spec are in each status (all four keys present)."""
+    def get_configurations(self, configuration_ids: Sequence[int]) -> list[StoredConfiguration]:
+        """Configurations by id, in the order given."""
+        ids = [int(id_) for id_ in configuration_ids]
+        rows: dict[int, StoredConfiguration] = {}
+        with self._transaction(write=False) as session:
+            for start in range(0, len(ids), _IN_CHUNK):
+                chunk = ids[start : start + _IN_CHUNK]
+                for row in session.scalars(
+                    select(Configuration).where(Configuration.id.in_(chunk))
+                ):
+                    rows[row.id] = _stored(row)
+        missing = [id_ for id_ in ids if id_ not in rows]
+        if missing:
+            raise ValueError(f"no configurations {missing[:10]} in {self.url}")
+        return [rows[id_] for id_ in ids]
+
+    def configuration_counts(self, job_id: int | None = None) -> dict[str, int]:
+        """How many of a job's configurations (``None``: the latest job's) are in each status
+        (all four keys present)."""
+        job_id = self.get_job(job_id).id
         statement = (
             select(Configuration.status, func.count())
-            .where(Configuration.spec_fingerprint == spec_fingerprint)
+            .join(JobConfiguration, JobConfiguration.configuration_id == Configuration.id)
+            .where(JobConfiguration.job_id == job_id)
             .group_by(Configuration.status)
         )
         counts = {"pending": 0, "done": 0, "failed": 0, "infeasible": 0}
-        with self._transaction() as session:
+        with self._transaction(write=False) as session:
             counts.update({status: count for status, count in session.execute(statement)})
         return counts
+
+    def mark_refinement(self, configuration_ids: Sequence[int], tolerance: float) -> None:
+        """Decide to refine these configurations to ``tolerance`` (kept until a result at that
+        tolerance is recorded, or ``clear_refinement``)."""
+        self._set_refine_to(configuration_ids, tolerance)
+
+    def clear_refinement(self, configuration_ids: Sequence[int]) -> None:
+        """Drop a decided refinement (it failed: the coarser result stands)."""
+        self._set_refine_to(configuration_ids, None)
+
+    def _set_refine_to(self, configuration_ids: Sequence[int], value: float | None) -> None:
+        ids = [int(id_) for id_ in configuration_ids]
+        with self._transaction() as session:
+            for start in range(0, len(ids), _IN_CHUNK):
+                session.execute(
+                    update(Configuration)
+                    .where(Configuration.id.in_(ids[start : start + _IN_CHUNK]))
+                    .values(refine_to=value)
+                )
+
+    # ---------------------------------------------------------------- claims
+
+    def claim(
+        self, configuration_id: int, driver: str, lease_s: float, *, statuses: Sequence[str]
+    ) -> bool:
+        """Claim a configuration for ``driver`` while it is in one of ``statuses``; True if
+        this driver holds the claim now.
+
+        A claim held by another driver whose lease has not expired is refused; an expired one
+        (its driver died) is taken over. ``heartbeat`` extends the lease; recording a result or
+        a failure, or ``release_claims``, ends it.
+        """
+        now = utcnow()
+        with self._transaction() as session:
+            claimed = session.execute(
+                update(Configuration)
+                .where(
+                    Configuration.id == configuration_id,
+                    Configuration.status.in_(list(statuses)),
+                    or_(
+                        Configuration.claimed_by.is_(None),
+                        Configuration.claimed_by == driver,
+                        Configuration.claim_expires_at < now,
+                    ),
+                )
+                .values(claimed_by=driver, claim_expires_at=now + timedelta(seconds=lease_s))
+            )
+            return claimed.rowcount == 1
+
+    def release_claims(self, driver: str) -> int:
+        """End every claim ``driver`` holds (it stops); returns how many."""
+        with self._transaction() as session:
+            released = session.execute(
+                update(Configuration)
+                .where(Configuration.claimed_by == driver)
+                .values(claimed_by=None, claim_expires_at=None)
+            )
+            return released.rowcount
 
     def record_result(self, configuration_id: int, result: ResultRecord) -> None:
         """Store a configuration's capacity result and mark it done, in one transaction.
@@ -402,6 +568,12 @@ class Database:
                 configuration.attempts += 1
             configuration.status = "done"
             configuration.error = None
+            if configuration.refine_to is not None and (
+                result.tolerance is not None and result.tolerance <= configuration.refine_to
+            ):
+                configuration.refine_to = None  # the refinement decided on is done
+            configuration.claimed_by = None
+            configuration.claim_expires_at = None
 
     def record_failure(self, configuration_id: int, error: str) -> int:
         """Count a failed attempt (status ``failed``, error kept); returns the attempts so far.
@@ -414,6 +586,8 @@ class Database:
                 configuration.attempts += 1
                 configuration.status = "failed"
                 configuration.error = error
+            configuration.claimed_by = None
+            configuration.claim_expires_at = None
             return configuration.attempts
 
     def reset_failed(self, spec_fingerprint: str) -> int:
@@ -452,23 +626,26 @@ class Database:
         self,
         job_id: int | None = None,
         *,
-        spec_fingerprint: str | None = None,
         sku: str | Sequence[str] | None = None,
         scheduler: str | Sequence[str] | None = None,
         slo_passed: bool | None = None,
         feasible: bool | None = None,
         status: str | Sequence[str] | None = None,
     ) -> pd.DataFrame:
-        """Configurations of a job's spec joined with their results, best QPS/$ first.
+        """A job's configurations (``None``: the latest job) joined with their results, best
+        QPS/$ first.
 
-        Select by ``spec_fingerprint``, or by job (``None``: the latest job); a job's results are
-        those of every configuration of its spec, including ones evaluated by earlier jobs of the
-        same spec. Configurations without a result (pending, failed, infeasible) have empty
-        metric columns; ``slo_passed`` given keeps only configurations with a result.
+        A job's configurations are those of its own space within its budget; their results may
+        have been found by an earlier job of the same spec. Configurations without a result
+        (pending, failed, infeasible) have empty metric columns; ``slo_passed`` given keeps only
+        configurations with a result.
         """
-        if spec_fingerprint is None:
-            spec_fingerprint = self.get_job(job_id).spec_fingerprint
-        statement = _joined().where(Configuration.spec_fingerprint == spec_fingerprint)
+        job_id = self.get_job(job_id).id
+        statement = (
+            _joined()
+            .join(JobConfiguration, JobConfiguration.configuration_id == Configuration.id)
+            .where(JobConfiguration.job_id == job_id)
+        )
         for column, wanted in (
             (Configuration.sku, sku),
             (Configuration.scheduler, scheduler),
@@ -531,13 +708,21 @@ class Database:
         return self._frame(statement)
 
     def _frame(self, statement: Select[Any]) -> pd.DataFrame:
-        with self._transaction() as session:
+        with self._transaction(write=False) as session:
             result = session.execute(statement)
             frame = pd.DataFrame(result.all(), columns=list(result.keys()))
         return _typed(frame)
 
 
 # ------------------------------------------------------------------ helpers
+
+
+def _insert_ignoring_duplicates(session: Session, model: type, keys: list[str]) -> Any:
+    """INSERT ... ON CONFLICT (keys) DO NOTHING, on PostgreSQL and SQLite alike: a row another
+    process inserted meanwhile is kept, not an error."""
+    dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
+    return dialect.insert(model).on_conflict_do_nothing(index_elements=keys)
+
 
 _CONFIG_COLUMNS = (
     "configuration_id",
@@ -561,6 +746,7 @@ _CONFIG_COLUMNS = (
     "attempts",
     "error",
     "params",
+    "refine_to",
 )
 _RESULT_COLUMNS = tuple(f.name for f in fields(ResultRecord))
 

@@ -17,9 +17,9 @@ def run_job(spec_path, db_url, executor="inline", **kwargs):
 
 
 def test_grid_on_ray_evaluates_every_feasible_configuration(tiny_spec, db_url, ray_local):
-    spec, db, report = run_job(tiny_spec, db_url, executor="ray")
+    _, db, report = run_job(tiny_spec, db_url, executor="ray")
     assert report.status == "succeeded" and report.failed == 0
-    counts = db.configuration_counts(spec.fingerprint())
+    counts = db.configuration_counts(report.job_id)
     assert counts["done"] == report.evaluated == 8  # 2 SKUs x 2 TP x 2 schedulers
     frame = db.results(report.job_id, status="done")
     assert (frame["capacity_qps"] > 0).all()
@@ -112,11 +112,11 @@ def test_samplers_never_simulate_a_configuration_twice(tmp_path, kind, monkeypat
     monkeypatch.setattr(evaluate_module, "find_capacity", recording)
     monkeypatch.setattr("search._driver.evaluate", counting)
     path = write_spec(tmp_path, strategy={"kind": kind, "trials": 14, "seed": 3})
-    spec, db, report = run_job(path, f"sqlite:///{tmp_path / 'r.db'}")
+    _, db, report = run_job(path, f"sqlite:///{tmp_path / 'r.db'}")
     assert len(explored) == len(set(explored)) == report.evaluated
     assert len(simulated) == len(set(simulated)) == report.simulations
     assert 1 <= report.evaluated <= 8
-    assert db.configuration_counts(spec.fingerprint())["done"] == report.evaluated
+    assert db.configuration_counts(report.job_id)["done"] == report.evaluated
 
 
 def test_capacity_can_be_bound_by_the_slo_filters(tmp_path):

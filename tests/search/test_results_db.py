@@ -501,7 +501,7 @@ def test_registration_is_idempotent_across_jobs_of_one_spec(db: Database) -> Non
     assert len(set(ids)) == 4
     assert db.register_configurations(first.id, SPEC_A, configs) == ids  # same job, again
     assert [c.id for c in db.pending_configurations(SPEC_A)] == [ids[0], ids[1], ids[3]]
-    assert db.configuration_counts(SPEC_A) == {
+    assert db.configuration_counts(first.id) == {
         "pending": 3,
         "done": 0,
         "failed": 0,
@@ -525,7 +525,7 @@ def test_registration_is_idempotent_across_jobs_of_one_spec(db: Database) -> Non
     frame = db.results(second.id)
     assert len(frame) == 4 and frame["configuration_id"].is_unique
     assert set(frame.loc[frame["status"] == "done", "configuration_id"]) == {ids[0], ids[3]}
-    assert db.configuration_counts(SPEC_A)["done"] == 2
+    assert db.configuration_counts(second.id)["done"] == 2
 
     # another spec with the same configurations has rows of its own
     other = db.create_job("other spec", "{}", SPEC_B)
@@ -578,7 +578,7 @@ def test_failure_then_retry_accounting(db: Database) -> None:
     # a late failure of a duplicate task does not undo a result
     assert db.record_failure(flaky, "late") == 2
     assert db.get_configuration(flaky).status == "done"
-    assert db.configuration_counts(SPEC_A) == {
+    assert db.configuration_counts(job.id) == {
         "pending": 0,
         "done": 1,
         "failed": 1,
@@ -661,9 +661,17 @@ def test_results_dataframe_and_filters(db: Database) -> None:
     assert list(db.results(job.id, feasible=False)["configuration_id"]) == [ids[3]]
     assert len(db.results(job.id, feasible=True)) == 4
     assert list(db.results(job.id, status="pending")["configuration_id"]) == [ids[4]]
-    by_spec = db.results(spec_fingerprint=SPEC_A)
-    assert list(by_spec["configuration_id"]) == list(frame["configuration_id"])
-    empty = db.results(spec_fingerprint=SPEC_B)
+    # another job of the same spec with a smaller space sees only its own configurations
+    narrow = db.create_job("narrow", "{}", SPEC_A)
+    assert db.register_configurations(narrow.id, SPEC_A, configs[:2]) == ids[:2]
+    assert list(db.results(narrow.id)["configuration_id"]) == [ids[1], ids[0]]
+    assert db.configuration_counts(narrow.id) == {
+        "pending": 0,
+        "done": 2,
+        "failed": 0,
+        "infeasible": 0,
+    }
+    empty = db.results(db.create_job("none", "{}", SPEC_B).id)
     assert empty.empty and "qps_per_dollar" in empty.columns
 
 

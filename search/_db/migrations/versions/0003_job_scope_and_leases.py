@@ -8,6 +8,8 @@
   job whose driver died shows as interrupted instead of running.
 - ``configurations.claimed_by`` and ``claim_expires_at``: a driver's lease on a configuration
   it evaluates, so two drivers of one spec share the work and a dead driver's claims expire.
+- ``configurations.refine_to``: a refinement decided and not yet stored, so a job resumed after
+  a kill during refinement finishes the refinements an uninterrupted run makes.
 - ``capacity_results.capacity_kind`` (measured | ceiling), ``num_requests`` and
   ``rejected_requests``: whether a capacity rests on a measurement, how long the workload was,
   and how many of its requests the deployment refused.
@@ -61,13 +63,12 @@ def upgrade() -> None:
     with op.batch_alter_table("configurations") as batch:
         batch.add_column(sa.Column("claimed_by", sa.String(length=128), nullable=True))
         batch.add_column(sa.Column("claim_expires_at", _TIMESTAMP, nullable=True))
+        batch.add_column(sa.Column("refine_to", sa.Float(), nullable=True))
     with op.batch_alter_table("capacity_results") as batch:
         batch.add_column(sa.Column("capacity_kind", sa.String(length=16), nullable=True))
         batch.add_column(sa.Column("num_requests", sa.Integer(), nullable=True))
         batch.add_column(sa.Column("rejected_requests", sa.Integer(), nullable=True))
-        batch.create_check_constraint(
-            "capacity_kind", "capacity_kind IN ('measured', 'ceiling')"
-        )
+        batch.create_check_constraint("capacity_kind", "capacity_kind IN ('measured', 'ceiling')")
 
 
 def downgrade() -> None:
@@ -77,6 +78,7 @@ def downgrade() -> None:
         batch.drop_column("num_requests")
         batch.drop_column("capacity_kind")
     with op.batch_alter_table("configurations") as batch:
+        batch.drop_column("refine_to")
         batch.drop_column("claim_expires_at")
         batch.drop_column("claimed_by")
     with op.batch_alter_table("jobs") as batch:
