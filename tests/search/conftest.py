@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
+from sqlalchemy import MetaData, create_engine
+
+PG_ENV = "LLMCAP_TEST_POSTGRES_URL"  # a PostgreSQL database the tests may wipe
 
 
 @pytest.fixture(scope="session")
@@ -55,3 +59,32 @@ def tiny_spec(tmp_path: Path) -> Path:
 @pytest.fixture
 def db_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'results.db'}"
+
+
+def _wipe_postgres(url: str) -> None:
+    engine = create_engine(url)
+    try:
+        with engine.begin() as connection:
+            metadata = MetaData()
+            metadata.reflect(connection)
+            metadata.drop_all(connection)
+    finally:
+        engine.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def any_db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A URL of an empty database: a SQLite file, or the wiped PostgreSQL test database
+    (skipped unless LLMCAP_TEST_POSTGRES_URL names one: tests/search/postgres_server.sh)."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'results.db'}"
+        return
+    url = os.environ.get(PG_ENV)
+    if not url:
+        pytest.skip(
+            f"PostgreSQL variant: set {PG_ENV} to a database the tests may wipe "
+            f"(tests/search/postgres_server.sh start prints one)"
+        )
+    _wipe_postgres(url)
+    yield url
+    _wipe_postgres(url)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import math
 import multiprocessing
-import os
 import shutil
 import threading
 from collections.abc import Iterator
@@ -25,7 +24,7 @@ import pandas as pd
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import MetaData, create_engine, inspect, text
+from sqlalchemy import create_engine, inspect, text
 from sqlalchemy.exc import IntegrityError
 
 from search._db import (
@@ -44,41 +43,25 @@ from search._db import (
 )
 from search._db.connect import make_engine, parse_url
 
-PG_ENV = "LLMCAP_TEST_POSTGRES_URL"
 SPEC_A = fingerprint_of({"spec": "a"})
 SPEC_B = fingerprint_of({"spec": "b"})
-OUR_TABLES = {"jobs", "configurations", "capacity_results", "pareto_points", "alembic_version"}
+OUR_TABLES = {
+    "jobs",
+    "configurations",
+    "job_configurations",
+    "capacity_results",
+    "pareto_points",
+    "alembic_version",
+}
 
 
 # ---------------------------------------------------------------- fixtures
 
 
-def _wipe_postgres(url: str) -> None:
-    engine = create_engine(url)
-    try:
-        with engine.begin() as connection:
-            metadata = MetaData()
-            metadata.reflect(connection)
-            metadata.drop_all(connection)
-    finally:
-        engine.dispose()
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+@pytest.fixture
+def db_url(any_db_url: str) -> str:
     """A URL of an empty database: a SQLite file, or the wiped PostgreSQL test database."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'results.db'}"
-        return
-    url = os.environ.get(PG_ENV)
-    if not url:
-        pytest.skip(
-            f"PostgreSQL variant: set {PG_ENV} to a database the tests may wipe "
-            f"(tests/search/postgres_server.sh start prints one)"
-        )
-    _wipe_postgres(url)
-    yield url
-    _wipe_postgres(url)
+    return any_db_url
 
 
 @pytest.fixture
