@@ -36,7 +36,7 @@ from search._db import (
     ResultRecord,
     StoredConfiguration,
 )
-from search._db.store import lease_seconds
+from search._db.store import job_state, lease_seconds
 from search._errors import SpecError
 from search._evaluate import Evaluation, EvaluationTask, evaluate
 from search._executors import Executor, ExecutorKind, make_executor
@@ -250,6 +250,11 @@ class SearchDriver:
         )
         if job.spec_fingerprint != self.spec_fingerprint and not differing:
             differing = ["workload (the trace file's content)"]
+        if job_state(job, lease_s=self.lease_s) == "running":
+            raise SpecError(
+                f"--resume {job_id}: job {job_id} is running (driver {job.driver}, alive): "
+                f"run the spec without --resume to share its work, or cancel it first"
+            )
         if differing:
             raise SpecError(
                 f"--resume {job_id}: job {job_id} ({job.name!r}) was created with another spec "

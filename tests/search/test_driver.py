@@ -6,6 +6,7 @@ import pytest
 
 from search._db import open_database
 from search._driver import SearchDriver
+from search._pareto import best_configuration
 from search._spec import load_spec
 from tests.search.conftest import TINY_SPEC, write_spec
 
@@ -136,7 +137,6 @@ def test_capacity_can_be_bound_by_the_slo_filters(tmp_path):
 
 
 def test_refinement_gives_the_best_of_a_search_at_the_fine_tolerance(tmp_path):
-    from search._pareto import best_configuration
 
     slo = {**TINY_SPEC["slo"], "capacity_meets_filters": True}  # every served one passes
     coarse = {"tolerance": 0.3, "refine_tolerance": 0.02}
@@ -165,3 +165,53 @@ def test_refinement_gives_the_best_of_a_search_at_the_fine_tolerance(tmp_path):
     spec_c = write_spec(tmp_path, capacity=coarse, slo=slo)
     _, _, again = run_job(spec_c, f"sqlite:///{tmp_path}/c.db")
     assert again.refined == 0 and again.simulations == 0
+
+
+def test_each_job_answers_for_its_own_space_and_budget(tmp_path):
+    db_url = f"sqlite:///{tmp_path / 'r.db'}"
+    _, db, wide = run_job(write_spec(tmp_path), db_url)
+    narrow_dir = tmp_path / "narrow"
+    narrow_dir.mkdir()
+    _, _, narrow = run_job(write_spec(narrow_dir, skus=["a100-80gb"]), db_url)
+    assert narrow.status == "succeeded" and narrow.cached == 4 and narrow.evaluated == 0
+    frame = db.results(narrow.job_id)
+    assert len(frame) == 4 and set(frame["sku"]) == {"a100-80gb"}
+    best = best_configuration(frame)
+    assert best is None or best["sku"] == "a100-80gb"
+    for frontier in db.pareto_points(narrow.job_id).groupby("frontier"):
+        assert set(frontier[1]["sku"]) <= {"a100-80gb"}
+    assert len(db.results(wide.job_id)) == 8  # the wide job's answers are unchanged
+
+    one_gpu = tmp_path / "one"
+    one_gpu.mkdir()
+    _, _, small = run_job(write_spec(one_gpu, budget={"max_gpus": 1}), db_url)
+    frame = db.results(small.job_id)
+    assert len(frame) == 4 and (frame["num_gpus"] == 1).all()
+
+
+def test_a_job_over_budget_says_so(tmp_path):
+    from search._results_view import why_no_recommendation
+
+    spec, db, report = run_job(
+        write_spec(tmp_path, budget={"max_gpus": 1}, space={"tp": [2]}),
+        f"sqlite:///{tmp_path / 'r.db'}",
+    )
+    assert report.over_budget == 2 and report.evaluated == 0
+    reason = why_no_recommendation(db, report.job_id, spec)
+    assert "budget" in reason and "max_gpus 1" in reason and "needs 2 GPUs" in reason
+
+
+def test_resume_refuses_another_spec_and_a_job_still_running(tmp_path):
+    from search._errors import SpecError
+
+    db_url = f"sqlite:///{tmp_path / 'r.db'}"
+    _, db, first = run_job(write_spec(tmp_path), db_url)
+    other_dir = tmp_path / "other"
+    other_dir.mkdir()
+    other = load_spec(write_spec(other_dir, skus=["a100-80gb"]))
+    with pytest.raises(SpecError, match=r"another spec \(it differs in skus\)"):
+        SearchDriver(other, db, "inline").run(first.job_id)
+    same = load_spec(write_spec(tmp_path))
+    db.start_job(first.job_id, driver="elsewhere:1:x")  # a live driver holds it
+    with pytest.raises(SpecError, match="is running"):
+        SearchDriver(same, db, "inline").check_resumable(first.job_id)
