@@ -186,6 +186,7 @@ def submit(
     from search._ray_jobs import submit_job
     from search._upload import describe, plan_upload, stage
 
+    spec_file = spec_file.resolve()  # a link: its target's folder is what is uploaded
     entrypoint, env_vars, notes = _driver_command(spec_file.name, db, db_password_env)
     plan = plan_upload(
         spec_file, excludes, include_dotfiles=include_dotfiles,
