@@ -15,6 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from search._cli_common import db_option, open_db, user_errors
+from search._upload import DEFAULT_MAX_BYTES
 
 console = Console()
 
@@ -176,30 +177,115 @@ def _note_unloaded(database, job_id: int, num_requests: int) -> None:
 @click.option("--address", required=True, help="Ray dashboard address, e.g. http://HEAD:8265.")
 @click.option(
     "--db", "db", default=None, metavar="URL",
-    help="Database the driver on the cluster writes to; default: the head's LLMCAP_DB.",
+    help="Database the driver on the cluster writes to; default: the head's LLMCAP_DB. "
+    "A password in it is removed before anything is sent (see --db-password-env).",
 )  # fmt: skip
+@click.option(
+    "--db-password-env", default=None, metavar="NAME",
+    help="Environment variable on the head that holds the database password (set there "
+    "from a secret); without it, the head's LLMCAP_DB (same database and user) or PGPASSWORD.",
+)  # fmt: skip
+@click.option(
+    "--exclude", "excludes", multiple=True, metavar="PATTERN",
+    help="Do not upload files matching this .gitignore-style pattern (repeatable); "
+    ".gitignore and .rayignore files in the folder are honoured too.",
+)  # fmt: skip
+@click.option(
+    "--include-dotfiles", is_flag=True,
+    help="Upload dotfiles and dot-folders too (.env, .cache/ ...; never .git).",
+)  # fmt: skip
+@click.option(
+    "--max-upload-mb", type=click.FloatRange(min=0, min_open=True),
+    default=DEFAULT_MAX_BYTES / 2**20, show_default=True,
+    help="Refuse to upload more than this.",
+)  # fmt: skip
+@click.option("--dry-run", is_flag=True, help="Show what would be sent; submit nothing.")
 @user_errors
-def submit(spec_file: Path, address: str, db: str | None) -> None:
+def submit(
+    spec_file: Path, address: str, db: str | None, db_password_env: str | None,
+    excludes: tuple[str, ...], include_dotfiles: bool, max_upload_mb: float, dry_run: bool,
+) -> None:  # fmt: skip
     """Submit a search job to a Ray cluster (Ray Jobs API) and print its id.
 
-    The spec's folder is uploaded as the job's working directory and the driver runs
-    on the head.  It writes to --db, or to the head's LLMCAP_DB (deploy/kuberay sets
-    it from a secret, which keeps the password out of the job's entrypoint).  Follow
+    \b
+    The spec's folder is uploaded as the job's working directory, without dotfiles
+    (.env, .git/ ...) and without what .gitignore, .rayignore or --exclude leave out;
+    the files the spec names (a trace, a catalog) always go.  The list is printed first.
+    The driver runs on the head and writes to --db, or to the head's LLMCAP_DB (deploy/kuberay
+    sets it from a secret).  Anyone who can reach the cluster can read a job's command line,
+    so no password is ever put in it: a password in --db is removed, and the driver takes it
+    from the head's environment (--db-password-env NAME, LLMCAP_DB or PGPASSWORD).  Follow
     the job with `llmcap search status|logs ID --address ...`.
     """
-    from search._ray_jobs import submit_job
+    import tempfile
 
-    entrypoint = f"llmcap search run {shlex.quote(spec_file.name)} --address auto"
-    if db:
-        entrypoint += f" --db {shlex.quote(db)}"
-    job_id = submit_job(address, entrypoint, spec_file.resolve().parent)
+    from search._ray_jobs import submit_job
+    from search._upload import describe, plan_upload, stage
+
+    spec_file = spec_file.resolve()  # a link: its target's folder is what is uploaded
+    entrypoint, env_vars, notes = _driver_command(spec_file.name, db, db_password_env)
+    plan = plan_upload(
+        spec_file, excludes, include_dotfiles=include_dotfiles,
+        max_bytes=int(max_upload_mb * 2**20),
+    )  # fmt: skip
+    for line in describe(plan):
+        click.echo(line, err=True)
+    for line in notes:
+        click.echo(f"note: {line}", err=True)
+    if dry_run:
+        click.echo(f"entrypoint: {entrypoint}", err=True)
+        if env_vars:
+            click.echo(f"environment: {env_vars}", err=True)
+        click.echo("dry run: nothing submitted", err=True)
+        return
+    with tempfile.TemporaryDirectory(prefix="llmcap-upload-") as staging:
+        stage(plan, Path(staging))
+        job_id = submit_job(address, entrypoint, Path(staging), env_vars)
     click.echo(job_id)
-    if not db:
-        click.echo(
-            "note: no --db: the driver writes to the head's LLMCAP_DB; where the head has "
-            "none, to results.db in the job's temporary working directory on the head",
-            err=True,
+
+
+def _driver_command(
+    spec_name: str, db: str | None, db_password_env: str | None
+) -> tuple[str, dict[str, str], list[str]]:
+    """The driver's entrypoint and environment, which carry no password, and notes for the
+    user on where the driver's database and its password come from."""
+    import re
+
+    from search._db import mask_url
+    from search._db.connect import ENV_VAR, PASSWORD_ENV_VAR, without_password
+
+    entrypoint = f"llmcap search run {shlex.quote(spec_name)} --address auto"
+    env_vars: dict[str, str] = {}
+    notes = []
+    if db_password_env is not None:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", db_password_env):
+            raise click.BadParameter(
+                f"{db_password_env!r} is not an environment variable name",
+                param_hint="--db-password-env",
+            )
+        env_vars[PASSWORD_ENV_VAR] = db_password_env
+    if db:
+        sent, had_password = without_password(db)
+        entrypoint += f" --db {shlex.quote(sent)}"
+        if had_password:
+            source = (
+                f"the head's {db_password_env}" if db_password_env
+                else f"the head's {ENV_VAR} when it names the same database and user, or "
+                "PGPASSWORD / ~/.pgpass there (or name a variable with --db-password-env)"
+            )  # fmt: skip
+            notes.append(
+                f"the password in --db was removed before submitting (a job's command line "
+                f"is visible to everyone who can reach the cluster); the driver connects to "
+                f"{mask_url(sent)} with the password from {source}"
+            )
+        else:
+            notes.append(f"the driver writes to {mask_url(sent)}")
+    else:
+        notes.append(
+            f"no --db: the driver writes to the head's {ENV_VAR}; where the head has none, "
+            "to results.db in the job's temporary working directory on the head"
         )
+    return entrypoint, env_vars, notes
 
 
 @search_group.command("status")

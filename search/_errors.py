@@ -11,6 +11,7 @@ from estimators import DoesNotFitError, ModelConfigError, ParallelismError, Unkn
 from search._db import DatabaseError
 from search._executors import ExecutorError
 from search._ray_jobs import RayJobsError
+from search._upload import UploadError
 from sku_catalog import CatalogError
 from workloads import WorkloadError
 
@@ -36,6 +37,7 @@ USER_ERRORS: tuple[type[Exception], ...] = (
     DatabaseError,
     ExecutorError,
     RayJobsError,
+    UploadError,
     PlotError,
 )
 

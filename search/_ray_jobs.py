@@ -41,15 +41,25 @@ def _client(address: str):
         ) from None
 
 
-def submit_job(address: str, entrypoint: str, working_dir: Path) -> str:
-    """Start `entrypoint` on the cluster with `working_dir` uploaded; returns the Ray job id."""
+def submit_job(
+    address: str, entrypoint: str, working_dir: Path, env_vars: dict[str, str] | None = None
+) -> str:
+    """Start `entrypoint` on the cluster with `working_dir` uploaded; returns the Ray job id.
+
+    The entrypoint and `env_vars` are public: the Jobs API (`ray job list`, the dashboard)
+    shows both to anyone who can reach the cluster, and Ray's logs on the head hold them.
+    Never put a secret in either.
+    """
     client = _client(address)
+    runtime_env: dict = {"working_dir": str(working_dir)}
+    if env_vars:
+        runtime_env["env_vars"] = dict(env_vars)
     deadline = time.monotonic() + AGENT_WAIT_S
     while True:
         try:
             return client.submit_job(
                 entrypoint=entrypoint,
-                runtime_env={"working_dir": str(working_dir)},
+                runtime_env=runtime_env,
             )
         except Exception as exc:
             # a cluster that has just started has no job agent for a few seconds

@@ -6,6 +6,12 @@ file.
 ``postgresql://`` and ``postgres://`` mean PostgreSQL through psycopg 3
 (``postgresql+psycopg://``).
 
+A URL with a user but no password (as ``llmcap search submit`` sends it to a cluster, so that the
+password never shows in the job's entrypoint or logs) gets its password where it runs: from the
+variable that ``LLMCAP_DB_PASSWORD_ENV`` names, else from ``LLMCAP_DB`` when that names the same
+database as the same user; otherwise the driver's own defaults apply (libpq reads ``PGPASSWORD``
+and ``~/.pgpass``).
+
 SQLite connections get foreign keys on and a busy timeout; once the schema has been checked,
 the database is switched to WAL journal mode (``open_database`` does that, not the first
 connection, so that a database we refuse to touch is left byte for byte as it was).
@@ -29,6 +35,7 @@ from sqlalchemy.pool import StaticPool
 from search._db.errors import DatabaseError
 
 ENV_VAR = "LLMCAP_DB"
+PASSWORD_ENV_VAR = "LLMCAP_DB_PASSWORD_ENV"  # names the variable that holds the password
 DEFAULT_URL = "sqlite:///results.db"
 POSTGRES_URL_FORM = "postgresql+psycopg://user:password@host:5432/dbname"
 SQLITE_URL_FORM = "sqlite:///path/to/results.db"
@@ -50,18 +57,93 @@ def resolve_url(url: str | None = None) -> str:
     return from_env or DEFAULT_URL
 
 
+def _authority(url: str) -> str:
+    """The part of ``scheme://authority/path`` between ``://`` and the next ``/``, ``?`` or
+    ``#``."""
+    rest = url.split("://", 1)[1] if "://" in url else ""
+    return re.split(r"[/?#]", rest, maxsplit=1)[0]
+
+
 def mask_url(url: str | URL) -> str:
-    """The URL with its password replaced by ``***`` (safe to print and log)."""
-    if isinstance(url, URL):
-        return url.render_as_string(hide_password=True)
+    """The URL with its password (and a ``password`` query parameter) replaced by ``***``:
+    safe to print and log."""
+    if not isinstance(url, URL):
+        if _authority(url).count("@") > 1:
+            # an unescaped "@" in the password: hide everything up to the last "@"
+            return re.sub(r"^([^:/]+://[^:/@]*):[^/?#]*@", r"\1:***@", url)
+        try:
+            url = make_url(url)
+        except ArgumentError:
+            # not parseable: still hide anything between "user:" and "@"
+            return re.sub(r"([^:/@]+):[^@/]*@", r"\1:***@", url)
+    if "password" in url.query:
+        url = url.update_query_dict({"password": "***"})
+    return url.render_as_string(hide_password=True)
+
+
+def without_password(url: str) -> tuple[str, bool]:
+    """``url`` with its password removed (from the user part and a ``password`` query
+    parameter), and whether there was one: safe to send where others can read it."""
+    if "://" not in url:
+        return url, False  # a bare SQLite path
+    if _authority(url).count("@") > 1:
+        raise DatabaseError(
+            f"the database URL {mask_url(url)} has more than one '@' before its host: write an "
+            "'@' in the user name or password as %40."
+        )
     try:
-        return make_url(url).render_as_string(hide_password=True)
+        parsed = make_url(url)
     except ArgumentError:
-        # not parseable: still hide anything between "user:" and "@"
-        return re.sub(r"([^:/@]+):[^@/]*@", r"\1:***@", url)
+        stripped = re.sub(r"^([^:/]+://[^:/@]*):[^@/]*@", r"\1@", url)
+        return stripped, stripped != url
+    if parsed.password is None and "password" not in parsed.query:
+        return url, False
+    stripped = parsed._replace(password=None).difference_update_query(["password"])
+    return stripped.render_as_string(hide_password=False), True
 
 
-def parse_url(raw: str) -> URL:
+_DEFAULT_PORTS = {"postgresql": 5432}
+
+
+def _same_database(a: URL, b: URL) -> bool:
+    def key(url: URL) -> tuple:
+        backend = url.get_backend_name()
+        port = url.port or _DEFAULT_PORTS.get(backend)
+        return (backend, (url.host or "localhost").lower(), port, url.database, url.username)
+
+    return key(a) == key(b)
+
+
+def _password_from_environment(url: URL) -> URL:
+    """Give a password-less server URL its password from this machine's environment."""
+    if url.get_backend_name() == "sqlite" or url.password is not None:
+        return url
+    if "password" in url.query:
+        return url
+    name = os.environ.get(PASSWORD_ENV_VAR, "").strip()
+    if name:
+        password = os.environ.get(name)
+        if password is None:
+            raise DatabaseError(
+                f"{PASSWORD_ENV_VAR} says the password of {mask_url(url)} is in the environment "
+                f"variable {name}, but {name} is not set on this machine. Set it (from a secret), "
+                f"or let {ENV_VAR} name the database with its password."
+            )
+        return url.set(password=password)
+    if url.username is None:
+        return url
+    configured = os.environ.get(ENV_VAR, "").strip()
+    if configured and "://" in configured:
+        try:
+            other = parse_url(configured, fill_password=False)
+        except DatabaseError:
+            return url
+        if other.password is not None and _same_database(url, other):
+            return url.set(password=other.password)
+    return url
+
+
+def parse_url(raw: str, *, fill_password: bool = True) -> URL:
     """Parse a database URL (or a bare SQLite file path), normalising PostgreSQL to psycopg 3."""
     if "://" not in raw and ":" not in raw and "@" not in raw:
         return URL.create("sqlite", database=raw)
@@ -73,7 +155,7 @@ def parse_url(raw: str) -> URL:
         ) from None
     if url.drivername in ("postgres", "postgresql"):
         url = url.set(drivername="postgresql+psycopg")
-    return url
+    return _password_from_environment(url) if fill_password else url
 
 
 def is_sqlite_file(url: URL) -> bool:
