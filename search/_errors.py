@@ -24,6 +24,10 @@ class PlotError(ValueError):
     """A plot that cannot be drawn (nothing to plot, an unknown file type, plotly missing)."""
 
 
+class OutputError(ValueError):
+    """An output file that cannot be written (unknown type, no such folder, not writable)."""
+
+
 # errors whose message is written for the user as it stands
 USER_ERRORS: tuple[type[Exception], ...] = (
     CatalogError,
@@ -38,6 +42,7 @@ USER_ERRORS: tuple[type[Exception], ...] = (
     ExecutorError,
     RayJobsError,
     PlotError,
+    OutputError,
 )
 
 
