@@ -54,7 +54,9 @@ db_option = click.option(
 )
 
 
-def open_db(url: str | None):
+def open_db(url: str | None, *, create: bool = True):
+    """The results database; ``create=False`` for commands that only read (a SQLite file
+    that does not exist is then an error, not a new empty database)."""
     from search._db import open_database
 
-    return open_database(url)
+    return open_database(url, create=create)
