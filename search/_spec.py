@@ -32,7 +32,7 @@ from search._limits import DEFAULT_MAX_CONFIGURATIONS, NumRequests, Replicas
 from simulator import SchedulerKind
 from sku_catalog import Catalog, YamlInputError, load_catalog, read_yaml_file
 from sku_catalog._yaml import shorten
-from workloads import WorkloadSpec
+from workloads import Workload, WorkloadSpec, build_workload
 
 LatencyMetric = Literal["scheduling_delay", "ttft", "tbt", "tpot", "e2e", "normalized_latency"]
 
@@ -244,6 +244,19 @@ class SearchSpec(_Strict):
             "gpu_memory_utilization": self.gpu_memory_utilization,
         }
         return sha256_json(decisive)
+
+
+def search_workload(spec: SearchSpec) -> Workload:
+    """The request stream every capacity probe of a search reuses, built as `search run`
+    builds it (rate 1 req/s: each probe rescales the arrival times)."""
+    w = spec.workload
+    return build_workload(
+        w.model_dump(exclude={"num_requests", "seed"}),
+        num_requests=w.num_requests,
+        qps=1.0,
+        concurrency=None,
+        seed=w.seed,
+    )
 
 
 def _has_name(catalog: Catalog, sku: str) -> bool:
