@@ -36,9 +36,9 @@ __all__ = [
     "shorten",
 ]
 
-MAX_YAML_BYTES = 1 << 20  # 1 MiB
+MAX_YAML_BYTES = 256 * 1024  # pure-Python PyYAML reads about 100 KB/s: at most a few seconds
 MAX_YAML_DEPTH = 32  # the deepest spec section nests 4 levels
-MAX_YAML_NODES = 100_000  # values after expanding aliases
+MAX_YAML_NODES = 20_000  # values after expanding aliases; a spec or catalog holds hundreds
 
 _SHOWN_PATH_CHARS = 120
 
@@ -122,18 +122,19 @@ class _SafeLoader(yaml.SafeLoader):
     def __init__(self, stream: str) -> None:
         super().__init__(stream)
         self._depth = 0
+        self._nodes = 0
 
     def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node:
         self._depth += 1
+        self._nodes += 1
         try:
             if self._depth > MAX_YAML_DEPTH:
-                raise yaml.composer.ComposerError(
-                    None,
-                    None,
-                    f"nested more than {MAX_YAML_DEPTH} levels deep",
-                    self.peek_event().start_mark,
-                )
-            return super().compose_node(parent, index)  # type: ignore[arg-type]
+                problem = f"nested more than {MAX_YAML_DEPTH} levels deep"
+            elif self._nodes > MAX_YAML_NODES:
+                problem = f"more than {MAX_YAML_NODES:,} values; a YAML input holds hundreds"
+            else:
+                return super().compose_node(parent, index)  # type: ignore[arg-type]
+            raise yaml.composer.ComposerError(None, None, problem, self.peek_event().start_mark)
         finally:
             self._depth -= 1
 
@@ -194,5 +195,5 @@ def _check_expanded_size(root: yaml.Node, source: str) -> None:
     if size(root) > MAX_YAML_NODES:
         raise YamlInputError(
             f"{source}: more than {MAX_YAML_NODES:,} values once its aliases (*name) are "
-            "expanded; a YAML input holds a few hundred"
+            "expanded; a YAML input holds hundreds"
         )

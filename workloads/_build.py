@@ -18,6 +18,7 @@ from workloads._traces import COLUMN_KEYS, is_file, read_trace, trace_workload
 from workloads._types import Workload
 
 _MAX_RESAMPLE_ROUNDS = 100
+MIN_CV, MAX_CV = 1e-3, 1e3  # burstiness of gamma arrivals: from nearly regular to extreme
 
 
 class WorkloadSpec(BaseModel):
@@ -50,6 +51,16 @@ class WorkloadSpec(BaseModel):
                 "an existing trace file; give a built-in name or a path to a trace file"
             )
         return source
+
+    @field_validator("cv")
+    @classmethod
+    def _cv_range(cls, cv: float) -> float:
+        if not MIN_CV <= cv <= MAX_CV:
+            raise WorkloadError(
+                f"cv must be between {MIN_CV:g} and {MAX_CV:g}, got {cv:g}: gamma arrivals have "
+                "shape 1/cv^2, which must stay a finite, non-zero number"
+            )
+        return cv
 
     @field_validator("prompt_len", "output_len")
     @classmethod
