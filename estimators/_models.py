@@ -36,6 +36,7 @@ __all__ = [
 
 _MODELS_PACKAGE = "estimators"
 _MODELS_DIR = "models"
+MAX_CONFIG_CHARS = 1 << 20  # a HuggingFace config.json is a few KB; 1 MiB is surely another file
 
 
 class UnknownModelError(ValueError):
@@ -338,12 +339,18 @@ def _parse_config(config: Mapping[str, Any], source: str, default_name: str) -> 
 
 
 def _read_json(text: str, source: str) -> dict[str, Any]:
+    if len(text) > MAX_CONFIG_CHARS:
+        raise ModelConfigError(
+            f"{source}: over {MAX_CONFIG_CHARS:,} characters; a config.json is a few KB"
+        )
     try:
         document = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ModelConfigError(
             f"{source}: not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
         ) from None
+    except RecursionError:
+        raise ModelConfigError(f"{source}: JSON nested too deeply for a config.json") from None
     if not isinstance(document, dict):
         raise ModelConfigError(
             f"{source}: expected a JSON object (a HuggingFace config.json), "
@@ -433,11 +440,27 @@ def _looks_like_path(text: str) -> bool:
 
 def _config_file(path: Path) -> Path | None:
     """The config.json that ``path`` names (a file, or a directory holding one), if any."""
-    if path.is_file():
-        return path
-    if path.is_dir() and (path / "config.json").is_file():
-        return path / "config.json"
+    try:
+        if path.is_file():
+            return path
+        if path.is_dir() and (path / "config.json").is_file():
+            return path / "config.json"
+    except (OSError, ValueError) as exc:  # a name too long, a NUL byte, no permission
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise ModelConfigError(f"cannot use model path {_shown(path)}: {reason}") from None
     return None
+
+
+def _expand_user(path: Path) -> Path:
+    try:
+        return path.expanduser()
+    except RuntimeError:  # ~name of a user that does not exist: the path as written
+        return path
+
+
+def _shown(path: Path, limit: int = 120) -> str:
+    text = str(path)
+    return text if len(text) <= limit else f"{text[: limit // 2]}...{text[-limit // 2 :]}"
 
 
 def load_model(name_or_path: str | os.PathLike[str]) -> ModelArchitecture:
@@ -454,13 +477,23 @@ def load_model(name_or_path: str | os.PathLike[str]) -> ModelArchitecture:
     text = os.fspath(name_or_path)
     if not isinstance(text, str):
         raise UnknownModelError(name_or_path, builtin_model_names())
-    path = Path(text).expanduser()
+    path = _expand_user(Path(text))
     config_path = _config_file(path) if text.strip() else None
     if config_path is not None:
         try:
+            if config_path.stat().st_size > MAX_CONFIG_CHARS:
+                raise ModelConfigError(
+                    f"{_shown(config_path)}: over {MAX_CONFIG_CHARS:,} bytes; a config.json is "
+                    "a few KB"
+                )
             raw = config_path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ModelConfigError(f"cannot read {config_path}: {exc}") from None
+        except OSError as exc:
+            raise ModelConfigError(f"cannot read {_shown(config_path)}: {exc.strerror}") from None
+        except UnicodeDecodeError as exc:
+            raise ModelConfigError(
+                f"{_shown(config_path)} is not UTF-8 text (byte {exc.object[exc.start]:#04x} at "
+                f"offset {exc.start})"
+            ) from None
         source = str(config_path)
         return _parse_config(_read_json(raw, source), source, _display_name(config_path))
     hf_id = _builtins().lookup.get(_normalise(text))

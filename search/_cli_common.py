@@ -11,6 +11,7 @@ import click
 from pydantic import ValidationError
 
 from search._errors import USER_ERRORS, format_validation_error
+from sku_catalog._yaml import shorten
 
 EXIT_BAD_INPUT = 2
 
@@ -24,12 +25,23 @@ def user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
             return func(*args, **kwargs)
         except ValidationError as exc:
             click.echo(f"error: {format_validation_error(exc, 'input')}", err=True)
+        except OSError as exc:  # a file the user named: missing, unwritable, a full disk
+            click.echo(f"error: {describe_os_error(exc)}", err=True)
         except USER_ERRORS as exc:
             message = exc.args[0] if exc.args else str(exc)
             click.echo(f"error: {message}", err=True)
         sys.exit(EXIT_BAD_INPUT)
 
     return wrapper
+
+
+def describe_os_error(exc: OSError) -> str:
+    """What went wrong with which file, in words ("No space left on device: /dev/full")."""
+    if exc.strerror is None:  # raised with a message of ours
+        return str(exc)
+    names = [str(n) for n in (exc.filename, exc.filename2) if n is not None]
+    where = f": {' -> '.join(shorten(n) for n in names)}" if names else ""
+    return f"{exc.strerror}{where}"
 
 
 db_option = click.option(
@@ -42,7 +54,9 @@ db_option = click.option(
 )
 
 
-def open_db(url: str | None):
+def open_db(url: str | None, *, create: bool = True):
+    """The results database; ``create=False`` for commands that only read (a SQLite file
+    that does not exist is then an error, not a new empty database)."""
     from search._db import open_database
 
-    return open_database(url)
+    return open_database(url, create=create)

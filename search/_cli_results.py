@@ -8,9 +8,12 @@ import click
 from rich.console import Console
 
 from search._cli_common import db_option, open_db, user_errors
-from search._errors import SpecError
+from search._outputs import check_output_file, writing
+from search._plot import PLOT_FORMATS
 
 console = Console()
+
+EXPORT_FORMATS = (".csv", ".json", ".parquet")
 
 job_argument = click.argument("job", type=int, required=False)
 
@@ -52,7 +55,7 @@ def results_list(job, db, sku, scheduler, slo, limit) -> None:
     """Configurations ranked by QPS per dollar (SLO-passing first)."""
     from search._results_view import ranked_results, results_table
 
-    database = open_db(db)
+    database = open_db(db, create=False)
     frame = ranked_results(database, job, **_filters(sku, scheduler, slo))
     job_id = database.get_job(job).id
     title = f"Job {job_id}: {len(frame)} configurations with results"
@@ -68,7 +71,7 @@ def results_show(job, db) -> None:
     from search._db.store import job_state
     from search._results_view import job_spec, ranked_results, results_table
 
-    database = open_db(db)
+    database = open_db(db, create=False)
     record, spec = job_spec(database, job)
     counts = database.configuration_counts(record.id)
     console.print(
@@ -95,7 +98,7 @@ def results_best(job, db) -> None:
     """The recommended deployment: configuration, replicas for the budget, cost, latency."""
     from search._results_view import print_best
 
-    print_best(open_db(db), job, console)
+    print_best(open_db(db, create=False), job, console)
 
 
 @results_group.command("export")
@@ -111,20 +114,18 @@ def results_export(job, db, sku, scheduler, slo, out: Path) -> None:
     """Write every configuration with its results (all statuses) to a file."""
     from search._results_view import with_labels
 
-    database = open_db(db)
+    check_output_file(out, "--out", EXPORT_FORMATS)
+    database = open_db(db, create=False)
     filters = _filters(sku, scheduler, slo)
     frame = with_labels(database.results(job, **filters))
     suffix = out.suffix.lower()
-    if suffix == ".csv":
-        frame.assign(params=frame["params"].map(str)).to_csv(out, index=False)
-    elif suffix == ".json":
-        frame.to_json(out, orient="records", indent=2, date_format="iso")
-    elif suffix == ".parquet":
-        frame.assign(params=frame["params"].map(str)).to_parquet(out, index=False)
-    else:
-        raise SpecError(
-            f"--out {out}: unknown file type {suffix!r}; allowed: .csv, .json, .parquet"
-        )
+    with writing(out, "--out"):
+        if suffix == ".csv":
+            frame.assign(params=frame["params"].map(str)).to_csv(out, index=False)
+        elif suffix == ".json":
+            frame.to_json(out, orient="records", indent=2, date_format="iso")
+        else:
+            frame.assign(params=frame["params"].map(str)).to_parquet(out, index=False)
     click.echo(f"wrote {len(frame)} configurations to {out}")
 
 
@@ -147,16 +148,18 @@ def pareto_plot(job, db, out: Path) -> None:
     from search._plot import plot_pareto
     from search._results_view import job_spec, ranked_results
 
-    database = open_db(db)
+    check_output_file(out, "--out", PLOT_FORMATS)
+    database = open_db(db, create=False)
     record, spec = job_spec(database, job)
     frame = ranked_results(database, record.id)
     best = best_configuration(frame) if len(frame) else None
     slo_lines = {s.column: s.max_s for s in spec.slo.filters if s.column in ("ttft_p90", "tbt_p99")}
-    path = plot_pareto(
-        frame,
-        out,
-        slo_lines=slo_lines,
-        best_id=None if best is None else best["configuration_id"],
-        title=f"{spec.model}: job {record.id} ({record.name})",
-    )
+    with writing(out, "--out"):
+        path = plot_pareto(
+            frame,
+            out,
+            slo_lines=slo_lines,
+            best_id=None if best is None else best["configuration_id"],
+            title=f"{spec.model}: job {record.id} ({record.name})",
+        )
     click.echo(f"wrote {path}")

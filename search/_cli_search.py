@@ -33,31 +33,61 @@ def search_group() -> None:
     """
 
 
+max_configurations_option = click.option(
+    "--max-configurations",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Allow a space of this many configurations (overrides the spec's max_configurations, "
+    "default 100,000).",
+)
+
+
 @search_group.command("validate")
 @click.argument("spec_file", type=click.Path(dir_okay=False, path_type=Path))
+@max_configurations_option
 @user_errors
-def validate(spec_file: Path) -> None:
-    """Check a spec and show how many configurations it holds and which cannot run."""
+def validate(spec_file: Path, max_configurations: int | None) -> None:
+    """Check a spec as `search run` does, and show how many configurations it holds and
+    which cannot run.  Exit status 2 when the spec is invalid or nothing in it can run."""
+    from search._errors import SpecError
     from search._space import candidates
-    from search._spec import load_spec
+    from search._spec import load_spec, search_workload
 
-    spec = load_spec(spec_file)
+    spec = load_spec(spec_file, max_configurations=max_configurations)
     cands = candidates(spec)
+    workload = search_workload(spec)  # reads the trace, draws the lengths: as `run` does
     feasible = [c for c in cands if c.feasible]
-    console.print(f"[bold]{spec_file}[/bold] is valid: {spec.name!r}, model {spec.model}")
+    console.print(f"[bold]{spec_file}[/bold]: {spec.name!r}, model {spec.model}")
+    console.print(f"workload: {spec.workload.source}, {len(workload):,} requests per probe")
     console.print(
         f"{len(cands)} configurations: {len(feasible)} feasible, "
         f"{len(cands) - len(feasible)} dropped before simulation"
     )
-    reasons = Counter(c.infeasible_reason.split(":")[0] for c in cands if not c.feasible)
-    for kind, count in sorted(reasons.items()):
+    reasons = _infeasible_reasons(cands)
+    for kind, (count, example) in reasons.items():
+        console.print(f"  {count:4d} {kind}  e.g. {example}")
+    console.print(f"spec fingerprint {spec.fingerprint()[:16]}")
+    if feasible:
+        console.print(f"valid: {len(feasible)} configurations to simulate")
+    else:
+        counts = ", ".join(f"{count} {kind}" for kind, (count, _) in reasons.items())
+        raise SpecError(
+            f"{spec_file}: none of its {len(cands)} configurations can run ({counts}); "
+            "widen the budget (budget.max_gpus), the space (tp, pp, skus) or "
+            "gpu_memory_utilization"
+        )
+
+
+def _infeasible_reasons(cands) -> dict[str, tuple[int, str]]:
+    """Why configurations were dropped: reason kind -> (how many, one example)."""
+    counts = Counter(c.infeasible_reason.split(":")[0] for c in cands if not c.feasible)
+    out: dict[str, tuple[int, str]] = {}
+    for kind, count in sorted(counts.items()):
         example = next(
             c for c in cands if c.infeasible_reason and c.infeasible_reason.startswith(kind)
         )
-        console.print(
-            f"  {count:4d} {kind}  e.g. {example.point.label()}: {example.infeasible_reason}"
-        )
-    console.print(f"spec fingerprint {spec.fingerprint()[:16]}")
+        out[kind] = (count, f"{example.point.label()}: {example.infeasible_reason}")
+    return out
 
 
 @search_group.command("run")
@@ -78,10 +108,11 @@ def validate(spec_file: Path) -> None:
     "--workers", type=int, default=None, help="Process-pool size for --executor local [cores]."
 )
 @click.option("--resume", "resume_job", type=int, default=None, help="Continue this job id.")
+@max_configurations_option
 @user_errors
 def run(
     spec_file: Path, db: str | None, executor: str, address: str | None, workers: int | None,
-    resume_job: int | None,
+    resume_job: int | None, max_configurations: int | None,
 ) -> None:  # fmt: skip
     """Run a search job in the foreground and store its results.
 
@@ -95,7 +126,7 @@ def run(
     from search._results_view import print_best
     from search._spec import load_spec
 
-    spec = load_spec(spec_file)
+    spec = load_spec(spec_file, max_configurations=max_configurations)
     database = open_db(db)
     columns = (
         TextColumn("[bold]{task.description}"),
@@ -334,7 +365,7 @@ def jobs_list(db: str | None, limit: int) -> None:
     """Recent jobs, newest first."""
     from search._db.store import job_state
 
-    database = open_db(db)
+    database = open_db(db, create=False)
     table = Table(title=f"Jobs in {database.url}", title_justify="left")
     for name in ("id", "name", "status", "created", "finished", "configurations", "error"):
         table.add_column(name)

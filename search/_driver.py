@@ -57,6 +57,8 @@ from search._strategy import (
 )
 from workloads import Workload, build_workload
 
+# spec fields that do not change what a job is (a guard on the space's size)
+_NOT_DECIDING = frozenset({"max_configurations"})
 POLL_S = 1.0  # how often a driver looks at configurations another driver is evaluating
 
 
@@ -246,7 +248,9 @@ class SearchDriver:
         stored = json.loads(job.spec)
         current = json.loads(self.spec.model_dump_json())
         differing = sorted(
-            key for key in stored.keys() | current.keys() if stored.get(key) != current.get(key)
+            key
+            for key in stored.keys() | current.keys()
+            if key not in _NOT_DECIDING and stored.get(key) != current.get(key)
         )
         if job.spec_fingerprint != self.spec_fingerprint and not differing:
             differing = ["workload (the trace file's content)"]

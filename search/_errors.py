@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import reprlib
 from types import UnionType
 from typing import Union, get_args, get_origin
 
@@ -24,6 +25,10 @@ class PlotError(ValueError):
     """A plot that cannot be drawn (nothing to plot, an unknown file type, plotly missing)."""
 
 
+class OutputError(ValueError):
+    """An output file that cannot be written (unknown type, no such folder, not writable)."""
+
+
 # errors whose message is written for the user as it stands
 USER_ERRORS: tuple[type[Exception], ...] = (
     CatalogError,
@@ -39,6 +44,7 @@ USER_ERRORS: tuple[type[Exception], ...] = (
     RayJobsError,
     UploadError,
     PlotError,
+    OutputError,
 )
 
 
@@ -61,13 +67,24 @@ def format_validation_error(
             if allowed:
                 message += f"; allowed: {', '.join(allowed)}"
         got = item.get("input")
-        shown = "" if isinstance(got, dict) or item["type"] in _NO_INPUT else f" (got: {got!r})"
+        shown = (
+            "" if isinstance(got, dict) or item["type"] in _NO_INPUT else f" (got: {_brief(got)})"
+        )
         field = ".".join(loc)
         lines.append(f"  {field}: {message}{shown}" if field else f"  {message}{shown}")
     return "\n".join(lines)
 
 
 _NO_INPUT = frozenset({"missing", "extra_forbidden"})  # the value says nothing new
+
+_BRIEF = reprlib.Repr()
+_BRIEF.maxlevel, _BRIEF.maxlist, _BRIEF.maxdict = 3, 8, 8
+_BRIEF.maxstring, _BRIEF.maxlong, _BRIEF.maxother = 120, 60, 120
+
+
+def _brief(value: object) -> str:
+    """repr of a value, cut short: an input can be megabytes of text or deeply nested."""
+    return _BRIEF.repr(value)
 
 
 def _fields_at(model: type[BaseModel], loc: tuple) -> list[str] | None:

@@ -97,8 +97,8 @@ def plot_pareto(
     and ``label``. ``slo_lines`` maps ``"ttft_p90"``/``"tbt_p99"`` to an SLO bound in seconds
     (other keys are ignored). ``best_id`` is the ``configuration_id`` (the index label when the
     frame has no such column) of the configuration to annotate; ``None`` annotates none.
-    The file type follows the extension of ``out``: .png, .svg, .pdf or .html; missing parent
-    folders are created.
+    The file type follows the extension of ``out``: .png, .svg, .pdf or .html; the parent
+    folder must exist (it is never created).
 
     Raises :class:`PlotError` for an unknown extension, for HTML without plotly, for a frame
     with nothing to plot, or for a ``best_id`` the frame does not have.
@@ -116,7 +116,6 @@ def plot_pareto(
         except ImportError:
             raise PlotError("HTML plots need plotly: pip install 'llmcap[html]'") from None
     panels = _panels(frame, slo_lines or {}, best_id)
-    out.parent.mkdir(parents=True, exist_ok=True)
     if suffix == ".html":
         _draw_plotly(panels, out, title)
     else:

@@ -14,11 +14,15 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from search._errors import SpecError, format_validation_error
+from search._outputs import check_output_file, writing
 from search._report import print_summary
 from search._simulate_spec import SimulateSpec
 from simulator import RunOptions
 from simulator._deployment import prepare
 from workloads import build_workload, describe_workload
+
+REQUESTS_FORMATS = (".csv", ".parquet")
+TRACE_FORMATS = (".json",)
 
 
 def run_simulate(data: dict[str, Any]) -> None:
@@ -26,6 +30,10 @@ def run_simulate(data: dict[str, Any]) -> None:
         spec = SimulateSpec.model_validate(data)
     except ValidationError as exc:
         raise SpecError(format_validation_error(exc, "input", SimulateSpec)) from None
+    if spec.requests_out is not None:
+        check_output_file(spec.requests_out, "--requests-out", REQUESTS_FORMATS)
+    if spec.trace_out is not None:
+        check_output_file(spec.trace_out, "--trace-out", TRACE_FORMATS)
     prepared = prepare(spec.deployment())
     workload = build_workload(
         spec.workload,
@@ -61,10 +69,12 @@ def run_simulate(data: dict[str, Any]) -> None:
     else:
         print_summary(result.summary, prepared, info)
     if spec.requests_out is not None:
-        path = result.write_requests(spec.requests_out)
+        with writing(spec.requests_out, "--requests-out"):
+            path = result.write_requests(spec.requests_out)
         click.echo(f"wrote per-request records to {path}", err=True)
     if spec.trace_out is not None:
-        path = result.write_chrome_trace(spec.trace_out)
+        with writing(spec.trace_out, "--trace-out"):
+            path = result.write_chrome_trace(spec.trace_out)
         click.echo(f"wrote Chrome trace to {path} (open in ui.perfetto.dev)", err=True)
     sys.stdout.flush()
 

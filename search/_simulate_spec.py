@@ -5,14 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, model_validator
 
 from estimators import Precision, load_model
 from search._errors import SpecError
+from search._limits import NumRequests, Replicas
 from simulator import GlobalSchedulerKind, SchedulerConfig, SchedulerKind
 from simulator._deployment import Deployment
-from sku_catalog import load_catalog
+from sku_catalog import YamlInputError, load_catalog, read_yaml_file
+from sku_catalog._yaml import shorten
 from workloads import WorkloadSpec
 
 
@@ -26,7 +27,7 @@ class SimulateSpec(BaseModel):
     catalog: list[str] = Field(default_factory=list)
     tp: PositiveInt = 1
     pp: PositiveInt = 1
-    replicas: PositiveInt = 1
+    replicas: Replicas = 1
     scheduler: SchedulerKind = SchedulerKind.SARATHI
     batch_size: PositiveInt = 128
     chunk_size: PositiveInt = 512
@@ -40,7 +41,7 @@ class SimulateSpec(BaseModel):
     workload: WorkloadSpec = Field(default_factory=WorkloadSpec)
     qps: PositiveFloat | None = None
     concurrency: PositiveInt | None = None
-    num_requests: PositiveInt = 1000
+    num_requests: NumRequests = 1000
     seed: int = 0
     json_output: bool = Field(False, alias="json")
     requests_out: Path | None = None
@@ -83,14 +84,12 @@ class SimulateSpec(BaseModel):
 def read_config_file(path: Path) -> dict:
     """A YAML mapping of SimulateSpec fields (dashes or underscores)."""
     try:
-        data = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise FileNotFoundError(f"config file not found: {path}") from None
-    except yaml.YAMLError as exc:
-        raise SpecError(f"config file {path} is not valid YAML: {exc}") from None
+        data = read_yaml_file(path, "config file")
+    except YamlInputError as exc:
+        raise SpecError(str(exc)) from None
     if data is None:
         return {}
     if not isinstance(data, dict):
         kind = type(data).__name__
-        raise SpecError(f"config file {path} must hold a mapping of options, not a {kind}")
+        raise SpecError(f"config file {shorten(path)} must hold a mapping of options, not a {kind}")
     return {str(key).replace("-", "_"): value for key, value in data.items()}

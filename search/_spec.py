@@ -15,7 +15,6 @@ from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -29,9 +28,11 @@ from pydantic import (
 
 from estimators import ModelArchitecture, Precision, load_model
 from search._errors import SpecError
+from search._limits import DEFAULT_MAX_CONFIGURATIONS, NumRequests, Replicas
 from simulator import SchedulerKind
-from sku_catalog import Catalog, load_catalog
-from workloads import WorkloadSpec
+from sku_catalog import Catalog, YamlInputError, load_catalog, read_yaml_file
+from sku_catalog._yaml import shorten
+from workloads import Workload, WorkloadSpec, build_workload
 
 LatencyMetric = Literal["scheduling_delay", "ttft", "tbt", "tpot", "e2e", "normalized_latency"]
 
@@ -43,7 +44,7 @@ class _Strict(BaseModel):
 class SearchWorkload(WorkloadSpec):
     """The workload section: a WorkloadSpec plus how many requests each probe simulates."""
 
-    num_requests: PositiveInt = 2000
+    num_requests: NumRequests = 2000
     seed: int = 0
 
 
@@ -58,11 +59,25 @@ class SchedulerSpace(_Strict):
 class SpaceSpec(_Strict):
     tp: list[PositiveInt] = Field(default_factory=lambda: [1], min_length=1)
     pp: list[PositiveInt] = Field(default_factory=lambda: [1], min_length=1)
-    replicas: list[PositiveInt] = Field(default_factory=lambda: [1], min_length=1)
+    replicas: list[Replicas] = Field(default_factory=lambda: [1], min_length=1)
     precision: list[Precision] = Field(default_factory=lambda: [Precision.BF16], min_length=1)
     schedulers: dict[SchedulerKind, SchedulerSpace] = Field(
         default_factory=lambda: {SchedulerKind.SARATHI: SchedulerSpace()}, min_length=1
     )
+
+    def size(self, num_skus: int) -> tuple[int, str]:
+        """How many configurations the space holds with `num_skus` SKUs (counted, not
+        expanded), and the product that gives it, for messages."""
+        schedulers = sum(_scheduler_points(kind, s) for kind, s in self.schedulers.items())
+        axes = {
+            "skus": num_skus, "tp": len(self.tp), "pp": len(self.pp),
+            "replicas": len(self.replicas), "precision": len(self.precision),
+            "scheduler settings": schedulers,
+        }  # fmt: skip
+        count = 1
+        for length in axes.values():
+            count *= length
+        return count, " x ".join(f"{n:,} {name}" for name, n in axes.items())
 
     @model_validator(mode="after")
     def _chunk_size_is_sarathi_only(self) -> SpaceSpec:
@@ -73,6 +88,12 @@ class SpaceSpec(_Strict):
                     "(vllm and orca take max_tokens)"
                 )
         return self
+
+
+def _scheduler_points(kind: SchedulerKind, space: SchedulerSpace) -> int:
+    """Points of one scheduler's grid: batch sizes x chunk sizes (Sarathi) or token limits."""
+    other = space.chunk_size if kind is SchedulerKind.SARATHI else space.max_tokens
+    return len(space.batch_size) * len(other or [None])
 
 
 class BudgetSpec(_Strict):
@@ -155,6 +176,8 @@ class SearchSpec(_Strict):
     estimator: Literal["roofline"] = "roofline"
     block_size: PositiveInt = 16
     gpu_memory_utilization: float = Field(0.9, gt=0.0, le=1.0)
+    # the most configurations the space may hold (each is checked, stored and simulated)
+    max_configurations: PositiveInt = DEFAULT_MAX_CONFIGURATIONS
 
     @model_validator(mode="before")
     @classmethod
@@ -177,6 +200,18 @@ class SearchSpec(_Strict):
                 raise ValueError(
                     f"skus.{i}: unknown GPU SKU {sku!r}; allowed: {', '.join(catalog.ids())}"
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _space_size(self) -> SearchSpec:
+        count, factors = self.space.size(len(self.skus))
+        if count > self.max_configurations:
+            raise ValueError(
+                f"space: {count:,} configurations ({factors}) is over max_configurations "
+                f"{self.max_configurations:,}; each one is checked, stored and simulated, "
+                "so narrow the space, or raise max_configurations (or --max-configurations) "
+                "if you mean it"
+            )
         return self
 
     @cached_property
@@ -211,6 +246,19 @@ class SearchSpec(_Strict):
         return sha256_json(decisive)
 
 
+def search_workload(spec: SearchSpec) -> Workload:
+    """The request stream every capacity probe of a search reuses, built as `search run`
+    builds it (rate 1 req/s: each probe rescales the arrival times)."""
+    w = spec.workload
+    return build_workload(
+        w.model_dump(exclude={"num_requests", "seed"}),
+        num_requests=w.num_requests,
+        qps=1.0,
+        concurrency=None,
+        seed=w.seed,
+    )
+
+
 def _has_name(catalog: Catalog, sku: str) -> bool:
     """Whether `sku` names a catalog entry (by id or display name, any case)."""
     try:
@@ -234,18 +282,21 @@ def sha256_json(data: object) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def load_spec(path: str | Path) -> SearchSpec:
-    """Read and validate a spec file; errors name the file, the field and what is allowed."""
-    path = Path(path)
+def load_spec(path: str | Path, *, max_configurations: int | None = None) -> SearchSpec:
+    """Read and validate a spec file; errors name the file, the field and what is allowed.
+
+    `max_configurations` (a command-line override) replaces the spec's own.
+    """
     try:
-        data = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise SpecError(f"spec file not found: {path}") from None
-    except yaml.YAMLError as exc:
-        raise SpecError(f"spec file {path} is not valid YAML: {exc}") from None
+        data = read_yaml_file(path, "spec file")
+    except YamlInputError as exc:
+        raise SpecError(str(exc)) from None
+    shown = shorten(path)
     if not isinstance(data, dict):
-        raise SpecError(f"spec file {path} must hold a mapping (model:, skus:, space: ...)")
-    return parse_spec(data, source=str(path))
+        raise SpecError(f"spec file {shown} must hold a mapping (model:, skus:, space: ...)")
+    if max_configurations is not None:
+        data = {**data, "max_configurations": max_configurations}
+    return parse_spec(data, source=shown)
 
 
 def parse_spec(data: dict, source: str = "spec") -> SearchSpec:

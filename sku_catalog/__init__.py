@@ -11,6 +11,7 @@ from __future__ import annotations
 from sku_catalog._loader import Catalog, CatalogError, UnknownSkuError, load_catalog
 from sku_catalog._table import format_sku_table
 from sku_catalog._types import GpuSku, LinkKind, NodeShape
+from sku_catalog._yaml import YamlInputError, read_yaml_file
 
 __all__ = [
     "Catalog",
@@ -19,6 +20,8 @@ __all__ = [
     "LinkKind",
     "NodeShape",
     "UnknownSkuError",
+    "YamlInputError",
     "format_sku_table",
     "load_catalog",
+    "read_yaml_file",
 ]

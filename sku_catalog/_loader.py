@@ -26,10 +26,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from sku_catalog._types import GpuSku, LinkKind, NodeShape
+from sku_catalog._yaml import YamlInputError, parse_yaml, read_text_file, shorten
 
 __all__ = [
     "BUILTIN_CATALOG_FILE",
@@ -179,66 +179,19 @@ def _format_validation_error(sku_id: str, exc: ValidationError) -> list[str]:
 # --------------------------------------------------------------------------- YAML reading
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """A safe YAML loader that rejects duplicate mapping keys (PyYAML keeps the last)."""
-
-
-def _construct_mapping_unique(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[Any, Any]:
-    seen: set[Any] = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=True)
-        try:
-            duplicate = key in seen
-        except TypeError:  # unhashable key; the normal constructor reports it
-            continue
-        if duplicate:
-            raise yaml.constructor.ConstructorError(
-                "while constructing a mapping",
-                node.start_mark,
-                f"found duplicate key {key!r}",
-                key_node.start_mark,
-            )
-        seen.add(key)
-    return loader.construct_mapping(node, deep=True)
-
-
-def _construct_timestamp_as_text(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> str:
-    # Dates stay text here; the pydantic model parses them and reports bad ones by field.
-    return str(loader.construct_scalar(node))
-
-
-_UniqueKeyLoader.add_constructor(
-    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
-    _construct_mapping_unique,  # type: ignore[arg-type]
-)
-_UniqueKeyLoader.add_constructor(
-    "tag:yaml.org,2002:timestamp",
-    _construct_timestamp_as_text,  # type: ignore[arg-type]
-)
-
-
 def _parse_yaml(text: str, source: str) -> Any:
     try:
-        return yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader subclass
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = exc.problem or exc.context or "invalid YAML"
-        raise CatalogError(f"{source}: YAML syntax error{where}: {problem}") from None
-    except (yaml.YAMLError, ValueError, TypeError) as exc:
-        raise CatalogError(f"{source}: YAML error: {exc}") from None
+        return parse_yaml(text, source)
+    except YamlInputError as exc:
+        raise CatalogError(str(exc)) from None
 
 
 def _read_user_file(path: str | Path) -> tuple[str, str]:
     p = Path(path).expanduser()
-    if not p.exists():
-        raise CatalogError(f"GPU catalog file not found: {p}")
-    if p.is_dir():
-        raise CatalogError(f"GPU catalog path is a directory, not a YAML file: {p}")
     try:
-        return p.read_text(encoding="utf-8"), str(p)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CatalogError(f"cannot read GPU catalog file {p}: {exc}") from None
+        return read_text_file(p, "GPU catalog file"), shorten(p)
+    except YamlInputError as exc:
+        raise CatalogError(str(exc)) from None
 
 
 def _entries(document: Any, source: str) -> dict[str, Any]:

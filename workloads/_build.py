@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -15,10 +14,11 @@ from workloads._arrivals import ArrivalProcess, Gamma, Poisson, Static, mean_rat
 from workloads._builtin import builtin_workload_names, get_builtin_workload
 from workloads._errors import WorkloadError
 from workloads._lengths import LengthDistribution, check_length_spec, parse_length_spec
-from workloads._traces import COLUMN_KEYS, read_trace, trace_workload
+from workloads._traces import COLUMN_KEYS, is_file, read_trace, trace_workload
 from workloads._types import Workload
 
 _MAX_RESAMPLE_ROUNDS = 100
+MIN_CV, MAX_CV = 1e-3, 1e3  # burstiness of gamma arrivals: from nearly regular to extreme
 
 
 class WorkloadSpec(BaseModel):
@@ -45,12 +45,22 @@ class WorkloadSpec(BaseModel):
     @field_validator("source")
     @classmethod
     def _known_source(cls, source: str) -> str:
-        if source not in builtin_workload_names() and not Path(source).is_file():
+        if source not in builtin_workload_names() and not is_file(source):
             raise WorkloadError(
                 f"{source!r} is neither a built-in workload {builtin_workload_names()} nor "
                 "an existing trace file; give a built-in name or a path to a trace file"
             )
         return source
+
+    @field_validator("cv")
+    @classmethod
+    def _cv_range(cls, cv: float) -> float:
+        if not MIN_CV <= cv <= MAX_CV:
+            raise WorkloadError(
+                f"cv must be between {MIN_CV:g} and {MAX_CV:g}, got {cv:g}: gamma arrivals have "
+                "shape 1/cv^2, which must stay a finite, non-zero number"
+            )
+        return cv
 
     @field_validator("prompt_len", "output_len")
     @classmethod

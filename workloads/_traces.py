@@ -68,6 +68,14 @@ class TraceData:
         )
 
 
+def is_file(path: str | Path) -> bool:
+    """Whether ``path`` is a regular file; False (not an error) for a name the OS refuses."""
+    try:
+        return Path(path).is_file()
+    except (OSError, ValueError):  # a name too long, a NUL byte
+        return False
+
+
 def _csv_header(path: Path) -> list[str]:
     try:
         return [str(c) for c in pd.read_csv(path, nrows=0).columns]
@@ -179,8 +187,22 @@ def read_trace(
         raise WorkloadError(f"trace format {format!r} is not one of {list(TRACE_FORMATS)}")
     if time_unit not in TIME_UNITS:
         raise WorkloadError(f"time_unit {time_unit!r} is not one of {list(TIME_UNITS)}")
-    if not path.is_file():
+    if not is_file(path):
         raise WorkloadError(f"no trace file at {str(path)!r}")
+    try:
+        return _read_trace(path, format, columns, time_unit)
+    except (UnicodeDecodeError, RecursionError) as exc:
+        what = "is not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else "nests too deeply"
+        raise WorkloadError(f"trace {path} {what}") from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        raise WorkloadError(f"trace {path}: cannot read it as CSV ({exc})") from None
+    except OSError as exc:
+        raise WorkloadError(f"cannot read trace {path}: {exc.strerror or exc}") from None
+
+
+def _read_trace(
+    path: Path, format: str, columns: dict[str, str] | None, time_unit: str
+) -> TraceData:
     fmt = _sniff(path, columns) if format == "auto" else format
     arrival_col, prompt_col, output_col = _resolve_columns(path, fmt, columns)
 

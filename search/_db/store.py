@@ -29,15 +29,18 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 from sqlalchemy import Engine, Select, delete, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import URL
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from search._db.connect import (
+    ENV_VAR,
     SQLITE_BUSY_TIMEOUT_S,
     check_connection,
     is_sqlite_file,
@@ -188,14 +191,18 @@ def fingerprint_of(data: Mapping[str, Any] | str) -> str:
     return hashlib.sha256(data.encode()).hexdigest()
 
 
-def open_database(url: str | None = None, *, echo: bool = False) -> Database:
+def open_database(url: str | None = None, *, echo: bool = False, create: bool = True) -> Database:
     """Open the results database, creating or upgrading its schema as needed.
 
     ``url``: a SQLAlchemy URL or a SQLite file path; default ``$LLMCAP_DB``, else
     ``sqlite:///results.db``. Raises ``DatabaseError`` (with a message for the user) when the
-    database cannot be reached, or holds a schema this code does not know.
+    database cannot be reached, or holds a schema this code does not know.  With
+    ``create=False`` (commands that only read) a SQLite file that does not exist is an error
+    instead of a new empty database.
     """
     parsed = parse_url(resolve_url(url))
+    if not create:
+        _require_existing(parsed)
     engine = make_engine(parsed, wal=False, echo=echo)
     try:
         check_connection(engine)
@@ -209,6 +216,24 @@ def open_database(url: str | None = None, *, echo: bool = False) -> Database:
         engine = make_engine(parsed, wal=True, echo=echo)
         check_connection(engine)
     return Database(engine)
+
+
+def _require_existing(url: URL) -> None:
+    """Refuse a SQLite file that does not exist (there is nothing to read in it)."""
+    if not is_sqlite_file(url) or url.query.get("uri") or str(url.database).startswith("file:"):
+        return
+    path = Path(str(url.database))
+    try:
+        exists = path.is_file()
+    except (OSError, ValueError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise DatabaseError(f"cannot use the SQLite database {mask_url(url)}: {reason}") from None
+    if not exists:
+        raise DatabaseError(
+            f"no results database at {path} ({mask_url(url)}): nothing to read there. Run a "
+            f"search first (llmcap search run SPEC), or point --db (or {ENV_VAR}) at the "
+            "database that holds your results."
+        )
 
 
 class Database:
