@@ -21,6 +21,7 @@ from typing import Any, Literal, Protocol
 
 ExecutorKind = Literal["ray", "local", "inline"]
 LOOPBACK_ONLY_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"  # "0": a local Ray binds to 127.0.0.1
+WAIT_SLICE_S = 0.5  # longest a wait for Ray tasks blocks the driver's signal handlers
 
 
 @dataclass(slots=True)
@@ -176,7 +177,9 @@ class RayExecutor:
     def wait_any(self) -> list[Finished]:
         if not self._refs:
             return []
-        ready, _ = self._ray.wait(list(self._refs), num_returns=1)
+        ready: list = []
+        while not ready:  # in slices, so a signal (SIGTERM: search cancel) is handled at once
+            ready, _ = self._ray.wait(list(self._refs), num_returns=1, timeout=WAIT_SLICE_S)
         out = []
         for ref in ready:
             key = self._refs.pop(ref)
