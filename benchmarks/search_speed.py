@@ -42,6 +42,7 @@ def run(spec, executor: str, db_path: Path) -> dict:
     report = SearchDriver(spec, db, executor).run()
     wall = time.perf_counter() - started
     frame = with_labels(db.results(report.job_id, status="done"))
+    kinds = frame["capacity_kind"].value_counts()
     ranked = rank_configurations(frame)
     best = best_configuration(ranked)
     return {
@@ -54,6 +55,9 @@ def run(spec, executor: str, db_path: Path) -> dict:
         "simulations": report.simulations,
         "capacity_search_s_median": float(frame["wall_time_s"].median()),
         "capacity_search_s_max": float(frame["wall_time_s"].max()),
+        "capacity_kinds": {str(kind): int(n) for kind, n in kinds.items()},
+        "lengthened": int((frame["num_requests"] > spec.workload.num_requests).sum()),
+        "rejecting": int((frame["rejected_requests"] > 0).sum()),
         "best": None if best is None else best["label"],
         "best_qps_per_dollar": None if best is None else float(best["qps_per_dollar"]),
         "top5": list(ranked["label"].head(5)),
@@ -96,6 +100,11 @@ def main() -> None:
             f"{r['refined']} refined, "
             f"{r['simulations']} simulations; capacity search median "
             f"{r['capacity_search_s_median']:.2f} s, max {r['capacity_search_s_max']:.2f} s"
+        )
+        kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(r["capacity_kinds"].items()))
+        print(
+            f"  capacities: {kinds}; {r['lengthened']} on a lengthened workload; "
+            f"{r['rejecting']} configurations reject requests"
         )
         print(f"  best: {r['best']} ({r['best_qps_per_dollar']})")
     if "same_best" in out:

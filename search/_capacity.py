@@ -19,6 +19,13 @@ under its bound.  `find_capacity` finds it by simulation:
   is too short to load the deployment, and the capacity is the ceiling with no
   failing rate known), or down (halving), and bisects geometrically until the
   bracket is within the relative tolerance.
+* **Measured, or flagged.**  A search that passes at the ceiling has no failing
+  rate: the workload was too short to load the deployment, and the capacity rests
+  on the analytic ceiling, not on a measurement.  Given a workload longer than the
+  requests it starts on (`find_capacity`'s `num_requests`), the search then runs
+  again on twice as many requests of the same stream (warm-started at the rate
+  that passed), until some rate fails (`CapacityResult.capacity_kind` "measured")
+  or the workload has no more requests ("ceiling").
 * **Exact early stop.**  With N requests and the SLO at percentile p, the run
   fails as soon as more than about (1 - p/100) N requests (`late_limit`, the
   inverted-CDF count of `simulator.weighted_percentiles`) are already late: their
@@ -37,7 +44,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -52,6 +59,8 @@ from simulator._request import Request
 from workloads import Workload, rescale_to_rate
 
 __all__ = [
+    "CAPACITY_CEILING",
+    "CAPACITY_MEASURED",
     "DEFAULT_SLO",
     "CapacityResult",
     "CapacitySearchOptions",
@@ -59,6 +68,7 @@ __all__ = [
     "Probe",
     "ServiceBound",
     "find_capacity",
+    "first_requests",
     "late_limit",
     "servable",
     "service_bound",
@@ -82,6 +92,10 @@ FIRST_GUESS = 0.75  # share of the steady-state bound probed first (capacity is 
 STEP = 2.0  # factor between bracketing probes (up to the bound, or down) without a hint
 FLOOR = 1e-3  # below this share of the bound, nothing passes: capacity 0
 PROGRESS_EVERY = 256  # simulator events between two late counts
+LENGTHEN = 2  # factor on the requests of a search run again because it rested on the ceiling
+
+CAPACITY_MEASURED = "measured"  # a failing rate bounds the capacity (or none passes: 0)
+CAPACITY_CEILING = "ceiling"  # passed up to the analytic ceiling: no failing rate known
 
 
 # --------------------------------------------------------------------------- options
@@ -131,8 +145,8 @@ class CapacitySearchOptions:
 
     tolerance: the search stops when the bracket [largest passing rate, smallest
         failing rate] is at most this wide, relative (hi / lo - 1 <= tolerance).
-    max_simulations: most probes (simulations) in all; the capacity is then the
-        largest passing rate found so far.
+    max_simulations: most probes (simulations) in all, over every workload length;
+        the capacity is then the largest passing rate found so far.
     early_stop: stop a probe as soon as its verdict is certain to be "fails".
     """
 
@@ -158,6 +172,7 @@ class Probe:
 
     qps: float
     passed: bool
+    num_requests: int  # requests in the simulated workload
     # the capacity SLO's percentile; when stopped early, that of the SLO that stopped the
     # run (the capacity SLO or an `also` one), a value >= its bound
     slo_value: float
@@ -182,6 +197,16 @@ class CapacityResult:
     # an SLO missed even at zero load (capacity 0 without a simulation), with the
     # zero-load lower bound on its percentile
     unmeetable: tuple[LatencySLO, float] | None = None
+    num_requests: int = 0  # requests in the workload of the search that decided
+    rejected_requests: int = 0  # of those, never servable (rejected on arrival at any rate)
+
+    @property
+    def capacity_kind(self) -> str:
+        """The kind of the capacity: "ceiling" when a rate passed and none failed (the
+        capacity is the analytic ceiling, not a measurement), else "measured"."""
+        if self.capacity_qps > 0 and math.isinf(self.failing_qps):
+            return CAPACITY_CEILING
+        return CAPACITY_MEASURED
 
 
 # --------------------------------------------------------------------------- helpers
@@ -208,6 +233,21 @@ def unit_arrival_times(workload: Workload) -> np.ndarray:
         return rescale_to_rate(workload.arrival_times, 1.0)
     except ValueError as exc:  # WorkloadError: all at one instant
         raise ValueError(f"workload {workload.name!r}: {exc}; no rate to search over") from None
+
+
+def first_requests(workload: Workload, n: int) -> Workload:
+    """The first `n` requests of `workload` (all of them when it has no more)."""
+    if n >= len(workload):
+        return workload
+    return Workload(
+        name=workload.name,
+        arrival_times=workload.arrival_times[:n],
+        prompt_tokens=workload.prompt_tokens[:n],
+        output_tokens=workload.output_tokens[:n],
+        concurrency=workload.concurrency,
+        has_own_timestamps=workload.has_own_timestamps,
+        metadata=dict(workload.metadata),
+    )
 
 
 def late_limit(n: int, percentile: int) -> int:
@@ -597,7 +637,7 @@ class _Search:
                 summary = summarize(sim)
                 passed = all(extra.passed(summary) for extra in self.options.also)
         self.probes.append(
-            Probe(qps, passed, value, sim.stopped_early, len(sim.batches),
+            Probe(qps, passed, len(self.workload), value, sim.stopped_early, len(sim.batches),
                   time.perf_counter() - started)
         )  # fmt: skip
         if passed and (self.best is None or qps > self.best[0]):
@@ -613,6 +653,7 @@ def find_capacity(
     hint_qps: float | None = None,
     passing_qps: float | None = None,
     failing_qps: float | None = None,
+    num_requests: int | None = None,
 ) -> CapacityResult:
     """The largest arrival rate at which `prepared` meets `options.slo` on `workload`.
 
@@ -627,7 +668,46 @@ def find_capacity(
     within `options.tolerance` (relative), or after `options.max_simulations` probes.
     An SLO that `zero_load_percentile` shows missed even with every request alone
     gives capacity 0 at once (`CapacityResult.unmeetable` says which).
+
+    `num_requests` (default: all) is how many of the workload's first requests the
+    search runs on.  When it passes at the analytic ceiling with no rate failing (the
+    requests are too few to load the deployment), it runs again on `LENGTHEN` times as
+    many (at most all of `workload`), starting at the rate that passed, until a rate
+    fails ("measured") or the workload has no more requests, or the probes run out
+    ("ceiling": `CapacityResult.capacity_kind`).  The result is that of the last
+    search, with the probes, simulations and time of all of them.
     """
+    started = time.perf_counter()
+    n = len(workload) if num_requests is None else min(max(num_requests, 1), len(workload))
+    result = _find_capacity_once(
+        prepared, first_requests(workload, n), options, hint_qps, passing_qps, failing_qps
+    )
+    probes = list(result.probes)
+    while result.capacity_kind == CAPACITY_CEILING and n < len(workload):
+        left = options.max_simulations - len(probes)
+        if left < 1:
+            break
+        n = min(LENGTHEN * n, len(workload))
+        result = _find_capacity_once(
+            prepared, first_requests(workload, n), replace(options, max_simulations=left),
+            result.capacity_qps, None, None,
+        )  # fmt: skip
+        probes += result.probes
+    result.probes = probes
+    result.num_simulations = len(probes)
+    result.wall_time_s = time.perf_counter() - started
+    return result
+
+
+def _find_capacity_once(
+    prepared: PreparedDeployment,
+    workload: Workload,
+    options: CapacitySearchOptions,
+    hint_qps: float | None,
+    passing_qps: float | None,
+    failing_qps: float | None,
+) -> CapacityResult:
+    """`find_capacity` on all of `workload`, with no lengthening."""
     started = time.perf_counter()
     unit = unit_arrival_times(workload)
     slo = options.slo
@@ -635,14 +715,16 @@ def find_capacity(
     service = service_bound(prepared, workload, mask)
     upper = _finite_run_bound(service, unit[mask], slo)
     search = _Search(prepared, workload, unit, options)
+    counts = {"num_requests": len(workload), "rejected_requests": len(workload) - int(mask.sum())}
     if service.num_servable == 0:  # every request is rejected: no rate can pass
-        return CapacityResult(0.0, None, 0.0, 0.0, [], 0, time.perf_counter() - started)
+        wall = time.perf_counter() - started
+        return CapacityResult(0.0, None, 0.0, 0.0, [], 0, wall, **counts)
     for bound in (slo, *options.also):
         if bound.metric in ZERO_LOAD_METRICS:
             least = zero_load_percentile(prepared, workload, bound.metric, bound.percentile, mask)
             if least >= bound.max_s:  # missed with every request alone: at any rate
                 wall = time.perf_counter() - started
-                return CapacityResult(0.0, None, upper, 0.0, [], 0, wall, (bound, least))
+                return CapacityResult(0.0, None, upper, 0.0, [], 0, wall, (bound, least), **counts)
     # the first guess: a share of the tighter (steady-state) bound; a hint starts a gallop
     steady = service.steady_qps
     reference = min(upper, steady)
@@ -703,4 +785,5 @@ def find_capacity(
         probes=search.probes,
         num_simulations=len(search.probes),
         wall_time_s=time.perf_counter() - started,
+        **counts,
     )

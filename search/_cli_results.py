@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import click
@@ -119,13 +120,18 @@ def results_export(job, db, sku, scheduler, slo, out: Path) -> None:
     filters = _filters(sku, scheduler, slo)
     frame = with_labels(database.results(job, **filters))
     suffix = out.suffix.lower()
+    # flat formats: the nested columns as text (slo_detail as JSON; its keys vary by row)
+    flat = frame.assign(
+        params=frame["params"].map(str),
+        slo_detail=frame["slo_detail"].map(lambda d: json.dumps(d) if isinstance(d, dict) else d),
+    )
     with writing(out, "--out"):
         if suffix == ".csv":
-            frame.assign(params=frame["params"].map(str)).to_csv(out, index=False)
+            flat.to_csv(out, index=False)
         elif suffix == ".json":
             frame.to_json(out, orient="records", indent=2, date_format="iso")
         else:
-            frame.assign(params=frame["params"].map(str)).to_parquet(out, index=False)
+            flat.to_parquet(out, index=False)
     click.echo(f"wrote {len(frame)} configurations to {out}")
 
 

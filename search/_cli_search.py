@@ -191,15 +191,26 @@ def _sigterm_raises(error: type[BaseException]) -> Iterator[None]:
 
 
 def _note_unloaded(database, job_id: int, num_requests: int) -> None:
-    """Say when some configurations never failed: the workload is too short to load them."""
+    """Say when some capacities rest on the analytic ceiling, not on a measurement.
+
+    Those configurations met the SLO at every rate probed up to their ceiling even on the
+    longest workload the search lengthened to (capacity_kind "ceiling"); `num_requests`
+    is the spec's workload.num_requests, where each search started.
+    """
+    from search._pareto import CEILING, capacity_kinds
+
     frame = database.results(job_id, status="done")
-    unloaded = frame[(frame["capacity_qps"] > 0) & frame["capacity_upper_qps"].isna()]
+    unloaded = frame[(capacity_kinds(frame) == CEILING) & frame["capacity_qps"].notna()]
     if len(unloaded):
+        lengths = unloaded["num_requests"].dropna()
+        longest = int(lengths.max()) if len(lengths) else num_requests
         console.print(
             f"[yellow]note[/yellow]: {len(unloaded)} configuration(s) met the SLO at every rate "
-            f"probed, up to their analytic throughput ceiling: {num_requests} requests are too "
-            "few to load them, so their capacity is that ceiling, not a measurement; raise "
-            "workload.num_requests"
+            f"probed, up to their analytic throughput ceiling, even on {longest} requests "
+            f"(searches start on {num_requests}): their capacity rests on "
+            "that ceiling, not a measurement (capacity_kind 'ceiling'), and they are "
+            "recommended only where no measured configuration meets the SLOs; raise "
+            "capacity.max_requests (or workload.num_requests) to measure them"
         )
 
 

@@ -47,7 +47,7 @@ from search._pareto import (
     refinement_contenders,
 )
 from search._space import Candidate, ConfigPoint, candidates
-from search._spec import SearchSpec
+from search._spec import SearchSpec, search_workload
 from search._strategy import (
     constraint_value,
     enqueue_grid,
@@ -55,7 +55,7 @@ from search._strategy import (
     objective_values,
     suggest,
 )
-from workloads import Workload, build_workload
+from workloads import Workload
 
 # spec fields that do not change what a job is (a guard on the space's size)
 _NOT_DECIDING = frozenset({"max_configurations"})
@@ -187,14 +187,9 @@ class SearchDriver:
         return stored, report
 
     def _workload(self) -> Workload:
-        w = self.spec.workload
-        return build_workload(
-            w.model_dump(exclude={"num_requests", "seed"}),
-            num_requests=w.num_requests,
-            qps=1.0,  # the capacity search rescales arrival times per probe
-            concurrency=None,
-            seed=w.seed,
-        )
+        """The spec's workload, as long as a capacity search may lengthen it (its first
+        `workload.num_requests` requests are the ones every search starts on)."""
+        return search_workload(self.spec, self.spec.max_requests)
 
     def _task(self, stored: StoredConfiguration, workload: Workload) -> EvaluationTask:
         return EvaluationTask(
@@ -206,6 +201,8 @@ class SearchDriver:
             capacity_meets_filters=self.spec.slo.capacity_meets_filters,
             tolerance=self.spec.capacity.tolerance,
             max_simulations=self.spec.capacity.max_simulations,
+            num_requests=self.spec.workload.num_requests,
+            max_rejected_share=self.spec.slo.max_rejected_share,
         )
 
     # -- the job -----------------------------------------------------------
@@ -496,6 +493,9 @@ class SearchDriver:
                     tolerance=fine,
                     passing_qps=float(coarse["capacity_qps"]),
                     failing_qps=_finite_or_none(coarse["capacity_upper_qps"]),
+                    # the length the coarse search was decided on (it may have lengthened)
+                    num_requests=_count_or_none(coarse["num_requests"])
+                    or self.spec.workload.num_requests,
                 )
                 executor.submit(cid, task)
                 self.progress.running += 1
@@ -615,6 +615,14 @@ def _marked_for_refinement(frame) -> list[int]:
 def _finite_or_none(value: object) -> float | None:
     number = float(value) if value is not None else math.nan
     return number if math.isfinite(number) else None
+
+
+def _count_or_none(value: object) -> int | None:
+    """A stored count as an int; None where it is missing (None, NaN, NA)."""
+    try:
+        return int(value)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        return None
 
 
 def _error_text(error: BaseException) -> str:

@@ -1,4 +1,13 @@
-"""One configuration's evaluation, as a worker runs it: capacity search, metrics at capacity."""
+"""One configuration's evaluation, as a worker runs it: capacity search, metrics at capacity.
+
+Rejected requests count against a configuration: a deployment that can never serve
+some requests (they need more KV memory than a replica has, or exceed its policy's
+token limit) is not ranked on the easier rest of the workload.  Those requests are
+known before any simulation (`search._capacity.servable`); when their share of the
+workload exceeds the task's `max_rejected_share` the configuration fails at once,
+with capacity 0 and a ``rejected_share`` entry in its SLO detail.  Otherwise the
+rejected count is recorded with the capacity (`rejected_requests`, of `num_requests`).
+"""
 
 from __future__ import annotations
 
@@ -6,8 +15,15 @@ import math
 import time
 from dataclasses import dataclass, field
 
-from search._capacity import CapacitySearchOptions, LatencySLO, find_capacity
-from simulator._deployment import Deployment, prepare
+from search._capacity import (
+    CAPACITY_MEASURED,
+    CapacitySearchOptions,
+    LatencySLO,
+    find_capacity,
+    first_requests,
+    servable,
+)
+from simulator._deployment import Deployment, PreparedDeployment, prepare
 from workloads import Workload
 
 GB = 1e9
@@ -15,7 +31,13 @@ GB = 1e9
 
 @dataclass(frozen=True, slots=True)
 class EvaluationTask:
-    """Everything a worker needs, as plain picklable data (no files, no database)."""
+    """Everything a worker needs, as plain picklable data (no files, no database).
+
+    The capacity is searched on the first `num_requests` requests of `workload` (all
+    when None); `workload` may hold more, up to the spec's `capacity.max_requests`:
+    the search lengthens into them when the first ones are too few to load the
+    deployment (`search._capacity.find_capacity`).
+    """
 
     configuration_id: int
     deployment: Deployment
@@ -28,6 +50,11 @@ class EvaluationTask:
     # refining an earlier, coarser result: its capacity and its smallest failing rate
     passing_qps: float | None = None
     failing_qps: float | None = None
+    num_requests: int | None = None  # requests the search starts on (None: all of workload)
+    max_rejected_share: float = 0.0  # most of the workload the deployment may refuse
+
+
+REJECTED_SHARE = "rejected_share"  # slo_detail key of the rejected-requests check
 
 
 @dataclass(slots=True)
@@ -46,9 +73,54 @@ PERCENTILE_COLUMNS = {
 }
 
 
+def _rejected_share(rejected: int, num_requests: int, max_share: float) -> dict:
+    """The slo_detail entry of the rejected-requests check."""
+    share = rejected / num_requests if num_requests else 0.0
+    return {
+        "passed": bool(share <= max_share), "value": share, "max": max_share,
+        "rejected": rejected, "of": num_requests,
+    }  # fmt: skip
+
+
+def _too_many_rejected(
+    task: EvaluationTask, prepared: PreparedDeployment, started: float
+) -> Evaluation | None:
+    """Capacity 0 without a simulation when more of the workload than the task allows can
+    never be served (at any rate); None when the share is within the limit."""
+    workload = first_requests(task.workload, task.num_requests or len(task.workload))
+    rejected = len(workload) - int(servable(prepared, workload).sum())
+    check = _rejected_share(rejected, len(workload), task.max_rejected_share)
+    if check["passed"]:
+        return None
+    metrics = _base_metrics(task, prepared) | {
+        "capacity_qps": 0.0, "capacity_upper_qps": 0.0, "qps_per_dollar": 0.0,
+        "num_simulations": 0, "capacity_kind": CAPACITY_MEASURED,
+        "num_requests": len(workload), "rejected_requests": rejected,
+        "slo_passed": False, "slo_detail": {REJECTED_SHARE: check},
+        "cost_per_million_output_tokens": math.nan,
+    }  # fmt: skip
+    return _finished(task, metrics, started)
+
+
+def _finished(task: EvaluationTask, metrics: dict, started: float) -> Evaluation:
+    metrics["wall_time_s"] = time.perf_counter() - started
+    return Evaluation(task.configuration_id, metrics)
+
+
+def _base_metrics(task: EvaluationTask, prepared: PreparedDeployment) -> dict:
+    return {
+        "tolerance": task.tolerance,
+        "kv_capacity_tokens": prepared.memory.kv_capacity_tokens,
+        "weights_gb_per_gpu": prepared.memory.weights_bytes / GB,
+    }
+
+
 def evaluate(task: EvaluationTask) -> Evaluation:
     started = time.perf_counter()
     prepared = prepare(task.deployment)
+    refused = _too_many_rejected(task, prepared, started)
+    if refused is not None:
+        return refused
     options = CapacitySearchOptions(
         slo=task.capacity_slo,
         also=task.filters if task.capacity_meets_filters else (),
@@ -58,27 +130,27 @@ def evaluate(task: EvaluationTask) -> Evaluation:
     found = find_capacity(
         prepared, task.workload, options,
         passing_qps=task.passing_qps, failing_qps=task.failing_qps,
+        num_requests=task.num_requests,
     )  # fmt: skip
-    deployment = task.deployment
-    cost = deployment.cost_per_hour
+    cost = task.deployment.cost_per_hour
     summary = found.summary
-    metrics: dict = {
+    rejected = _rejected_share(found.rejected_requests, found.num_requests, task.max_rejected_share)
+    metrics: dict = _base_metrics(task, prepared) | {
         "capacity_qps": found.capacity_qps,
         "capacity_upper_qps": found.failing_qps if math.isfinite(found.failing_qps) else None,
-        "tolerance": task.tolerance,
+        "capacity_kind": found.capacity_kind,
+        "num_requests": found.num_requests,
+        "rejected_requests": found.rejected_requests,
         "qps_per_dollar": found.capacity_qps / cost if cost > 0 else math.nan,
         "num_simulations": found.num_simulations,
-        "wall_time_s": time.perf_counter() - started,
-        "kv_capacity_tokens": prepared.memory.kv_capacity_tokens,
-        "weights_gb_per_gpu": prepared.memory.weights_bytes / GB,
     }
     if summary is None and found.capacity_qps > 0:
         # refining: no rate above the coarser capacity passed; its metrics stand, only
         # the bracket narrowed (the driver merges the two)
         metrics["keeps_coarser_metrics"] = True
-        return Evaluation(task.configuration_id, metrics)
+        return _finished(task, metrics, started)
     if summary is None:  # not even the lowest rate met the capacity SLO
-        detail = {}
+        detail = {REJECTED_SHARE: rejected}
         if found.unmeetable is not None:  # shown missed with every request served alone
             slo, least = found.unmeetable
             detail[slo.column] = {
@@ -86,7 +158,7 @@ def evaluate(task: EvaluationTask) -> Evaluation:
             }  # fmt: skip
         metrics |= {"slo_passed": False, "slo_detail": detail}
         metrics["cost_per_million_output_tokens"] = math.nan
-        return Evaluation(task.configuration_id, metrics)
+        return _finished(task, metrics, started)
     latency = summary["latency_s"]
     for metric, percentiles in PERCENTILE_COLUMNS.items():
         for p in percentiles:
@@ -102,7 +174,7 @@ def evaluate(task: EvaluationTask) -> Evaluation:
     metrics["cost_per_million_output_tokens"] = (
         cost / tokens_per_hour * 1e6 if tokens_per_hour > 0 else math.nan
     )
-    detail = {}
+    detail = {REJECTED_SHARE: rejected}
     for slo in task.filters:
         value = slo.value(summary)
         detail[slo.column] = {
@@ -112,4 +184,4 @@ def evaluate(task: EvaluationTask) -> Evaluation:
         }
     metrics["slo_detail"] = detail
     metrics["slo_passed"] = all(d["passed"] for d in detail.values())
-    return Evaluation(task.configuration_id, metrics)
+    return _finished(task, metrics, started)

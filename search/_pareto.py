@@ -9,9 +9,16 @@ of them, the one with the smallest index label (the first in index order), so th
 same whatever the order of the rows. Rows with a missing or non-finite value (NaN, None, +/-inf)
 in either column have no result to place and are left out.
 
-The ranking is the order in which configurations are recommended: SLO-passing first, then by the
-objective (QPS per dollar) descending, ties broken by fewer GPUs, then by the configuration label,
-then by the configuration id, so it does not depend on the order of the rows.
+The ranking is the order in which configurations are recommended: SLO-passing first, then
+measured capacities before those resting on the analytic ceiling, then by the objective (QPS per
+dollar) descending, ties broken by fewer GPUs, then by the configuration label, then by the
+configuration id, so it does not depend on the order of the rows.
+
+A capacity "rests on the ceiling" (``capacity_kind`` "ceiling") when the search passed at the
+deployment's analytic throughput ceiling on the longest workload it was allowed: no rate was seen
+to fail, and the ceiling, an upper bound, stands in for a measurement.  Such a configuration is
+recommended only when no measured one meets the SLOs; :func:`ceiling_rival` names the one a
+ranking on QPS per dollar alone would have picked instead, so that callers can say so.
 """
 
 from __future__ import annotations
@@ -26,6 +33,8 @@ __all__ = [
     "FRONTIERS",
     "Frontier",
     "best_configuration",
+    "capacity_kinds",
+    "ceiling_rival",
     "pareto_front",
     "rank_configurations",
     "refinement_contenders",
@@ -118,6 +127,36 @@ def pareto_front(frame: pd.DataFrame, maximize: str, minimize: str) -> list[Hash
     return frame.index[kept].tolist()
 
 
+CEILING = "ceiling"
+MEASURED = "measured"
+
+
+def capacity_kinds(frame: pd.DataFrame) -> pd.Series:
+    """Each row's capacity kind, "measured" or "ceiling", indexed like ``frame``.
+
+    The ``capacity_kind`` column where it is set.  A row without one (a result stored
+    before kinds were recorded) rests on the ceiling when it has a capacity above 0 and no
+    failing rate (``capacity_upper_qps`` missing), as such searches ended.  A frame with
+    no ``capacity_kind`` column at all counts every row as measured.
+    """
+    kinds = pd.Series(MEASURED, index=frame.index, dtype=object)
+    if "capacity_kind" not in frame.columns:
+        return kinds
+    stored = frame["capacity_kind"]
+    known = stored.notna().to_numpy(dtype=bool)
+    kinds[known] = stored[known].astype(str)
+    if {"capacity_qps", "capacity_upper_qps"} <= set(frame.columns):
+        unbounded = (_floats(frame["capacity_qps"]) > 0) & np.isnan(
+            _floats(frame["capacity_upper_qps"])
+        )
+        kinds[~known & unbounded] = CEILING
+    return kinds
+
+
+def _on_ceiling(frame: pd.DataFrame) -> np.ndarray:
+    return (capacity_kinds(frame) == CEILING).to_numpy(dtype=bool)
+
+
 def rank_configurations(
     frame: pd.DataFrame,
     objective: str = "qps_per_dollar",
@@ -125,8 +164,9 @@ def rank_configurations(
 ) -> pd.DataFrame:
     """The rows in recommendation order, with a 1-based ``rank`` column.
 
-    SLO-passing rows first (a missing ``passed_column`` value counts as not passing), then by
-    ``objective`` descending (missing values last), then fewer GPUs (``num_gpus``, if present),
+    SLO-passing rows first (a missing ``passed_column`` value counts as not passing), then
+    measured capacities before ceiling ones (:func:`capacity_kinds`), then by ``objective``
+    descending (missing values last), then fewer GPUs (``num_gpus``, if present),
     then the configuration ``label`` (if present), then ``configuration_id`` (if present). The
     result is a copy that keeps the original index labels; an existing ``rank`` column is
     replaced. Deterministic: shuffling the input rows gives the same order.
@@ -135,6 +175,7 @@ def rank_configurations(
     passed = frame[passed_column].astype("boolean").fillna(False).to_numpy(dtype=bool)
     keys: dict[str, object] = {
         "failed": ~passed,
+        "ceiling": _on_ceiling(frame),
         "objective": -np.nan_to_num(_floats(frame[objective]), nan=-np.inf, posinf=np.inf),
     }
     if "num_gpus" in frame.columns:
@@ -160,7 +201,13 @@ def best_configuration(
     passed_column: str = "slo_passed",
 ) -> pd.Series | None:
     """The top of :func:`rank_configurations` among SLO-passing rows with a finite objective
-    (with its ``rank``), or ``None`` when no row qualifies."""
+    (with its ``rank``), or ``None`` when no row qualifies.
+
+    The best measured configuration, whatever the QPS per dollar of configurations whose
+    capacity rests on the analytic ceiling; one of those only when no measured configuration
+    meets the SLOs (its ``capacity_kind`` says so).  :func:`ceiling_rival` names a ceiling
+    configuration that would have been recommended on QPS per dollar alone.
+    """
     _require(frame, objective, passed_column)
     if frame.empty:
         return None
@@ -175,15 +222,42 @@ def best_configuration(
     return top
 
 
+def ceiling_rival(
+    frame: pd.DataFrame,
+    objective: str = "qps_per_dollar",
+    passed_column: str = "slo_passed",
+) -> pd.Series | None:
+    """The SLO-passing configuration resting on the ceiling with the highest ``objective``,
+    when that is above the recommended (:func:`best_configuration`) one's; else ``None``.
+
+    It is not recommended (its capacity is an analytic bound, not a measurement), but a
+    reader of the recommendation should know that it might serve more per dollar.
+    """
+    best = best_configuration(frame, objective, passed_column)
+    ceiling = _on_ceiling(frame)
+    if best is None or ceiling[frame.index.get_loc(best.name)]:
+        return None  # nothing recommended, or the best itself rests on the ceiling
+    passed = frame[passed_column].astype("boolean").fillna(False).to_numpy(dtype=bool)
+    value = np.nan_to_num(_floats(frame[objective]), nan=-np.inf)
+    rivals = np.flatnonzero(passed & ceiling & (value > float(best[objective])))
+    if rivals.size == 0:
+        return None
+    ranked = rank_configurations(frame.iloc[rivals], objective, passed_column)
+    return ranked.iloc[0]
+
+
 def refinement_contenders(frame: pd.DataFrame, fine_tolerance: float) -> list[int]:
     """Configurations whose capacity bracket could still change the recommendation.
 
     A row's true capacity lies in [``capacity_qps``, ``capacity_upper_qps``) (no upper:
-    unbounded).  The recommendation is the SLO-passing row of highest QPS per dollar;
-    the current best is at least ``floor`` = the largest ``qps_per_dollar`` among
-    passing rows.  A passing row not yet searched to ``fine_tolerance`` (``tolerance``
-    missing or coarser) contends while its optimistic QPS per dollar, ``upper /
-    cost_per_hour``, exceeds the floor: refining it may raise it above the best, or
+    unbounded).  The recommendation is the SLO-passing measured row of highest QPS per
+    dollar (:func:`best_configuration`); the current best is at least ``floor`` = the
+    largest ``qps_per_dollar`` among passing measured rows.  A row resting on the ceiling
+    never contends: a finer search at the same length cannot measure it, and it is not
+    recommended over a measured row.  A passing measured row not yet searched to
+    ``fine_tolerance`` (``tolerance`` missing or coarser) contends while its optimistic
+    QPS per dollar, ``upper / cost_per_hour``, exceeds the floor: refining it may raise it
+    above the best, or
     (filters checked at a higher rate) make it fail.  A row failing its SLO filters at
     its capacity fails them at any higher rate too, so it never contends.  Returns the
     ``configuration_id`` of each contender, most promising first; empty when the
@@ -197,7 +271,7 @@ def refinement_contenders(frame: pd.DataFrame, fine_tolerance: float) -> list[in
         return []
     passed = frame["slo_passed"].astype("boolean").fillna(False).to_numpy(dtype=bool)
     lower = np.nan_to_num(_floats(frame["qps_per_dollar"]), nan=-np.inf)
-    candidate = passed & (lower > 0)
+    candidate = passed & (lower > 0) & ~_on_ceiling(frame)
     if not candidate.any():
         return []
     floor = float(lower[candidate].max())

@@ -4,6 +4,8 @@ Encodings, the same in every output format:
 
 - SLO-passing configurations are filled circles (Okabe-Ito blue), failing ones hollow crosses
   (Okabe-Ito vermillion): shape tells them apart without colour (greyscale, colour blindness).
+  A passing configuration whose capacity rests on the analytic ceiling, not a measurement
+  (:func:`search._pareto.capacity_kinds`), is a hollow blue circle with its own legend entry.
 - The Pareto frontier of each panel (over all plotted points, :func:`search._pareto.pareto_front`)
   is a black step line: the boundary of the region its points dominate.
 - An SLO bound is a dashed vertical line, its value written above the panel.
@@ -31,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from search._errors import PlotError
-from search._pareto import FRONTIERS, Frontier, pareto_front
+from search._pareto import CEILING, FRONTIERS, Frontier, capacity_kinds, pareto_front
 
 __all__ = ["MATPLOTLIB_FORMATS", "PLOT_FORMATS", "plot_pareto"]
 
@@ -60,6 +62,7 @@ class _Panel:
     x: np.ndarray
     y: np.ndarray
     passed: np.ndarray
+    ceiling: np.ndarray  # capacity rests on the analytic ceiling (drawn apart when passing)
     labels: list[str]
     hover: list[str]  # HTML hover text: label and metrics
     front: list[int]  # positions in x/y, along the frontier (x ascending)
@@ -69,8 +72,17 @@ class _Panel:
     log_x: bool
     xlim: tuple[float, float]
     ylim: tuple[float, float]
-    n_passed: int  # configurations in the frame, plotted or not
+    n_passed: int  # measured configurations meeting the SLOs, in the frame, plotted or not
     n_failed: int
+    n_ceiling: int  # configurations meeting the SLOs on a capacity resting on the ceiling
+
+    @property
+    def measured_pass(self) -> np.ndarray:
+        return self.passed & ~self.ceiling
+
+    @property
+    def ceiling_pass(self) -> np.ndarray:
+        return self.passed & self.ceiling
 
     @property
     def x_label(self) -> str:
@@ -93,10 +105,11 @@ def plot_pareto(
     """Draw QPS per dollar against TTFT P90 and against TBT P99 to ``out``; returns ``out``.
 
     ``frame`` has one row per evaluated configuration with the columns ``qps_per_dollar``,
-    ``ttft_p90`` and ``tbt_p99`` (seconds), ``slo_passed``, and optionally ``configuration_id``
-    and ``label``. ``slo_lines`` maps ``"ttft_p90"``/``"tbt_p99"`` to an SLO bound in seconds
-    (other keys are ignored). ``best_id`` is the ``configuration_id`` (the index label when the
-    frame has no such column) of the configuration to annotate; ``None`` annotates none.
+    ``ttft_p90`` and ``tbt_p99`` (seconds), ``slo_passed``, and optionally ``configuration_id``,
+    ``label`` and ``capacity_kind``. ``slo_lines`` maps ``"ttft_p90"``/``"tbt_p99"`` to an SLO
+    bound in seconds (other keys are ignored). ``best_id`` is the ``configuration_id`` (the
+    index label when the frame has no such column) of the configuration to annotate; ``None``
+    annotates none.
     The file type follows the extension of ``out``: .png, .svg, .pdf or .html; the parent
     folder must exist (it is never created).
 
@@ -177,8 +190,9 @@ def _panels(
         raise PlotError(f"cannot plot: the results have no column {', '.join(missing)}")
     y_all = _floats(frame["qps_per_dollar"])
     passed_all = frame["slo_passed"].astype("boolean").fillna(False).to_numpy(dtype=bool)
+    ceiling_all = (capacity_kinds(frame) == CEILING).to_numpy(dtype=bool)
     labels_all = _labels(frame)
-    hover_all = _hover(frame, labels_all, y_all, passed_all)
+    hover_all = _hover(frame, labels_all, y_all, passed_all, ceiling_all)
     best_all = _best_position(frame, best_id)
     panels: list[_Panel] = []
     for frontier in FRONTIERS:
@@ -209,6 +223,7 @@ def _panels(
                 x=x,
                 y=y,
                 passed=passed_all[keep],
+                ceiling=ceiling_all[keep],
                 labels=[labels_all[i] for i in keep],
                 hover=[hover_all[i] for i in keep],
                 front=front,
@@ -218,8 +233,9 @@ def _panels(
                 log_x=log_x,
                 xlim=_limits(x_range, log_x, floor_zero=True) if x_range.size else (0.0, 1.0),
                 ylim=(0.0, 1.0),
-                n_passed=int(passed_all.sum()),
+                n_passed=int((passed_all & ~ceiling_all).sum()),
                 n_failed=int((~passed_all).sum()),
+                n_ceiling=int((passed_all & ceiling_all).sum()),
             )
         )
     if all(p.x.size == 0 for p in panels):
@@ -297,10 +313,14 @@ def _matplotlib_figure(panels: list[_Panel], title: str) -> Any:
                 panel.x[panel.front], panel.y[panel.front], drawstyle="steps-post",
                 color=FRONT_COLOR, linewidth=1.3, zorder=2,
             )  # fmt: skip
-        ok, bad = panel.passed, ~panel.passed
+        ok, bad, unmeasured = panel.measured_pass, ~panel.passed, panel.ceiling_pass
         ax.scatter(
             panel.x[ok], panel.y[ok], marker="o", s=38, facecolor=PASS_COLOR,
             edgecolor="white", linewidth=0.6, zorder=4,
+        )  # fmt: skip
+        ax.scatter(
+            panel.x[unmeasured], panel.y[unmeasured], marker="o", s=38, facecolor="none",
+            edgecolor=PASS_COLOR, linewidth=1.4, zorder=4,
         )  # fmt: skip
         ax.scatter(
             panel.x[bad], panel.y[bad], marker="x", s=38, color=FAIL_COLOR,
@@ -321,6 +341,7 @@ def _matplotlib_figure(panels: list[_Panel], title: str) -> Any:
                markeredgecolor="white", label=f"meets SLOs ({panels[0].n_passed})"),
         Line2D([], [], linestyle="none", marker="x", markersize=7, markeredgewidth=1.6,
                color=FAIL_COLOR, label=f"misses SLOs ({panels[0].n_failed})"),
+        *_ceiling_handle(panels[0].n_ceiling),
         Line2D([], [], color=FRONT_COLOR, linewidth=1.3, drawstyle="steps-post",
                label="Pareto frontier"),
     ]  # fmt: skip
@@ -343,6 +364,30 @@ def _matplotlib_figure(panels: list[_Panel], title: str) -> Any:
     return fig
 
 
+CEILING_LEGEND = "meets SLOs, capacity at the analytic ceiling, not measured"
+
+
+def _ceiling_handle(count: int) -> list[Any]:
+    """The legend entry of passing configurations resting on the ceiling (none if none)."""
+    from matplotlib.lines import Line2D
+
+    if not count:
+        return []
+    return [
+        Line2D([], [], linestyle="none", marker="o", markersize=7, markerfacecolor="none",
+               markeredgecolor=PASS_COLOR, markeredgewidth=1.4,
+               label=f"{CEILING_LEGEND} ({count})")
+    ]  # fmt: skip
+
+
+def _best_text(panel: _Panel, i: int, newline: str) -> str:
+    """The best point's annotation: label, QPS per $/h, and whether it is a measurement."""
+    text = f"best: {panel.labels[i]}{newline}{_fmt_qpd(panel.y[i])} QPS per $/h"
+    if panel.ceiling[i]:
+        text += f"{newline}(capacity at the analytic ceiling, not measured)"
+    return text
+
+
 def _metadata(suffix: str, title: str) -> dict[str, Any]:
     """No creation date in SVG/PDF (the same plot gives the same file); the title if any."""
     metadata: dict[str, Any] = {"Title": title} if title else {}
@@ -361,7 +406,7 @@ def _annotate_best(ax: Any, panel: _Panel) -> Any:
     ax.scatter([x], [y], marker="o", s=190, facecolor="none", edgecolor=BEST_COLOR,
                linewidth=1.5, zorder=5)  # fmt: skip
     annotation = ax.annotate(
-        _tex(f"best: {panel.labels[i]}\n{_fmt_qpd(y)} QPS per $/h"),
+        _tex(_best_text(panel, i, "\n")),
         xy=(x, y), xytext=(36, -30), textcoords="offset points", ha="left", va="top",
         multialignment="left", fontsize="small", zorder=6,
         bbox={"boxstyle": "round,pad=0.35", "facecolor": "white", "edgecolor": "#888888",
@@ -419,7 +464,11 @@ def _place_annotation(fig: Any, ax: Any, panel: _Panel, annotation: Any) -> None
 
 
 def _hover(
-    frame: pd.DataFrame, labels: list[str], qpd: np.ndarray, passed: np.ndarray
+    frame: pd.DataFrame,
+    labels: list[str],
+    qpd: np.ndarray,
+    passed: np.ndarray,
+    ceiling: np.ndarray,
 ) -> list[str]:
     latencies = [(f.label_x, _floats(frame[f.minimize])) for f in FRONTIERS]
     lines = []
@@ -429,6 +478,8 @@ def _hover(
             shown = "-" if not math.isfinite(values[i]) else _fmt_latency(values[i] * 1e3, "ms")
             parts.append(f"{name}: {shown}")
         parts.append("meets SLOs" if passed[i] else "misses SLOs")
+        if ceiling[i]:
+            parts.append("capacity at the analytic ceiling, not measured")
         lines.append("<br>".join(parts))
     return lines
 
@@ -449,11 +500,11 @@ def _plotly_figure(panels: list[_Panel], title: str) -> Any:
         rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.06,
         subplot_titles=[f"{p.frontier.label_y} vs {p.frontier.label_x}" for p in panels],
     )  # fmt: skip
-    n_pass, n_fail = panels[0].n_passed, panels[0].n_failed
+    n_pass, n_fail, n_ceiling = panels[0].n_passed, panels[0].n_failed, panels[0].n_ceiling
     for col, panel in enumerate(panels, start=1):
         first = col == 1
         hover = np.array(panel.hover, dtype=object)
-        ok, bad = panel.passed, ~panel.passed
+        ok, bad, unmeasured = panel.measured_pass, ~panel.passed, panel.ceiling_pass
         if panel.front:
             fig.add_trace(
                 go.Scatter(
@@ -484,6 +535,18 @@ def _plotly_figure(panels: list[_Panel], title: str) -> Any:
             ),
             row=1, col=col,
         )  # fmt: skip
+        if n_ceiling:
+            fig.add_trace(
+                go.Scatter(
+                    x=panel.x[unmeasured], y=panel.y[unmeasured], mode="markers",
+                    text=hover[unmeasured], hovertemplate="%{text}<extra></extra>",
+                    marker={"symbol": "circle-open", "size": 9, "color": PASS_COLOR,
+                            "line": {"color": PASS_COLOR, "width": 1.6}},
+                    name=f"{CEILING_LEGEND} ({n_ceiling})", legendgroup="ceiling",
+                    showlegend=first,
+                ),
+                row=1, col=col,
+            )  # fmt: skip
         if panel.slo is not None:
             # shapes take data values on a log axis, annotations log10 of them
             fig.add_vline(
@@ -509,7 +572,7 @@ def _plotly_figure(panels: list[_Panel], title: str) -> Any:
             )  # fmt: skip
             fig.add_annotation(
                 x=math.log10(panel.x[i]) if panel.log_x else panel.x[i], y=panel.y[i],
-                text=f"best: {_html_escape(panel.labels[i])}<br>{_fmt_qpd(panel.y[i])} QPS per $/h",
+                text=_html_escape(_best_text(panel, i, "\n")).replace("\n", "<br>"),
                 showarrow=True, arrowhead=2, ax=-60 if col == 1 else 60, ay=-45,
                 bgcolor="rgba(255,255,255,0.9)", bordercolor="#888888", font={"size": 11},
                 row=1, col=col,

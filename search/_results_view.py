@@ -10,16 +10,27 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from search._pareto import best_configuration, rank_configurations
+from search._pareto import (
+    CEILING,
+    best_configuration,
+    capacity_kinds,
+    ceiling_rival,
+    rank_configurations,
+)
 from search._spec import SearchSpec, parse_spec
 
 
 def with_labels(frame: pd.DataFrame) -> pd.DataFrame:
+    """The results with each configuration's ``label``, and ``capacity_kind`` filled in for
+    rows stored before kinds were recorded (`search._pareto.capacity_kinds`)."""
     frame = frame.copy()
     frame["label"] = [
         (p or {}).get("label") or f"config {cid}"
         for p, cid in zip(frame["params"], frame["configuration_id"], strict=True)
     ]
+    if "capacity_kind" in frame.columns:
+        has_result = frame["capacity_qps"].notna()
+        frame["capacity_kind"] = capacity_kinds(frame).where(has_result, None)
     return frame
 
 
@@ -39,11 +50,30 @@ def _fmt(value, scale: float = 1.0, digits: int = 1) -> str:
     return f"{value * scale:,.{digits}f}"
 
 
+def _missing(value) -> bool:
+    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
+
+
+def _kind(row: dict) -> str:
+    """The capacity's kind, with the requests it was decided on, e.g. ``measured 4000``."""
+    kind = row.get("capacity_kind")
+    if _missing(kind):
+        return "-"
+    requests = row.get("num_requests")
+    return str(kind) if _missing(requests) else f"{kind} {int(requests)}"
+
+
+def _rejected(row: dict) -> str:
+    value = row.get("rejected_requests")
+    return "-" if _missing(value) else str(int(value))
+
+
 def results_table(frame: pd.DataFrame, title: str) -> Table:
     table = Table(title=title, title_justify="left")
     for name, justify in (
         ("rank", "right"), ("configuration", "left"), ("GPUs", "right"), ("$/h", "right"),
-        ("capacity QPS", "right"), ("QPS/$", "right"), ("TTFT P90 ms", "right"),
+        ("capacity QPS", "right"), ("capacity", "left"), ("rejected", "right"),
+        ("QPS/$", "right"), ("TTFT P90 ms", "right"),
         ("TBT P99 ms", "right"), ("$/M out tok", "right"), ("SLOs", "center"),
     ):  # fmt: skip
         table.add_column(name, justify=justify)
@@ -54,6 +84,8 @@ def results_table(frame: pd.DataFrame, title: str) -> Table:
             str(row["num_gpus"]),
             _fmt(row["cost_per_hour"], digits=2),
             _fmt(row["capacity_qps"], digits=2),
+            _kind(row),
+            _rejected(row),
             _fmt(row["qps_per_dollar"], digits=3),
             _fmt(row["ttft_p90"], 1e3),
             _fmt(row["tbt_p99"], 1e3),
@@ -107,6 +139,7 @@ def print_best(db, job_id: int | None, console: Console) -> None:
     if best is None:
         console.print(f"job {job.id}: {why_no_recommendation(db, job.id, spec)}")
         return
+    rival = ceiling_rival(frame)
     per_replica = int(best["tp"]) * int(best["pp"])
     replicas = max(1, spec.budget.max_gpus // (per_replica * int(best["replicas"])))
     grid = Table.grid(padding=(0, 2))
@@ -131,8 +164,37 @@ def print_best(db, job_id: int | None, console: Console) -> None:
         f"{_fmt(best['ttft_p99'], 1e3)} ms;  TBT P50/P99 {_fmt(best['tbt_p50'], 1e3)} / "
         f"{_fmt(best['tbt_p99'], 1e3)} ms;  E2E P90 {_fmt(best['e2e_p90'], 1, 2)} s",
     )
+    grid.add_row("Capacity", _capacity_line(best, spec.slo.max_rejected_share))
     grid.add_row(
         "SLOs",
         ", ".join(s.describe() for s in [spec.slo.capacity, *spec.slo.filters]) + ": all met",
     )
+    if rival is not None:
+        grid.add_row(
+            "Not recommended",
+            f"{rival['label']}: {rival['qps_per_dollar']:.3f} QPS per $/h, but its capacity "
+            f"({rival['capacity_qps']:,.2f} QPS) rests on the analytic ceiling, not a "
+            "measurement: even its longest workload did not load it (raise "
+            "capacity.max_requests to measure it)",
+        )
     console.print(grid)
+
+
+def _capacity_line(best: pd.Series, max_rejected_share: float) -> str:
+    """How the recommended capacity was found (measured, or resting on the ceiling), on how
+    many requests, and how many of them the deployment refused."""
+    requests = best.get("num_requests")
+    on = "" if _missing(requests) else f" on {int(requests):,} requests"
+    rejected = best.get("rejected_requests")
+    refused = (
+        ""
+        if _missing(rejected) or not rejected
+        else f"; {int(rejected):,} of them rejected (slo.max_rejected_share {max_rejected_share:g})"
+    )
+    if best.get("capacity_kind") == CEILING:
+        return (
+            f"[yellow]rests on the analytic ceiling, not a measurement[/yellow]: it met the SLOs "
+            f"at every rate probed{on}, and no configuration with a measured capacity meets "
+            f"them{refused}"
+        )
+    return f"measured{on}{refused}"

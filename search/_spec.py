@@ -121,11 +121,15 @@ class SLOs(_Strict):
 
     With `capacity_meets_filters`, the capacity is instead the largest rate that meets
     the criterion and every filter: the rate a deployment can serve within all SLOs.
+    `max_rejected_share` is the most of the workload a deployment may refuse (requests
+    longer than its KV memory or its scheduler's token limit): a configuration that
+    refuses more fails, with capacity 0, rather than being ranked on an easier load.
     """
 
     capacity: SLOSpec = SLOSpec(metric="scheduling_delay", percentile=99, max_s=5.0)
     filters: list[SLOSpec] = Field(default_factory=list)
     capacity_meets_filters: bool = False
+    max_rejected_share: float = Field(0.0, ge=0.0, le=1.0)
 
 
 class StrategySpec(_Strict):
@@ -140,6 +144,10 @@ class StrategySpec(_Strict):
         return self
 
 
+MAX_REQUESTS_FACTOR = 8  # default capacity.max_requests: this many times workload.num_requests
+MAX_REQUESTS_CAP = 200_000  # most requests a capacity search may lengthen its workload to
+
+
 class CapacitySpec(_Strict):
     """How finely each configuration's capacity is searched.
 
@@ -148,11 +156,19 @@ class CapacitySpec(_Strict):
     are refined to `refine_tolerance`, so the recommendation is the one a search of
     every configuration at `refine_tolerance` makes.  null (or a value not below
     `tolerance`) turns refinement off.
+
+    A search that passes at its analytic ceiling (the workload is too short to load the
+    deployment) runs again on twice the requests of the same workload, up to
+    `max_requests` (default `MAX_REQUESTS_FACTOR` x workload.num_requests, at most
+    `MAX_REQUESTS_CAP`; a trace has no more requests than it holds).  What still passes
+    there is flagged: its capacity kind is "ceiling", not "measured".  Setting
+    `max_requests` to workload.num_requests turns lengthening off.
     """
 
     tolerance: float = Field(0.05, gt=0.0, lt=1.0)  # relative width of the final QPS bracket
     refine_tolerance: float | None = Field(0.01, gt=0.0, lt=1.0)
     max_simulations: PositiveInt = 20
+    max_requests: PositiveInt | None = Field(None, le=MAX_REQUESTS_CAP)
 
     @property
     def refines(self) -> bool:
@@ -185,6 +201,24 @@ class SearchSpec(_Strict):
         if isinstance(data, dict) and isinstance(data.get("workload"), str):
             data = {**data, "workload": {"source": data["workload"]}}
         return data
+
+    @model_validator(mode="after")
+    def _max_requests_covers_workload(self) -> SearchSpec:
+        wanted = self.capacity.max_requests
+        if wanted is not None and wanted < self.workload.num_requests:
+            raise ValueError(
+                f"capacity.max_requests ({wanted}) must be at least workload.num_requests "
+                f"({self.workload.num_requests}): the workload is lengthened, never shortened"
+            )
+        return self
+
+    @property
+    def max_requests(self) -> int:
+        """The most requests a capacity search lengthens its workload to (see CapacitySpec)."""
+        if self.capacity.max_requests is not None:
+            return self.capacity.max_requests
+        base = self.workload.num_requests
+        return max(base, min(MAX_REQUESTS_FACTOR * base, MAX_REQUESTS_CAP))
 
     @field_validator("model")
     @classmethod
@@ -246,13 +280,15 @@ class SearchSpec(_Strict):
         return sha256_json(decisive)
 
 
-def search_workload(spec: SearchSpec) -> Workload:
+def search_workload(spec: SearchSpec, num_requests: int | None = None) -> Workload:
     """The request stream every capacity probe of a search reuses, built as `search run`
-    builds it (rate 1 req/s: each probe rescales the arrival times)."""
+    builds it (rate 1 req/s: each probe rescales the arrival times).  `num_requests`
+    (default the spec's) may be longer: the first `workload.num_requests` requests are the
+    same whatever the length, so a search can lengthen its workload."""
     w = spec.workload
     return build_workload(
         w.model_dump(exclude={"num_requests", "seed"}),
-        num_requests=w.num_requests,
+        num_requests=num_requests or w.num_requests,
         qps=1.0,
         concurrency=None,
         seed=w.seed,

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 
 import optuna
 
+from search._evaluate import REJECTED_SHARE
 from search._space import ConfigPoint
 from search._spec import SearchSpec
 from simulator import SchedulerKind
@@ -106,6 +107,8 @@ def constraint_value(metrics: dict | None, spec: SearchSpec) -> float:
     if not metrics or not metrics.get("capacity_qps"):
         return INFEASIBLE
     detail = metrics.get("slo_detail") or {}
+    if (detail.get(REJECTED_SHARE) or {}).get("passed") is False:
+        return INFEASIBLE  # refuses more of the workload than allowed
     worst = -1.0
     for slo in spec.slo.filters:
         value = (detail.get(slo.column) or {}).get("value")

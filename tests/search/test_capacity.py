@@ -9,12 +9,16 @@ import pytest
 
 from estimators import load_model
 from search._capacity import (
+    CAPACITY_CEILING,
+    CAPACITY_MEASURED,
     CapacitySearchOptions,
     LatencySLO,
     Probe,
     _Search,
     find_capacity,
+    first_requests,
     late_limit,
+    servable,
     service_bound,
     throughput_upper_bound,
     unit_arrival_times,
@@ -291,3 +295,79 @@ def test_an_also_slo_stops_a_run_early_with_the_full_run_verdict(prepared, workl
     assert fast.stopped_early and not full.stopped_early
     assert fast.iterations < full.iterations
     assert fast.slo_value >= ttft.max_s  # the value of the SLO that stopped it
+
+
+# --------------------------------------------------------------------------- measured or ceiling
+
+
+@pytest.fixture(scope="module")
+def fast() -> PreparedDeployment:
+    """A deployment a few dozen chat requests cannot load (H100, large batches)."""
+    return prepare(
+        Deployment(
+            load_model(LLAMA_7B),
+            load_catalog().get("h100-sxm"),
+            scheduler=SchedulerConfig(SchedulerKind.SARATHI, batch_size=256, chunk_size=1024),
+        )
+    )
+
+
+@pytest.fixture(scope="module")
+def long_chat() -> Workload:
+    return _chat(800, seed=0)
+
+
+def test_a_short_workload_passes_at_the_ceiling_and_is_flagged(fast, long_chat) -> None:
+    short = first_requests(long_chat, 25)
+    found = find_capacity(fast, short)
+    assert found.capacity_kind == CAPACITY_CEILING and found.capacity_qps > 0
+    assert math.isinf(found.failing_qps) and found.probes[-1].passed
+    assert found.num_requests == 25 and all(p.num_requests == 25 for p in found.probes)
+
+
+def test_the_search_lengthens_a_workload_too_short_to_load_the_deployment(fast, long_chat) -> None:
+    found = find_capacity(fast, long_chat, num_requests=25)
+    assert found.capacity_kind == CAPACITY_MEASURED
+    assert 25 < found.num_requests <= len(long_chat)
+    lengths = [p.num_requests for p in found.probes]
+    assert lengths == sorted(lengths) and lengths[0] == 25  # doubled until a rate failed
+    assert set(lengths) <= {25 * 2**k for k in range(6)}
+    decided = [p for p in found.probes if p.num_requests == found.num_requests]
+    assert any(not p.passed for p in decided) and found.failing_qps < math.inf
+    assert found.num_simulations == len(found.probes)
+    # the decided length searched on its own finds about the same (other probes, same SLO)
+    again = find_capacity(fast, first_requests(long_chat, found.num_requests))
+    assert again.capacity_kind == CAPACITY_MEASURED
+    assert abs(again.capacity_qps / found.capacity_qps - 1) <= 0.1
+
+
+def test_lengthening_stops_at_the_workload_it_has(fast, long_chat) -> None:
+    found = find_capacity(fast, first_requests(long_chat, 50), num_requests=25)
+    assert found.capacity_kind == CAPACITY_CEILING and found.num_requests == 50
+
+
+def test_lengthening_shares_the_probe_budget(fast, long_chat) -> None:
+    options = CapacitySearchOptions(max_simulations=3)
+    found = find_capacity(fast, long_chat, options, num_requests=25)
+    assert found.num_simulations <= 3
+
+
+def test_a_workload_that_loads_the_deployment_is_not_lengthened(prepared, workload) -> None:
+    longer = _chat(2 * N)
+    assert first_requests(longer, N).prompt_tokens.tolist() == workload.prompt_tokens.tolist()
+    found = find_capacity(prepared, longer, num_requests=N)
+    assert found.capacity_kind == CAPACITY_MEASURED and found.num_requests == N
+    assert {p.num_requests for p in found.probes} == {N}
+
+
+def test_rejected_requests_are_counted_as_the_simulator_counts_them() -> None:
+    vllm = SchedulerConfig(SchedulerKind.VLLM, batch_size=128, max_tokens=1024)
+    prepared = prepare(
+        Deployment(load_model(LLAMA_7B), load_catalog().get("a100-80gb"), scheduler=vllm)
+    )
+    workload = _chat(300, seed=1)
+    never = int((~servable(prepared, workload)).sum())
+    assert never > 0  # chat prompts over 1024 tokens
+    found = find_capacity(prepared, workload)
+    assert found.rejected_requests == never and found.num_requests == 300
+    assert found.summary is not None and found.summary["requests"]["rejected"] == never

@@ -93,13 +93,13 @@ def test_samplers_never_simulate_a_configuration_twice(tmp_path, kind, monkeypat
     import search._evaluate as evaluate_module
 
     explored: list[int] = []  # first evaluations (refinements continue a bracket)
-    simulated: list[tuple[int, float]] = []  # (configuration, rate) of every simulation
+    simulated: list[tuple[int, float, int]] = []  # (configuration, rate, requests) simulated
     real = evaluate_module.find_capacity
     current: list[int] = []
 
     def recording(prepared, workload, options, **kwargs):
         found = real(prepared, workload, options, **kwargs)
-        simulated.extend((current[-1], p.qps) for p in found.probes)
+        simulated.extend((current[-1], p.qps, p.num_requests) for p in found.probes)
         return found
 
     real_evaluate = evaluate_module.evaluate
@@ -124,6 +124,7 @@ def test_capacity_can_be_bound_by_the_slo_filters(tmp_path):
     strict = {
         "filters": [{"metric": "ttft", "percentile": 90, "max_s": 0.5}],
         "capacity_meets_filters": True,
+        "max_rejected_share": 0.05,  # vLLM's default token limit refuses a few chat requests
     }
     loose = {**strict, "capacity_meets_filters": False}
     _, db_b, bound = run_job(write_spec(tmp_path, slo=strict), f"sqlite:///{tmp_path / 'b.db'}")

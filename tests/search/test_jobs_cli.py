@@ -154,21 +154,26 @@ def test_a_killed_driver_loses_nothing_and_a_rerun_finishes_the_job(tmp_path):
 
 
 def test_results_commands_on_a_finished_job(tmp_path):
-    spec_path = write_spec(tmp_path)
+    # no lengthening: 150 requests cannot load H100 TP2 with vLLM
+    spec_path = write_spec(tmp_path, capacity={"tolerance": 0.15, "max_requests": 150})
     db_url = f"sqlite:///{tmp_path / 'q.db'}"
     ran = llmcap("search", "run", str(spec_path), "--db", db_url, "--executor", "inline")
     assert ran.returncode == 0, ran.stderr
-    # 150 requests cannot load H100 TP2 with vLLM: the run says its capacity is a lower limit
-    assert "too few to load them" in " ".join(ran.stdout.split())
+    # the run says which capacities rest on the ceiling
+    assert "rests on that ceiling, not a measurement" in " ".join(ran.stdout.split())
     listing = llmcap("results", "list", "--db", db_url, "--sku", "h100-sxm")
     assert listing.returncode == 0 and "h100-sxm" in listing.stdout and "a100" not in listing.stdout
+    assert "ceiling 150" in listing.stdout and "measured 150" in listing.stdout
     best = llmcap("results", "best", "--db", db_url)
     assert best.returncode == 0
     assert "Recommended" in best.stdout or "no configuration" in best.stdout
     out = tmp_path / "all.json"
     exported = llmcap("results", "export", "1", "--db", db_url, "--out", str(out))
     assert exported.returncode == 0
-    assert len(json.loads(out.read_text())) == 8
+    rows = json.loads(out.read_text())
+    assert len(rows) == 8
+    assert {row["capacity_kind"] for row in rows} == {"measured", "ceiling"}
+    assert all(row["num_requests"] == 150 and row["rejected_requests"] >= 0 for row in rows)
     plot = llmcap("pareto", "plot", "--db", db_url, "--out", str(tmp_path / "p.svg"))
     assert plot.returncode == 0 and (tmp_path / "p.svg").read_text().lstrip().startswith("<")
     jobs = llmcap("jobs", "list", "--db", db_url)

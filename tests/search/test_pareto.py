@@ -14,6 +14,8 @@ from search._pareto import (
     FRONTIERS,
     Frontier,
     best_configuration,
+    capacity_kinds,
+    ceiling_rival,
     pareto_front,
     rank_configurations,
     refinement_contenders,
@@ -258,7 +260,7 @@ def test_best_configuration_examples() -> None:
 FINE = 0.01
 BRACKET_COLUMNS = [
     "configuration_id", "capacity_qps", "capacity_upper_qps", "cost_per_hour",
-    "qps_per_dollar", "slo_passed", "tolerance",
+    "qps_per_dollar", "slo_passed", "tolerance", "capacity_kind",
 ]  # fmt: skip
 
 
@@ -280,6 +282,12 @@ def brackets(draw: st.DrawFn) -> pd.DataFrame:
                 "qps_per_dollar": capacity / cost,
                 "slo_passed": draw(st.booleans()) and capacity > 0,
                 "tolerance": draw(st.sampled_from([FINE, 0.05, None])),
+                # no failing rate: the search rested on the ceiling, or (old rows) unknown
+                "capacity_kind": (
+                    draw(st.sampled_from(["ceiling", None]))
+                    if capacity > 0 and not math.isfinite(width)
+                    else draw(st.sampled_from(["measured", None]))
+                ),
             }
         )
     return pd.DataFrame(rows, columns=BRACKET_COLUMNS)
@@ -295,7 +303,8 @@ def test_contenders_are_exactly_the_coarse_passing_rows_that_could_beat_the_best
     frame: pd.DataFrame,
 ) -> None:
     contenders = refinement_contenders(frame, FINE)
-    passing = frame[frame["slo_passed"] & (frame["qps_per_dollar"] > 0)]
+    measured = frame["capacity_upper_qps"].notna()  # in these frames, exactly the measured
+    passing = frame[frame["slo_passed"] & (frame["qps_per_dollar"] > 0) & measured]
     if passing.empty:
         assert contenders == []
         return
@@ -314,8 +323,11 @@ def test_contenders_are_exactly_the_coarse_passing_rows_that_could_beat_the_best
 def test_a_coarse_best_always_contends_and_a_fine_frame_is_settled(frame: pd.DataFrame) -> None:
     best = best_configuration(frame)
     contenders = refinement_contenders(frame, FINE)
-    if best is not None and (pd.isna(best["tolerance"]) or best["tolerance"] > FINE):
+    coarse = best is not None and (pd.isna(best["tolerance"]) or best["tolerance"] > FINE)
+    if coarse and capacity_kinds(frame).loc[best.name] == "measured":
         assert int(best["configuration_id"]) in contenders
+    elif best is not None and capacity_kinds(frame).loc[best.name] == "ceiling":
+        assert contenders == []  # no measured row passes: nothing a refinement can settle
     assert refinement_contenders(frame.assign(tolerance=FINE), FINE) == []
 
 
@@ -335,3 +347,55 @@ def test_contenders_example() -> None:
     assert refinement_contenders(frame, FINE) == [1, 2]
     refined = frame.assign(tolerance=[FINE, 0.05, 0.05, 0.05])
     assert refinement_contenders(refined, FINE) == [2]
+
+
+# --------------------------------------------------------------------------- capacity kinds
+
+
+def _kinds_frame() -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "configuration_id": [1, 2, 3, 4],
+            "label": ["measured", "ceiling", "measured, worse", "old ceiling"],
+            "num_gpus": [4, 16, 4, 8],
+            "capacity_qps": [10.0, 25.0, 8.0, 30.0],
+            "capacity_upper_qps": [10.5, None, 8.4, None],
+            "cost_per_hour": [1.0, 1.0, 1.0, 1.0],
+            "qps_per_dollar": [10.0, 25.0, 8.0, 30.0],
+            "slo_passed": [True, True, True, False],
+            "tolerance": [0.05, 0.05, 0.05, 0.05],
+            "capacity_kind": ["measured", "ceiling", "measured", None],
+        }
+    )
+
+
+def test_capacity_kinds_infers_old_rows_and_defaults_to_measured() -> None:
+    frame = _kinds_frame()
+    assert capacity_kinds(frame).tolist() == ["measured", "ceiling", "measured", "ceiling"]
+    assert set(capacity_kinds(frame.drop(columns="capacity_kind"))) == {"measured"}
+
+
+def test_a_measured_configuration_is_recommended_over_a_ceiling_one() -> None:
+    frame = _kinds_frame()
+    best = best_configuration(frame)
+    assert best is not None and best["configuration_id"] == 1
+    # passing measured first, then passing ceiling, then failing
+    assert rank_configurations(frame)["configuration_id"].tolist() == [1, 3, 2, 4]
+    rival = ceiling_rival(frame)  # a higher QPS/$ resting on the ceiling: named, not chosen
+    assert rival is not None and rival["configuration_id"] == 2
+    # ceiling rows never contend for refinement; the floor is the measured best
+    assert refinement_contenders(frame, FINE) == [1]
+
+
+def test_a_ceiling_configuration_is_recommended_only_when_none_measured_passes() -> None:
+    frame = _kinds_frame().assign(slo_passed=[False, True, False, False])
+    best = best_configuration(frame)
+    assert best is not None and best["capacity_kind"] == "ceiling"
+    assert ceiling_rival(frame) is None  # the best itself says it rests on the ceiling
+    assert refinement_contenders(frame, FINE) == []
+
+
+def test_no_rival_when_the_measured_best_is_ahead() -> None:
+    frame = _kinds_frame().assign(qps_per_dollar=[10.0, 9.0, 8.0, 30.0])
+    assert best_configuration(frame)["configuration_id"] == 1
+    assert ceiling_rival(frame) is None

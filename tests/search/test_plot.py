@@ -8,10 +8,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from matplotlib.colors import to_rgba
 
 from search._errors import PlotError
 from search._pareto import best_configuration, pareto_front
-from search._plot import PLOT_FORMATS, _matplotlib_figure, _panels, plot_pareto
+from search._plot import PASS_COLOR, PLOT_FORMATS, _matplotlib_figure, _panels, plot_pareto
 
 SLO_LINES = {"ttft_p90": 2.0, "tbt_p99": 0.1}
 
@@ -190,3 +191,51 @@ def test_html_encodings(results: pd.DataFrame, best_id: int) -> None:
     assert sum(text.startswith("best: ") for text in texts) == 2
     assert {"SLO 2 s", "SLO 100 ms"} <= set(texts)
     assert [s.x0 for s in fig.layout.shapes] == [2.0, 100.0]
+
+
+def test_ceiling_capacities_are_drawn_hollow_with_their_own_legend_entry(
+    results: pd.DataFrame,
+) -> None:
+    passing = results.index[results["slo_passed"] & results["qps_per_dollar"].notna()]
+    unmeasured = passing[:3]
+    frame = results.assign(capacity_kind="measured")
+    frame.loc[unmeasured, "capacity_kind"] = "ceiling"
+    best = best_configuration(frame)
+    assert best is not None and best["capacity_kind"] == "measured"
+    panels = _panels(frame, SLO_LINES, best["configuration_id"])
+    ttft = panels[0]
+    assert ttft.ceiling_pass.sum() == 3 and ttft.n_ceiling == 3 and ttft.n_passed == 18
+    fig = _matplotlib_figure(panels, "job 1")
+    ax = fig.axes[0]
+    blue = to_rgba(PASS_COLOR)
+    hollow = [  # no fill, a blue edge (the best point's ring is black)
+        c for c in ax.collections
+        if len(c.get_offsets()) and len(c.get_facecolors()) == 0
+        and tuple(c.get_edgecolors()[0]) == blue
+    ]  # fmt: skip
+    assert len(hollow) == 1 and len(hollow[0].get_offsets()) == 3
+    (legend,) = fig.legends
+    texts = [t.get_text() for t in legend.get_texts()]
+    assert texts[:3] == [
+        "meets SLOs (18)", "misses SLOs (9)",
+        "meets SLOs, capacity at the analytic ceiling, not measured (3)",
+    ]  # fmt: skip
+    # a ceiling best says so in its annotation
+    only_ceiling = frame.assign(slo_passed=frame.index.isin(unmeasured))
+    ceiling_best = best_configuration(only_ceiling)
+    panels = _panels(only_ceiling, SLO_LINES, ceiling_best["configuration_id"])
+    fig = _matplotlib_figure(panels, "job 1")
+    (annotation,) = [t for t in fig.axes[0].texts if t.get_text().startswith("best: ")]
+    assert "analytic ceiling, not measured" in annotation.get_text()
+
+
+def test_html_ceiling_trace(results: pd.DataFrame) -> None:
+    pytest.importorskip("plotly")
+    from search._plot import _plotly_figure
+
+    frame = results.assign(capacity_kind="measured")
+    frame.loc[results.index[results["slo_passed"]][:2], "capacity_kind"] = "ceiling"
+    fig = _plotly_figure(_panels(frame, SLO_LINES, None), "job 1")
+    markers = {t.name: t.marker.symbol for t in fig.data if t.mode == "markers" and t.showlegend}
+    ceiling = "meets SLOs, capacity at the analytic ceiling, not measured (2)"
+    assert markers[ceiling] == "circle-open" and markers["meets SLOs (19)"] == "circle"

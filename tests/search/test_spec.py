@@ -82,6 +82,27 @@ def test_name_strategy_and_budget_leave_the_fingerprint_and_the_slo_does_not() -
     assert parse_spec(TINY_SPEC | {"slo": stricter}).fingerprint() != base
 
 
+def test_max_rejected_share_is_a_share_and_decides_results() -> None:
+    base = parse_spec(TINY_SPEC)
+    assert base.slo.max_rejected_share == 0.0
+    lenient = parse_spec(TINY_SPEC | {"slo": {"max_rejected_share": 0.01}})
+    assert lenient.fingerprint() != base.fingerprint()
+    for bad in (-0.1, 1.5):
+        assert "slo.max_rejected_share" in _error(TINY_SPEC | {"slo": {"max_rejected_share": bad}})
+
+
+def test_max_requests_defaults_to_a_multiple_of_the_workload_and_never_shortens_it() -> None:
+    base = parse_spec(TINY_SPEC)
+    assert base.max_requests == 8 * TINY_SPEC["workload"]["num_requests"]
+    fixed = parse_spec(TINY_SPEC | {"capacity": {"max_requests": 150}})
+    assert fixed.max_requests == 150 and fixed.fingerprint() != base.fingerprint()
+    shorter = TINY_SPEC | {"capacity": {"max_requests": 10}}
+    assert "at least workload.num_requests" in _error(shorter)
+    assert "capacity.max_requests" in _error(TINY_SPEC | {"capacity": {"max_requests": 10**7}})
+    huge = parse_spec(TINY_SPEC | {"workload": {"source": "chat", "num_requests": 100_000}})
+    assert huge.max_requests == 200_000  # capped
+
+
 @pytest.mark.parametrize(
     ("example", "total", "dropped"),
     [("quick.yaml", 20, 0), ("vidur_llama2_70b_chat.yaml", 450, 50)],

@@ -1,0 +1,89 @@
+"""What `llmcap results` and exports say about capacity kinds and rejected requests."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from search._db import ConfigRecord, ResultRecord, open_database
+from search._db.store import fingerprint_of
+from search._spec import parse_spec
+from search.cli import cli
+from tests.search.conftest import TINY_SPEC
+
+
+def _config(i: int, label: str) -> ConfigRecord:
+    params = {"sku": "h100-sxm", "scheduler": "sarathi", "tp": 1, "pp": 1, "batch_size": 64,
+              "i": i, "label": label}  # fmt: skip
+    return ConfigRecord(
+        fingerprint=fingerprint_of(params), sku="h100-sxm", tp=1, pp=1, replicas=1,
+        scheduler="sarathi", batch_size=64, chunk_size=512, precision="bf16", num_gpus=1,
+        cost_per_hour=2.0, params=params, feasible=True, infeasible_reason=None,
+    )  # fmt: skip
+
+
+def _result(qps: float, kind: str, *, upper: float | None, rejected: int = 0) -> ResultRecord:
+    return ResultRecord(
+        capacity_qps=qps, qps_per_dollar=qps / 2.0, num_simulations=5, wall_time_s=1.0,
+        capacity_upper_qps=upper, tolerance=0.05, capacity_kind=kind, num_requests=4000,
+        rejected_requests=rejected, slo_passed=True, ttft_p90=0.5, tbt_p99=0.05,
+        cost_per_million_output_tokens=1.0,
+    )  # fmt: skip
+
+
+@pytest.fixture
+def db_url(tmp_path: Path) -> str:
+    """A finished job: a measured configuration, and a better-looking one on the ceiling."""
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    spec = parse_spec(TINY_SPEC)
+    db = open_database(url)
+    job = db.create_job("tiny", spec.model_dump_json(), spec.fingerprint())
+    ids = db.register_configurations(
+        job.id, spec.fingerprint(), [_config(1, "measured one"), _config(2, "ceiling one")]
+    )
+    db.record_result(ids[0], _result(10.0, "measured", upper=10.4, rejected=3))
+    db.record_result(ids[1], _result(25.0, "ceiling", upper=None))
+    db.finish_job(job.id, "succeeded")
+    db.close()
+    return url
+
+
+def _run(*args: str) -> str:
+    result = CliRunner().invoke(cli, list(args), env={"COLUMNS": "250"})
+    assert result.exit_code == 0, result.output
+    return " ".join(result.output.split())
+
+
+def test_best_recommends_the_measured_one_and_names_the_ceiling_one(db_url: str) -> None:
+    out = _run("results", "best", "--db", db_url)
+    assert "Recommended measured one" in out
+    assert "measured on 4,000 requests; 3 of them rejected" in out
+    assert "Not recommended ceiling one" in out
+    assert "rests on the analytic ceiling, not a measurement" in out
+
+
+def test_list_shows_kind_and_rejected(db_url: str) -> None:
+    out = _run("results", "list", "--db", db_url)
+    assert "measured 4000" in out and "ceiling 4000" in out
+    assert out.index("measured one") < out.index("ceiling one")  # measured ranks first
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".json", ".parquet"])
+def test_exports_carry_kind_requests_and_rejected(db_url: str, tmp_path: Path, suffix) -> None:
+    out = tmp_path / f"all{suffix}"
+    _run("results", "export", "--db", db_url, "--out", str(out))
+    if suffix == ".csv":
+        frame = pd.read_csv(out)
+    elif suffix == ".json":
+        frame = pd.DataFrame(json.loads(out.read_text()))
+    else:
+        frame = pd.read_parquet(out)
+    rows = frame.set_index("label")
+    assert rows.loc["measured one", "capacity_kind"] == "measured"
+    assert rows.loc["ceiling one", "capacity_kind"] == "ceiling"
+    assert rows["num_requests"].tolist() == [4000, 4000]
+    assert sorted(rows["rejected_requests"].tolist()) == [0, 3]
