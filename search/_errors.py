@@ -11,6 +11,7 @@ from estimators import DoesNotFitError, ModelConfigError, ParallelismError, Unkn
 from search._db import DatabaseError
 from search._executors import ExecutorError
 from search._ray_jobs import RayJobsError
+from search._validate._aic_silicon import DatasetError
 from sku_catalog import CatalogError
 from workloads import WorkloadError
 
@@ -37,6 +38,7 @@ USER_ERRORS: tuple[type[Exception], ...] = (
     ExecutorError,
     RayJobsError,
     PlotError,
+    DatasetError,
 )
 
 
