@@ -18,7 +18,7 @@ from search._validate._stats import ErrorStats, concurrency_band, error_stats, g
 GROUPS: tuple[tuple[str, Callable[[PointResult], str]], ...] = (
     ("engine", lambda r: r.point.engine),
     ("GPU", lambda r: r.point.sku),
-    ("model", lambda r: r.point.model),
+    ("model", lambda r: r.point.model.rsplit("/", 1)[-1]),
     ("concurrency", lambda r: concurrency_band(r.point.concurrency)),
 )
 
