@@ -13,6 +13,7 @@ from search._db import DatabaseError
 from search._executors import ExecutorError
 from search._ray_jobs import RayJobsError
 from search._upload import UploadError
+from search._validate._aic_silicon import DatasetError
 from sku_catalog import CatalogError
 from workloads import WorkloadError
 
@@ -45,6 +46,7 @@ USER_ERRORS: tuple[type[Exception], ...] = (
     UploadError,
     PlotError,
     OutputError,
+    DatasetError,
 )
 
 

@@ -12,6 +12,7 @@ from rich.console import Console
 from search._cli_common import user_errors
 from search._cli_results import pareto_group, results_group
 from search._cli_search import jobs_group, search_group
+from search._cli_validate import validate
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -27,6 +28,7 @@ def cli() -> None:
       llmcap pareto plot --out pareto.png    QPS per dollar against latency
       llmcap catalog skus                    the GPUs you can deploy on, with prices
       llmcap catalog models                  the built-in model architectures
+      llmcap validate                        the simulator against measured results
     """
 
 
@@ -311,6 +313,7 @@ cli.add_command(search_group)
 cli.add_command(jobs_group)
 cli.add_command(results_group)
 cli.add_command(pareto_group)
+cli.add_command(validate)
 
 
 def main() -> None:

@@ -1,0 +1,206 @@
+"""`llmcap validate`: run the simulator against measured results and print its errors."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from search._cli_common import user_errors
+
+DATASETS = ("aic-silicon",)
+FILTER_KEYS = ("engine", "gpu", "model", "tp", "concurrency", "source")
+
+VALIDATE_EPILOG = """
+\b
+Examples:
+  llmcap validate --dataset aic-silicon
+  llmcap validate --dataset aic-silicon --out validation/          # points.csv + plot
+  llmcap validate --dataset aic-silicon --filter engine=vllm --filter gpu=h200
+  llmcap validate --dataset aic-silicon --limit 40 --no-aic         # a quick look
+
+\b
+aic-silicon: the aggregated, dense-model points NVIDIA ships in aiconfigurator-core
+(`pip install 'llmcap[aic]'`), each simulated as its benchmark client ran it: a closed
+loop at the measured concurrency, fixed prompt and output lengths, about ten requests per
+concurrency slot; mean TTFT, and mean TPOT = (E2E - TTFT) / (output tokens - 1).
+Errors are predicted / measured - 1.
+"""
+
+
+@click.command("validate", epilog=VALIDATE_EPILOG)
+@click.option(
+    "--dataset",
+    default="aic-silicon",
+    show_default=True,
+    help=f"Measured results to validate against: {', '.join(DATASETS)}.",
+)
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Write points.csv (every point) and predicted_vs_measured.png here.",
+)
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Validate only N points, spread evenly over the selection.",
+)
+@click.option(
+    "--filter",
+    "filters",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help=f"Keep points whose KEY matches ({', '.join(FILTER_KEYS)}); model matches a "
+    "substring, gpu the catalog id or the system name; repeatable.",
+)
+@click.option(
+    "--aic/--no-aic",
+    "with_aic",
+    default=True,
+    show_default=True,
+    help="Also run aiconfigurator's own estimate of each point and show both tools.",
+)
+@click.option(
+    "--requests-per-slot",
+    type=click.IntRange(min=1),
+    default=10,
+    show_default=True,
+    help="Requests simulated per concurrency slot (the client sends about ten).",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Processes simulating points [the CPU count, at most 8].",
+)
+@user_errors
+def validate(
+    dataset: str,
+    out_dir: Path | None,
+    limit: int | None,
+    filters: tuple[str, ...],
+    with_aic: bool,
+    requests_per_slot: int,
+    workers: int | None,
+) -> None:
+    """Simulate measured deployments and print the error table.
+
+    Prints `TPOT MAPE x%` and `TTFT MAPE y%` over all points, then the errors by engine,
+    GPU, model and concurrency band: the mean absolute percentage error (MAPE), the
+    median signed error (predicted / measured - 1; positive = predicted too slow) and
+    the share of points within ±10%.
+    """
+    from search._errors import SpecError
+    from search._validate import load_aic_silicon, simulate_points
+    from search._validate._report import (
+        plot_predicted_vs_measured,
+        print_report,
+        write_points_csv,
+    )
+
+    if dataset not in DATASETS:
+        raise SpecError(f"unknown dataset {dataset!r}; available: {', '.join(DATASETS)}")
+    selection = load_aic_silicon()
+    points = _apply_filters(selection.points, filters)
+    if limit is not None and limit < len(points):
+        step = len(points) / limit
+        points = [points[int(i * step)] for i in range(limit)]
+    skipped = ", ".join(f"{count} {reason}" for reason, count in selection.skipped.most_common())
+    click.echo(
+        f"{dataset}: {len(selection.points)} of {selection.total_rows} rows can be simulated "
+        f"(skipped: {skipped})"
+    )
+    if not points:
+        raise SpecError("no point matches the filters")
+    if len(points) != len(selection.points):
+        click.echo(f"validating {len(points)} of them")
+    if with_aic:
+        from search._validate._aic_estimate import aic_available
+
+        with_aic = aic_available()
+    started = time.perf_counter()
+    with _progress(len(points)) as advance:
+        results = simulate_points(
+            points,
+            requests_per_slot=requests_per_slot,
+            with_aic=with_aic,
+            workers=workers,
+            on_done=advance,
+        )
+    failed = [r for r in results if not r.ok]
+    elapsed = time.perf_counter() - started
+    click.echo(f"simulated {len(results) - len(failed)} points in {elapsed:.0f} s")
+    if failed:
+        reasons: dict[str, int] = {}
+        for r in failed:
+            kind = r.error.split(":", 1)[0]
+            reasons[kind] = reasons.get(kind, 0) + 1
+        listed = ", ".join(f"{n} {kind}" for kind, n in sorted(reasons.items()))
+        click.echo(f"{len(failed)} points could not be simulated ({listed}); see points.csv")
+    print_report(results, with_aic=with_aic, console=_console())
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        csv_path = write_points_csv(results, out_dir / "points.csv")
+        png_path = plot_predicted_vs_measured(results, out_dir / "predicted_vs_measured.png")
+        click.echo(f"wrote {csv_path} and {png_path}")
+
+
+def _apply_filters(points: list, filters: tuple[str, ...]) -> list:
+    from search._errors import SpecError
+
+    for text in filters:
+        key, sep, value = text.partition("=")
+        key, value = key.strip().lower(), value.strip()
+        if not sep or key not in FILTER_KEYS or not value:
+            raise SpecError(
+                f"--filter {text!r}: expected KEY=VALUE with KEY one of {', '.join(FILTER_KEYS)}"
+            )
+        points = [p for p in points if _matches(p, key, value)]
+    return points
+
+
+def _matches(point, key: str, value: str) -> bool:
+    low = value.lower()
+    if key == "engine":
+        return point.engine == low
+    if key == "gpu":
+        return low in (point.sku, point.system)
+    if key == "model":
+        return low in point.model.lower() or low in point.model_path.lower()
+    if key == "source":
+        return point.source == low
+    return str(getattr(point, key)) == value
+
+
+def _console() -> Console:
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=140)
+    return console
+
+
+@contextmanager
+def _progress(total: int) -> Iterator:
+    """A transient progress bar of validated points, on a terminal only."""
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        yield None
+        return
+    columns = (
+        TextColumn("validating"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("points"),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=console, transient=True) as progress:
+        task = progress.add_task("validate", total=total)
+        yield lambda _result: progress.advance(task)

@@ -1,0 +1,272 @@
+"""The `aic-silicon` dataset: measured serving points shipped in NVIDIA's aiconfigurator-core.
+
+`aiconfigurator_core/systems/silicon_sample.csv` holds end-to-end measurements of real
+deployments: one row per (model, GPU, engine and version, precision, TP/PP, ISL/OSL,
+concurrency) with the client's mean TTFT and mean TPOT in milliseconds.  The file is read
+from the installed package at run time (`pip install llmcap[aic]`), never copied here.
+
+How the points were measured (from the rows' `silicon_data_source` and aiconfigurator's own
+accuracy tooling): a benchmark client drives one aggregated server in a closed loop at the
+listed concurrency C (`silicon_concurrency=C`; C requests start together and each finished
+request is replaced at once), with fixed prompt and output lengths (ignore-EOS), about 10 C
+requests per point, after warm-up requests that are not counted.  `silicon_ttft_ms` is the
+mean over requests of first-token time minus send time; `silicon_tpot_ms` is the mean over
+requests of (end-to-end - TTFT) / (output tokens - 1), so it excludes the first token.
+
+Only the points llmcap can represent are kept: aggregated mode, a dense model the catalog
+knows, a GPU the catalog knows, 16-bit or FP8 weights, a recorded concurrency.  Every other
+row is counted under the reason it was skipped.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from importlib import resources
+
+from estimators import Precision, UnknownModelError, load_model
+
+PACKAGE = "aiconfigurator_core"
+RESOURCE = ("systems", "silicon_sample.csv")
+INSTALL_HINT = "pip install 'llmcap[aic]'  (aiconfigurator-core==0.12.0)"
+
+# aiconfigurator system name -> llmcap catalog SKU id
+SYSTEM_TO_SKU: dict[str, str] = {
+    "h100_sxm": "h100-sxm",
+    "h200_sxm": "h200",
+    "b200_sxm": "b200",
+    "a100_sxm": "a100-80gb",
+    "l40s": "l40s",
+}
+
+# gemm_quant_mode -> weight precision; an empty cell is the checkpoint's 16-bit weights
+GEMM_TO_PRECISION: dict[str, Precision] = {
+    "": Precision.BF16,
+    "bf16": Precision.BF16,
+    "fp16": Precision.FP16,
+    "fp8": Precision.FP8,
+    "fp8_block": Precision.FP8,
+}
+
+ENGINES = ("vllm", "sglang", "trtllm")
+
+REQUIRED_COLUMNS = (
+    "id", "silicon_data_source", "backend", "backend_version", "model_path", "system", "mode",
+    "isl", "osl", "gemm_quant_mode", "batch_size", "tp_size", "pp_size", "attention_dp_size",
+    "silicon_ttft_ms", "silicon_tpot_ms",
+)  # fmt: skip
+
+_CONCURRENCY = re.compile(r"silicon_concurrency=(\d+)")
+_MODEL_SUFFIXES = ("-instruct", "-fp8", "-nvfp4")
+
+
+class DatasetError(ValueError):
+    """A validation dataset that is missing or malformed (the message names file and field)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ValidationPoint:
+    """One measured deployment under one closed-loop, fixed-length workload."""
+
+    id: str
+    engine: str  # vllm | sglang | trtllm
+    engine_version: str
+    model_path: str  # as measured (HF id)
+    model: str  # llmcap built-in model name
+    system: str  # aiconfigurator system name
+    sku: str  # llmcap catalog id
+    tp: int
+    pp: int
+    precision: Precision
+    kv_precision: Precision
+    isl: int
+    osl: int
+    concurrency: int
+    measured_ttft_ms: float
+    measured_tpot_ms: float
+    gemm_quant_mode: str = ""
+    source: str = ""
+
+
+@dataclass(slots=True)
+class Selection:
+    """The points kept and, per reason, how many rows were skipped."""
+
+    points: list[ValidationPoint]
+    total_rows: int
+    skipped: Counter[str] = field(default_factory=Counter)
+
+
+def kv_precision_for(engine: str, precision: Precision) -> Precision:
+    """The KV-cache precision each engine uses by default with these weights.
+
+    TensorRT-LLM serves FP8 (ModelOpt) checkpoints with an FP8 KV cache; vLLM and SGLang
+    keep a 16-bit KV cache unless told otherwise (`--kv-cache-dtype`).
+    """
+    if precision is Precision.FP8:
+        return Precision.FP8 if engine == "trtllm" else Precision.BF16
+    return precision
+
+
+def catalog_model_name(model_path: str) -> str | None:
+    """The built-in model a measured HF id stands for (same architecture), or None.
+
+    `nvidia/Llama-3.1-8B-Instruct-FP8` and `meta-llama/Llama-3.1-8B-Instruct` are the
+    architecture of `meta-llama/Llama-3.1-8B`: instruct tuning and quantised checkpoints
+    change the weights, not the shapes.
+    """
+    candidates = [model_path]
+    short = model_path.rsplit("/", 1)[-1]
+    stripped = short
+    changed = True
+    while changed:
+        changed = False
+        for suffix in _MODEL_SUFFIXES:
+            if stripped.lower().endswith(suffix):
+                stripped = stripped[: -len(suffix)]
+                changed = True
+    candidates += [short, stripped]
+    for name in candidates:
+        try:
+            return load_model(name).name
+        except UnknownModelError:
+            continue
+        except ValueError:  # a name that looks like a path and is not one
+            continue
+    return None
+
+
+def read_silicon_csv() -> tuple[str, list[dict[str, str]]]:
+    """(where it was read from, rows) of the installed silicon_sample.csv."""
+    try:
+        root = resources.files(PACKAGE)
+    except ModuleNotFoundError:
+        raise DatasetError(
+            f"the aic-silicon dataset needs the optional package aiconfigurator-core: "
+            f"{INSTALL_HINT}"
+        ) from None
+    entry = root.joinpath(*RESOURCE)
+    where = f"{PACKAGE}/{'/'.join(RESOURCE)}"
+    try:
+        text = entry.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DatasetError(f"cannot read {where}: {exc}") from None
+    return where, parse_rows(text, where)
+
+
+def parse_rows(text: str, where: str) -> list[dict[str, str]]:
+    """CSV rows as dicts, after checking the columns this loader reads."""
+    reader = csv.DictReader(io.StringIO(text))
+    missing = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
+    if missing:
+        raise DatasetError(f"{where}: missing column(s) {', '.join(missing)}")
+    return list(reader)
+
+
+def select_points(rows: list[dict[str, str]], where: str = "silicon_sample.csv") -> Selection:
+    """The rows llmcap can simulate, mapped to its names; the others counted by reason."""
+    selection = Selection(points=[], total_rows=len(rows))
+    for line, row in enumerate(rows, start=2):
+        point_or_reason = _map_row(row, where, line)
+        if isinstance(point_or_reason, str):
+            selection.skipped[point_or_reason] += 1
+        else:
+            selection.points.append(point_or_reason)
+    return selection
+
+
+def load_aic_silicon() -> Selection:
+    """Read the installed silicon_sample.csv and select the points llmcap can simulate."""
+    where, rows = read_silicon_csv()
+    return select_points(rows, where)
+
+
+def _map_row(row: dict[str, str], where: str, line: int) -> ValidationPoint | str:
+    if row["mode"] != "agg":
+        return "disaggregated (prefill/decode pools)"
+    sku = SYSTEM_TO_SKU.get(row["system"])
+    if sku is None:
+        return f"GPU not in the catalog ({row['system']})"
+    engine = row["backend"]
+    if engine not in ENGINES:
+        return f"unknown engine ({engine})"
+    gemm = (row["gemm_quant_mode"] or "").strip()
+    precision = GEMM_TO_PRECISION.get(gemm)
+    if precision is None:
+        return f"weight precision not modelled ({gemm})"
+    model = catalog_model_name(row["model_path"])
+    if model is None:
+        return "model not in the catalog (MoE or unknown)"
+    found = _CONCURRENCY.search(row["silicon_data_source"] or "")
+    if found is None:
+        return "no concurrency recorded"
+    tp = _int(row, "tp_size", where, line)
+    pp = _int(row, "pp_size", where, line)
+    dp = _int(row, "attention_dp_size", where, line, default=1)
+    if dp > 1:
+        return "attention data parallelism"
+    isl = _int(row, "isl", where, line)
+    osl = _int(row, "osl", where, line)
+    ttft = _float(row, "silicon_ttft_ms", where, line)
+    tpot = _float(row, "silicon_tpot_ms", where, line)
+    return ValidationPoint(
+        id=row["id"],
+        engine=engine,
+        engine_version=row["backend_version"] or "",
+        model_path=row["model_path"],
+        model=model,
+        system=row["system"],
+        sku=sku,
+        tp=tp,
+        pp=pp,
+        precision=precision,
+        kv_precision=kv_precision_for(engine, precision),
+        isl=isl,
+        osl=osl,
+        concurrency=int(found.group(1)),
+        measured_ttft_ms=ttft,
+        measured_tpot_ms=tpot,
+        gemm_quant_mode=gemm,
+        source=_source(row["silicon_data_source"] or ""),
+    )
+
+
+def _source(text: str) -> str:
+    """Which campaign measured the point: a public benchmark dump or NVIDIA's own runs."""
+    first = text.split(";", 1)[0].strip()
+    if first.startswith("db-dump") or first == "source_file=2026-04-06.csv":
+        return "benchmark-db"
+    return "aic-collection"
+
+
+def _int(row: dict[str, str], name: str, where: str, line: int, default: int | None = None) -> int:
+    """A positive integer field; an empty or zero cell is `default` where one is given."""
+    value = (row.get(name) or "").strip()
+    try:
+        number = float(value) if value else 0.0
+    except ValueError:
+        number = math.nan
+    if math.isfinite(number) and number == int(number) and number >= 1:
+        return int(number)
+    if default is not None and number == 0:
+        return default
+    raise DatasetError(
+        f"{where} line {line}: field {name} must be a positive integer, got {value!r}"
+    )
+
+
+def _float(row: dict[str, str], name: str, where: str, line: int) -> float:
+    value = (row.get(name) or "").strip()
+    try:
+        number = float(value)
+    except ValueError:
+        number = math.nan
+    if not math.isfinite(number) or number <= 0:
+        raise DatasetError(
+            f"{where} line {line}: field {name} must be a positive number, got {value!r}"
+        )
+    return number

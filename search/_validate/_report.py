@@ -1,0 +1,206 @@
+"""The error table, the per-point CSV and the predicted-vs-measured plot."""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from search._validate._run import PointResult
+from search._validate._stats import ErrorStats, concurrency_band, error_stats, grouped
+
+GROUPS: tuple[tuple[str, Callable[[PointResult], str]], ...] = (
+    ("engine", lambda r: r.point.engine),
+    ("GPU", lambda r: r.point.sku),
+    ("model", lambda r: r.point.model.rsplit("/", 1)[-1]),
+    ("concurrency", lambda r: concurrency_band(r.point.concurrency)),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolStats:
+    tpot: ErrorStats
+    ttft: ErrorStats
+
+
+def llmcap_stats(results: Sequence[PointResult]) -> ToolStats:
+    return ToolStats(
+        tpot=error_stats(
+            [r.predicted_tpot_ms for r in results], [r.point.measured_tpot_ms for r in results]
+        ),
+        ttft=error_stats(
+            [r.predicted_ttft_ms for r in results], [r.point.measured_ttft_ms for r in results]
+        ),
+    )
+
+
+def aic_stats(results: Sequence[PointResult]) -> ToolStats:
+    return ToolStats(
+        tpot=error_stats(
+            [r.aic_tpot_ms for r in results], [r.point.measured_tpot_ms for r in results]
+        ),
+        ttft=error_stats(
+            [r.aic_ttft_ms for r in results], [r.point.measured_ttft_ms for r in results]
+        ),
+    )
+
+
+def _pct(value: float, signed: bool = False) -> str:
+    if math.isnan(value):
+        return "-"
+    return f"{value * 100:+.0f}%" if signed else f"{value * 100:.0f}%"
+
+
+def _line(name: str, stats: ErrorStats) -> str:
+    return (
+        f"{name} MAPE {stats.mape * 100:.1f}%  (median signed {_pct(stats.median_signed, True)}, "
+        f"within ±10%: {_pct(stats.within)}, n={stats.n})"
+    )
+
+
+def print_report(
+    results: Sequence[PointResult], *, with_aic: bool, console: Console | None = None
+) -> None:
+    """Overall lines `TPOT MAPE x%` and `TTFT MAPE y%`, then one table per grouping."""
+    console = console or Console()
+    ok = [r for r in results if r.ok]
+    overall = llmcap_stats(ok)
+    click.echo(_line("TPOT", overall.tpot))
+    click.echo(_line("TTFT", overall.ttft))
+    if with_aic:
+        both = [r for r in ok if not r.aic_error]
+        theirs = aic_stats(both)
+        ours = llmcap_stats(both)
+        click.echo(
+            f"on the {len(both)} points both tools answer: "
+            f"llmcap TPOT MAPE {ours.tpot.mape * 100:.1f}%, TTFT MAPE {ours.ttft.mape * 100:.1f}%; "
+            f"aiconfigurator TPOT MAPE {theirs.tpot.mape * 100:.1f}%, "
+            f"TTFT MAPE {theirs.ttft.mape * 100:.1f}%"
+        )
+    for title, key in GROUPS:
+        console.print(_group_table(ok, title, key, with_aic))
+
+
+def _group_table(
+    results: Sequence[PointResult],
+    title: str,
+    key: Callable[[PointResult], str],
+    with_aic: bool,
+) -> Table:
+    table = Table(title=f"by {title}", title_justify="left")
+    table.add_column(title, style="bold")
+    table.add_column("n", justify="right")
+    for metric in ("TPOT", "TTFT"):
+        table.add_column(f"{metric} MAPE", justify="right")
+        table.add_column(f"{metric} median", justify="right")
+        table.add_column(f"{metric} ±10%", justify="right")
+    if with_aic:
+        table.add_column("aic TPOT MAPE", justify="right")
+        table.add_column("aic TTFT MAPE", justify="right")
+    for name, stats in grouped(results, key, lambda rs: _Both(rs, with_aic)):  # type: ignore[arg-type]
+        row = [name, str(stats.ours.tpot.n)]
+        for metric in (stats.ours.tpot, stats.ours.ttft):
+            row += [_pct(metric.mape), _pct(metric.median_signed, True), _pct(metric.within)]
+        if with_aic and stats.theirs is not None:
+            row += [_pct(stats.theirs.tpot.mape), _pct(stats.theirs.ttft.mape)]
+        table.add_row(*row)
+    return table
+
+
+class _Both:
+    """llmcap's and (optionally) aiconfigurator's statistics of one group."""
+
+    def __init__(self, results: list[PointResult], with_aic: bool) -> None:
+        self.ours = llmcap_stats(results)
+        answered = [r for r in results if not r.aic_error]
+        self.theirs = aic_stats(answered) if with_aic else None
+
+
+CSV_COLUMNS = (
+    "id", "source", "engine", "engine_version", "model_path", "model", "system", "sku", "tp", "pp",
+    "precision", "kv_precision", "isl", "osl", "concurrency",
+    "measured_ttft_ms", "predicted_ttft_ms", "ttft_error",
+    "measured_tpot_ms", "predicted_tpot_ms", "tpot_error",
+    "aic_ttft_ms", "aic_ttft_error", "aic_tpot_ms", "aic_tpot_error", "error", "aic_error",
+)  # fmt: skip
+
+
+def _ratio(predicted: float, measured: float) -> str:
+    if math.isnan(predicted) or measured <= 0:
+        return ""
+    return f"{predicted / measured - 1:.4f}"
+
+
+def _num(value: float) -> str:
+    return "" if math.isnan(value) else f"{value:.4f}"
+
+
+def write_points_csv(results: Sequence[PointResult], path: Path) -> Path:
+    """Every point: its inputs, measured and predicted values, signed errors."""
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(CSV_COLUMNS)
+        for r in results:
+            p = r.point
+            writer.writerow(
+                [
+                    p.id, p.source, p.engine, p.engine_version, p.model_path, p.model, p.system,
+                    p.sku, p.tp, p.pp, p.precision.value, p.kv_precision.value, p.isl, p.osl,
+                    p.concurrency,
+                    _num(p.measured_ttft_ms), _num(r.predicted_ttft_ms),
+                    _ratio(r.predicted_ttft_ms, p.measured_ttft_ms),
+                    _num(p.measured_tpot_ms), _num(r.predicted_tpot_ms),
+                    _ratio(r.predicted_tpot_ms, p.measured_tpot_ms),
+                    _num(r.aic_ttft_ms), _ratio(r.aic_ttft_ms, p.measured_ttft_ms),
+                    _num(r.aic_tpot_ms), _ratio(r.aic_tpot_ms, p.measured_tpot_ms),
+                    r.error, r.aic_error,
+                ]
+            )  # fmt: skip
+    return path
+
+
+def plot_predicted_vs_measured(results: Sequence[PointResult], path: Path) -> Path:
+    """Log-log TPOT and TTFT panels, one colour per engine, the y = x line and +-10% band."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ok = [r for r in results if r.ok]
+    engines = sorted({r.point.engine for r in ok})
+    fig, axes = plt.subplots(1, 2, figsize=(11, 5), constrained_layout=True)
+    panels = (
+        ("TPOT (ms)", lambda r: (r.point.measured_tpot_ms, r.predicted_tpot_ms)),
+        ("TTFT (ms)", lambda r: (r.point.measured_ttft_ms, r.predicted_ttft_ms)),
+    )
+    for ax, (label, values) in zip(axes, panels, strict=True):
+        lo, hi = math.inf, 0.0
+        for engine in engines:
+            pairs = [values(r) for r in ok if r.point.engine == engine]
+            pairs = [(m, p) for m, p in pairs if m > 0 and p > 0 and math.isfinite(p)]
+            if not pairs:
+                continue
+            xs, ys = zip(*pairs, strict=True)
+            ax.scatter(xs, ys, s=12, alpha=0.7, label=engine)
+            lo, hi = min(lo, *xs, *ys), max(hi, *xs, *ys)
+        if hi > 0:
+            line = [lo / 1.2, hi * 1.2]
+            ax.plot(line, line, color="black", linewidth=1)
+            ax.fill_between(line, [v * 0.9 for v in line], [v * 1.1 for v in line],
+                            color="grey", alpha=0.2, label="±10%")  # fmt: skip
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel(f"measured {label}")
+        ax.set_ylabel(f"predicted {label}")
+        ax.set_title(label.split(" ")[0])
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

@@ -1,0 +1,156 @@
+"""Simulating each measured point the way its benchmark client ran it."""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from estimators import load_model
+from search._validate._aic_silicon import ValidationPoint
+from simulator import SchedulerConfig, SchedulerKind
+from simulator._deployment import Deployment, prepare
+from sku_catalog import load_catalog
+from workloads import Workload
+
+# Today's policy for every engine: Sarathi-style chunked prefill under the engines' common
+# default token budget (vLLM v1 max_num_batched_tokens, SGLang chunked_prefill_size and
+# TensorRT-LLM max_num_tokens are all 8192 on these GPUs), the batch capped at the
+# concurrency (the client never has more requests in flight).
+CHUNK_SIZE = 8192
+# the benchmark clients send about ten requests per concurrency slot
+REQUESTS_PER_SLOT = 10
+
+
+@dataclass(frozen=True, slots=True)
+class PointResult:
+    """The simulator's answer for one point, or why it has none."""
+
+    point: ValidationPoint
+    predicted_ttft_ms: float = math.nan
+    predicted_tpot_ms: float = math.nan
+    error: str = ""  # why the point could not be simulated (e.g. it does not fit)
+    aic_ttft_ms: float = math.nan  # aiconfigurator's estimate, when asked for
+    aic_tpot_ms: float = math.nan
+    aic_error: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.error
+
+
+def closed_loop_workload(point: ValidationPoint, requests_per_slot: int) -> Workload:
+    """C requests in flight, fixed prompt and output lengths, as the client sends them."""
+    n = max(point.concurrency * requests_per_slot, 1)
+    return Workload(
+        name=f"closed-loop c{point.concurrency} {point.isl}x{point.osl}",
+        arrival_times=np.zeros(n),
+        prompt_tokens=np.full(n, point.isl, dtype=np.int64),
+        output_tokens=np.full(n, point.osl, dtype=np.int64),
+        concurrency=point.concurrency,
+        metadata={"arrival": "closed-loop"},
+    )
+
+
+def deployment_for(point: ValidationPoint) -> Deployment:
+    return Deployment(
+        model=load_model(point.model),
+        sku=load_catalog().get(point.sku),
+        tp=point.tp,
+        pp=point.pp,
+        scheduler=SchedulerConfig(
+            SchedulerKind.SARATHI, batch_size=point.concurrency, chunk_size=CHUNK_SIZE
+        ),
+        precision=point.precision,
+        kv_precision=point.kv_precision,
+    )
+
+
+def simulate_point(
+    point: ValidationPoint, requests_per_slot: int = REQUESTS_PER_SLOT
+) -> PointResult:
+    """Mean TTFT and mean TPOT over the run's requests, as the client reports them.
+
+    TPOT per request is (end-to-end - TTFT) / (output tokens - 1); both are averaged over
+    every request (the first wave included, as the client counts it; its warm-up requests
+    are not part of the measurement and the simulator has no cold start to warm up).
+    """
+    try:
+        prepared = prepare(deployment_for(point))
+    except ValueError as exc:  # DoesNotFitError, ParallelismError
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return PointResult(point, error=f"{type(exc).__name__}: {reason}")
+    result = prepared.simulate(closed_loop_workload(point, requests_per_slot))
+    requests = result.requests
+    done = requests[requests["completed"].notna()]
+    if done.empty:
+        return PointResult(point, error="no request completed")
+    ttft = float(done["ttft"].mean()) * 1e3
+    tpot_values = done["tpot"].dropna()
+    tpot = float(tpot_values.mean()) * 1e3 if len(tpot_values) else math.nan
+    return PointResult(point, predicted_ttft_ms=ttft, predicted_tpot_ms=tpot)
+
+
+def evaluate_point(point: ValidationPoint, requests_per_slot: int, with_aic: bool) -> PointResult:
+    """The simulator's answer and, with `with_aic`, aiconfigurator's estimate of one point."""
+    result = simulate_point(point, requests_per_slot)
+    if not with_aic:
+        return result
+    from search._validate._aic_estimate import estimate_point
+
+    aic = estimate_point(point)
+    return replace(result, aic_ttft_ms=aic.ttft_ms, aic_tpot_ms=aic.tpot_ms, aic_error=aic.error)
+
+
+def _evaluate_star(args: tuple[ValidationPoint, int, bool]) -> PointResult:
+    return evaluate_point(*args)
+
+
+def simulate_points(
+    points: Iterable[ValidationPoint],
+    *,
+    requests_per_slot: int = REQUESTS_PER_SLOT,
+    with_aic: bool = False,
+    workers: int | None = None,
+    on_done: Callable[[PointResult], None] | None = None,
+) -> list[PointResult]:
+    """Every point's result in input order; `workers` > 1 runs them in a process pool.
+
+    `on_done` is called as each result arrives (for a progress bar).
+    """
+    items = [(p, requests_per_slot, with_aic) for p in points]
+    workers = default_workers() if workers is None else workers
+    results: dict[int, PointResult] = {}
+    for index, result in _evaluate_all(items, workers):
+        results[index] = result
+        if on_done is not None:
+            on_done(result)
+    return [results[i] for i in range(len(items))]
+
+
+def default_workers() -> int:
+    return max(1, min(os.cpu_count() or 1, 8))
+
+
+def _evaluate_all(
+    items: list[tuple[ValidationPoint, int, bool]], workers: int
+) -> Iterator[tuple[int, PointResult]]:
+    """(index, result) pairs as they finish."""
+    if workers <= 1 or len(items) <= 1:
+        for index, item in enumerate(items):
+            yield index, _evaluate_star(item)
+        return
+    # the longest runs first keeps the pool busy to the end
+    order = sorted(range(len(items)), key=lambda i: -_cost(items[i][0]))
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        futures = {pool.submit(_evaluate_star, items[i]): i for i in order}
+        for future in as_completed(futures):
+            yield futures[future], future.result()
+
+
+def _cost(point: ValidationPoint) -> float:
+    return point.concurrency * (point.osl + point.isl / 512)
