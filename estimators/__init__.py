@@ -22,7 +22,13 @@ from estimators._models import (
     format_model_table,
     load_model,
 )
-from estimators._registry import available_backends, make_estimator, register_backend
+from estimators._profiled import ProfiledDataMissing, ProfiledEstimator, profiled_coverage
+from estimators._registry import (
+    EstimatorFallbackWarning,
+    available_backends,
+    make_estimator,
+    register_backend,
+)
 from estimators._roofline import RooflineConstants, RooflineEstimator
 from estimators._types import ModelArchitecture, Precision, resolve_kv_precision
 
@@ -30,12 +36,15 @@ __all__ = [
     "BatchCost",
     "BatchShape",
     "DoesNotFitError",
+    "EstimatorFallbackWarning",
     "ExecutionTimeEstimator",
     "MemoryPlan",
     "ModelArchitecture",
     "ModelConfigError",
     "ParallelismError",
     "Precision",
+    "ProfiledDataMissing",
+    "ProfiledEstimator",
     "RooflineConstants",
     "RooflineEstimator",
     "UnknownModelError",
@@ -46,6 +55,7 @@ __all__ = [
     "load_model",
     "make_estimator",
     "plan_memory",
+    "profiled_coverage",
     "register_backend",
     "resolve_kv_precision",
     "validate_parallelism",

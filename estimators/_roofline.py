@@ -309,6 +309,9 @@ class RooflineEstimator:
     breaks one layer down by Vidur operator for validation.
     """
 
+    backend_name = "roofline"
+    selection_note = ""  # why this backend was chosen, when `auto` chose it
+
     def __init__(
         self,
         model: ModelArchitecture,

@@ -69,6 +69,15 @@ Errors are predicted / measured - 1.
     help="Also run aiconfigurator's own estimate of each point and show both tools.",
 )
 @click.option(
+    "--estimator",
+    type=click.Choice(["roofline", "profiled", "auto"]),
+    default="roofline",
+    show_default=True,
+    help="Cost model: profiled reads the measured operator tables of each point's engine "
+    "and version (points without tables are reported as not simulated); auto falls back "
+    "to the roofline there.",
+)
+@click.option(
     "--requests-per-slot",
     type=click.IntRange(min=1),
     default=10,
@@ -88,6 +97,7 @@ def validate(
     limit: int | None,
     filters: tuple[str, ...],
     with_aic: bool,
+    estimator: str,
     requests_per_slot: int,
     workers: int | None,
 ) -> None:
@@ -134,10 +144,13 @@ def validate(
             with_aic=with_aic,
             workers=workers,
             on_done=advance,
+            estimator=estimator,
         )
     failed = [r for r in results if not r.ok]
     elapsed = time.perf_counter() - started
-    click.echo(f"simulated {len(results) - len(failed)} points in {elapsed:.0f} s")
+    click.echo(
+        f"simulated {len(results) - len(failed)} points in {elapsed:.0f} s (estimator: {estimator})"
+    )
     if failed:
         reasons: dict[str, int] = {}
         for r in failed:

@@ -8,7 +8,14 @@ from typing import Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
-from estimators import DoesNotFitError, ModelConfigError, ParallelismError, UnknownModelError
+from estimators import (
+    DoesNotFitError,
+    ModelConfigError,
+    ParallelismError,
+    ProfiledDataMissing,
+    UnknownModelError,
+)
+from estimators._aic_tables import AicTableError
 from search._db import DatabaseError
 from search._executors import ExecutorError
 from search._ray_jobs import RayJobsError
@@ -47,6 +54,8 @@ USER_ERRORS: tuple[type[Exception], ...] = (
     PlotError,
     OutputError,
     DatasetError,
+    ProfiledDataMissing,
+    AicTableError,
 )
 
 

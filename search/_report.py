@@ -90,10 +90,22 @@ def render_summary(summary: dict, prepared: PreparedDeployment, workload_info: d
     sim = summary["simulation"]
     footer = (
         f"[dim]simulated {sim['iterations']:,} iterations in {sim['wall_time_s']:.2f} s "
-        f"(estimator: {d.estimator})[/dim]"
+        f"(estimator: {estimator_label(prepared)})[/dim]"
     )
     return Group(head, "", latency, "", replicas, footer)
 
 
 def print_summary(summary: dict, prepared: PreparedDeployment, workload_info: dict) -> None:
     Console().print(render_summary(summary, prepared, workload_info))
+
+
+def estimator_label(prepared: PreparedDeployment) -> str:
+    """Which cost model ran: its backend, and for `auto` which one it picked."""
+    est = prepared.estimator
+    used = getattr(est, "backend_name", prepared.deployment.estimator)
+    asked = prepared.deployment.estimator
+    label = used if asked == used else f"{asked} -> {used}"
+    engine = getattr(est, "engine", None)
+    if used == "profiled" and engine:
+        label += f", {getattr(est, 'system', '')} {engine} {getattr(est, 'engine_version', '')}"
+    return label

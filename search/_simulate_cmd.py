@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -13,9 +14,10 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from estimators import EstimatorFallbackWarning
 from search._errors import SpecError, format_validation_error
 from search._outputs import check_output_file, writing
-from search._report import print_summary
+from search._report import estimator_label, print_summary
 from search._simulate_spec import SimulateSpec
 from simulator import RunOptions
 from simulator._deployment import prepare
@@ -34,7 +36,14 @@ def run_simulate(data: dict[str, Any]) -> None:
         check_output_file(spec.requests_out, "--requests-out", REQUESTS_FORMATS)
     if spec.trace_out is not None:
         check_output_file(spec.trace_out, "--trace-out", TRACE_FORMATS)
-    prepared = prepare(spec.deployment())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", EstimatorFallbackWarning)
+        prepared = prepare(spec.deployment())
+    for w in caught:
+        if issubclass(w.category, EstimatorFallbackWarning):
+            click.echo(f"warning: {w.message}", err=True)
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     workload = build_workload(
         spec.workload,
         num_requests=spec.num_requests,
@@ -61,6 +70,13 @@ def run_simulate(data: dict[str, Any]) -> None:
                 "kv_cache_bytes_per_gpu": memory.kv_bytes,
                 "kv_capacity_tokens": memory.kv_capacity_tokens,
                 "num_kv_blocks": memory.num_kv_blocks,
+            },
+            "estimator": {
+                "requested": spec.estimator,
+                "used": getattr(prepared.estimator, "backend_name", spec.estimator),
+                "label": estimator_label(prepared),
+                "note": getattr(prepared.estimator, "selection_note", ""),
+                "fallbacks": getattr(prepared.estimator, "fallbacks", {}),
             },
             "workload": info,
             **result.summary,

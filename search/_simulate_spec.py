@@ -37,7 +37,7 @@ class SimulateSpec(BaseModel):
     kv_precision: Precision | None = None
     block_size: PositiveInt = 16
     gpu_memory_utilization: float = Field(0.9, gt=0.0, le=1.0)
-    estimator: Literal["roofline"] = "roofline"
+    estimator: Literal["roofline", "profiled", "auto"] = "roofline"
     workload: WorkloadSpec = Field(default_factory=WorkloadSpec)
     qps: PositiveFloat | None = None
     concurrency: PositiveInt | None = None

@@ -189,7 +189,7 @@ class SearchSpec(_Strict):
     objective: Literal["qps_per_dollar"] = "qps_per_dollar"
     strategy: StrategySpec = Field(default_factory=StrategySpec)
     capacity: CapacitySpec = Field(default_factory=CapacitySpec)
-    estimator: Literal["roofline"] = "roofline"
+    estimator: Literal["roofline", "profiled", "auto"] = "roofline"
     block_size: PositiveInt = 16
     gpu_memory_utilization: float = Field(0.9, gt=0.0, le=1.0)
     # the most configurations the space may hold (each is checked, stored and simulated)
@@ -274,6 +274,7 @@ class SearchSpec(_Strict):
             "slo": self.slo.model_dump(mode="json"),
             "capacity": self.capacity.model_dump(mode="json"),
             "estimator": self.estimator,
+            **_estimator_data(self.estimator),
             "block_size": self.block_size,
             "gpu_memory_utilization": self.gpu_memory_utilization,
         }
@@ -342,3 +343,15 @@ def parse_spec(data: dict, source: str = "spec") -> SearchSpec:
         from search._errors import format_validation_error
 
         raise SpecError(format_validation_error(exc, source, SearchSpec)) from None
+
+
+def _estimator_data(estimator: str) -> dict[str, str]:
+    """The measured-table package version, for backends that read it (results depend on it)."""
+    if estimator == "roofline":
+        return {}
+    from importlib import metadata
+
+    try:
+        return {"estimator_data": f"aiconfigurator-core {metadata.version('aiconfigurator-core')}"}
+    except metadata.PackageNotFoundError:
+        return {"estimator_data": "none"}

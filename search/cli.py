@@ -197,10 +197,12 @@ def _choice(enum_values: list[str]) -> click.Choice:
 )
 @click.option(
     "--estimator",
-    type=_choice(["roofline"]),
+    type=_choice(["roofline", "profiled", "auto"]),
     default="roofline",
     show_default=True,
-    help="Cost model that times each iteration.",
+    help="Cost model that times each iteration: roofline; profiled (measured operator tables "
+    "of the llmcap[aic] extra; exit 2 without data); auto (profiled where the tables cover "
+    "the GPU, precision and engine, else roofline with a warning).",
 )
 @click.option(
     "--workload",

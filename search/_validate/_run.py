@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 
 import numpy as np
 
-from estimators import load_model
+from estimators import EstimatorFallbackWarning, load_model, make_estimator
 from search._validate._aic_silicon import ValidationPoint
 from simulator import SchedulerConfig, SchedulerKind
 from simulator._deployment import Deployment, prepare
@@ -71,16 +72,32 @@ def deployment_for(point: ValidationPoint) -> Deployment:
 
 
 def simulate_point(
-    point: ValidationPoint, requests_per_slot: int = REQUESTS_PER_SLOT
+    point: ValidationPoint, requests_per_slot: int = REQUESTS_PER_SLOT, estimator: str = "roofline"
 ) -> PointResult:
     """Mean TTFT and mean TPOT over the run's requests, as the client reports them.
 
     TPOT per request is (end-to-end - TTFT) / (output tokens - 1); both are averaged over
     every request (the first wave included, as the client counts it; its warm-up requests
     are not part of the measurement and the simulator has no cold start to warm up).
+    `estimator` other than the roofline reads the tables of the point's engine and version.
     """
     try:
         prepared = prepare(deployment_for(point))
+        if estimator != "roofline":
+            d = prepared.deployment
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", EstimatorFallbackWarning)
+                prepared.estimator = make_estimator(
+                    estimator,
+                    d.model,
+                    d.sku,
+                    d.tp,
+                    d.pp,
+                    d.precision,
+                    kv_precision=d.kv_precision,
+                    engine=point.engine,
+                    engine_version=point.engine_version,
+                )
     except ValueError as exc:  # DoesNotFitError, ParallelismError
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return PointResult(point, error=f"{type(exc).__name__}: {reason}")
@@ -95,9 +112,11 @@ def simulate_point(
     return PointResult(point, predicted_ttft_ms=ttft, predicted_tpot_ms=tpot)
 
 
-def evaluate_point(point: ValidationPoint, requests_per_slot: int, with_aic: bool) -> PointResult:
+def evaluate_point(
+    point: ValidationPoint, requests_per_slot: int, with_aic: bool, estimator: str = "roofline"
+) -> PointResult:
     """The simulator's answer and, with `with_aic`, aiconfigurator's estimate of one point."""
-    result = simulate_point(point, requests_per_slot)
+    result = simulate_point(point, requests_per_slot, estimator)
     if not with_aic:
         return result
     from search._validate._aic_estimate import estimate_point
@@ -106,7 +125,7 @@ def evaluate_point(point: ValidationPoint, requests_per_slot: int, with_aic: boo
     return replace(result, aic_ttft_ms=aic.ttft_ms, aic_tpot_ms=aic.tpot_ms, aic_error=aic.error)
 
 
-def _evaluate_star(args: tuple[ValidationPoint, int, bool]) -> PointResult:
+def _evaluate_star(args: tuple[ValidationPoint, int, bool, str]) -> PointResult:
     return evaluate_point(*args)
 
 
@@ -117,12 +136,13 @@ def simulate_points(
     with_aic: bool = False,
     workers: int | None = None,
     on_done: Callable[[PointResult], None] | None = None,
+    estimator: str = "roofline",
 ) -> list[PointResult]:
     """Every point's result in input order; `workers` > 1 runs them in a process pool.
 
     `on_done` is called as each result arrives (for a progress bar).
     """
-    items = [(p, requests_per_slot, with_aic) for p in points]
+    items = [(p, requests_per_slot, with_aic, estimator) for p in points]
     workers = default_workers() if workers is None else workers
     results: dict[int, PointResult] = {}
     for index, result in _evaluate_all(items, workers):
@@ -137,7 +157,7 @@ def default_workers() -> int:
 
 
 def _evaluate_all(
-    items: list[tuple[ValidationPoint, int, bool]], workers: int
+    items: list[tuple[ValidationPoint, int, bool, str]], workers: int
 ) -> Iterator[tuple[int, PointResult]]:
     """(index, result) pairs as they finish."""
     if workers <= 1 or len(items) <= 1:

@@ -1,0 +1,293 @@
+"""Reader for the measured operator tables shipped in ``aiconfigurator-core`` (optional extra).
+
+The package (PyPI ``aiconfigurator-core``, Apache-2.0; ``pip install 'llmcap[aic]'``) ships
+parquet tables under ``aiconfigurator_core/systems/data/<system>/<family>/<engine>/<version>/``,
+each with a ``collection_meta.yaml`` beside it.  They are read from the installed package at
+run time, never copied into this project.  Schemas (as of 0.12.0) and units:
+
+``gemm/<engine>/<ver>/gemm_perf.parquet``
+    ``gemm_dtype`` (bfloat16, fp8, fp8_block, nvfp4, ...), ``kernel_source``, ``m`` (tokens),
+    ``n`` (output features), ``k`` (input features), ``latency`` in **milliseconds** of one
+    ``[m, k] x [k, n]`` GEMM.  m on 74 points 1..32768, n and k on a grid 32..65536.
+``attention/<engine>/<ver>/context_attention_perf.parquet``
+    ``batch_size`` sequences each of ``isl`` prompt tokens (causal, no cached prefix),
+    ``num_heads`` / ``num_key_value_heads`` (per GPU, after TP), ``head_dim``,
+    ``attn_dtype``, ``kv_cache_dtype``, ``window_size`` (0: full attention; absent in some
+    tables), ``kernel_source``; ``latency`` in milliseconds of one layer's attention.
+``attention/<engine>/<ver>/generation_attention_perf.parquet``
+    as above with ``isl`` = 1 and ``step`` = KV-cache length each of the ``batch_size``
+    decoding sequences reads; ``latency`` in milliseconds of one layer.
+``comm/nccl/<ver>/nccl_perf.parquet``
+    ``op_name`` (all_reduce, all_gather, reduce_scatter, alltoall), ``nccl_dtype`` (half,
+    int8), ``num_gpus``, ``message_size`` in **elements** of that dtype, ``latency`` ms.
+``comm/<engine>/<ver>/custom_allreduce_perf.parquet``
+    the engine's own all-reduce kernel: ``allreduce_dtype``, ``num_gpus``, ``message_size``
+    (elements), ``latency`` ms; a ``backend`` / ``implementation`` column names graph or
+    eager variants.
+
+The loaders below return the rows in **seconds** (column ``seconds``) and cache them per
+file.  A table that lacks a required field, or holds a non-positive latency, raises
+`AicTableError` naming the file and the field.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+from importlib import resources
+from importlib.abc import Traversable
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "AIC_ENGINES",
+    "SKU_SYSTEMS",
+    "AicDataMissing",
+    "AicTableError",
+    "TableRef",
+    "aic_available",
+    "engines_for",
+    "load_attention",
+    "load_custom_allreduce",
+    "load_gemm",
+    "load_nccl",
+    "resolve_table",
+    "system_for_sku",
+    "systems_available",
+    "versions_for",
+]
+
+# catalog SKU id -> aiconfigurator system name
+SKU_SYSTEMS: dict[str, str] = {
+    "h100-sxm": "h100_sxm",
+    "h100-pcie": "h100_pcie",
+    "h200": "h200_sxm",
+    "b200": "b200_sxm",
+    "a100-80gb": "a100_sxm",
+    "l40s": "l40s",
+    "l4": "l4",
+}
+# engine names as llmcap spells them -> directory name in the database
+AIC_ENGINES: dict[str, str] = {
+    "vllm": "vllm",
+    "sglang": "sglang",
+    "trtllm": "trtllm",
+    "tensorrt-llm": "trtllm",
+    "trt-llm": "trtllm",
+}
+
+
+class AicDataMissing(ValueError):
+    """The database has no table for what was asked; the message names what is available."""
+
+
+class AicTableError(ValueError):
+    """A table file is malformed; the message names the file and the field."""
+
+
+def aic_available() -> bool:
+    try:
+        _data_root()
+    except AicDataMissing:
+        return False
+    return True
+
+
+@functools.cache
+def _data_root() -> Traversable:
+    try:
+        root = resources.files("aiconfigurator_core").joinpath("systems", "data")
+    except ModuleNotFoundError:
+        raise AicDataMissing(
+            "the measured operator tables need the optional extra: pip install 'llmcap[aic]' "
+            "(aiconfigurator-core)"
+        ) from None
+    if not root.is_dir():
+        raise AicDataMissing(f"aiconfigurator-core is installed but has no {root}")
+    return root
+
+
+def _subdirs(node: Traversable) -> list[str]:
+    if not node.is_dir():
+        return []
+    return sorted(p.name for p in node.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+
+def systems_available() -> list[str]:
+    return _subdirs(_data_root())
+
+
+def system_for_sku(sku_id: str) -> str | None:
+    """The database's system name for a catalog SKU id, or None when it has none."""
+    system = SKU_SYSTEMS.get(sku_id)
+    if system is None:
+        return None
+    return system if system in systems_available() else None
+
+
+def engines_for(system: str, family: str) -> list[str]:
+    return [e for e in _subdirs(_data_root() / system / family) if e != "nccl"]
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    """Sortable key of '0.5.6.post2', '1.3.0rc20', '2.29.2': numbers, pre-releases first."""
+    v = version.lower()
+    nums = [int(x) for x in re.findall(r"\d+", v.split("rc")[0].split("post")[0])][:4]
+    nums += [0] * (4 - len(nums))
+    rc = re.search(r"rc(\d+)", v)
+    post = re.search(r"post(\d+)", v)
+    return (*nums, 0 if rc else 1, int(rc.group(1)) if rc else 0, int(post.group(1)) if post else 0)
+
+
+def versions_for(system: str, family: str, engine: str, filename: str) -> list[str]:
+    """Versions of `engine` under `system/family` that hold `filename`, oldest first."""
+    base = _data_root() / system / family / engine
+    out = [v for v in _subdirs(base) if (base / v / filename).is_file()]
+    return sorted(out, key=_version_key)
+
+
+def _nearest_version(available: list[str], wanted: str | None) -> str:
+    """`wanted` if present; else the newest not newer than it; else the oldest newer; None:
+    the newest."""
+    if wanted is None or not available:
+        return available[-1]
+    if wanted in available:
+        return wanted
+    key = _version_key(wanted)
+    older = [v for v in available if _version_key(v) <= key]
+    return older[-1] if older else available[0]
+
+
+@dataclass(frozen=True, slots=True)
+class TableRef:
+    """One resolved table: where it is and which engine version it was measured under."""
+
+    system: str
+    family: str
+    engine: str
+    version: str
+    filename: str
+
+    @property
+    def path(self) -> Traversable:
+        return _data_root() / self.system / self.family / self.engine / self.version / self.filename
+
+    @property
+    def label(self) -> str:
+        return f"{self.system}/{self.family}/{self.engine}/{self.version}/{self.filename}"
+
+
+def resolve_table(
+    system: str, family: str, engine: str, version: str | None, filename: str
+) -> TableRef:
+    """The table of `engine` nearest to `version`; AicDataMissing names what is available."""
+    versions = versions_for(system, family, engine, filename)
+    if not versions:
+        engines = [
+            e for e in engines_for(system, family) if versions_for(system, family, e, filename)
+        ]
+        raise AicDataMissing(
+            f"no {filename} for engine {engine!r} on {system}; available engines: "
+            f"{', '.join(engines) or 'none'}"
+        )
+    return TableRef(system, family, engine, _nearest_version(versions, version), filename)
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def _read(ref: TableRef, required: tuple[str, ...]) -> Any:
+    import pandas as pd
+
+    try:
+        with ref.path.open("rb") as fh:
+            df = pd.read_parquet(fh)
+    except Exception as exc:  # any reader error means a malformed table
+        raise AicTableError(f"{ref.label}: cannot read the table ({exc})") from None
+    for col in required:
+        if col not in df.columns:
+            raise AicTableError(
+                f"{ref.label}: missing field {col!r}; fields present: {', '.join(df.columns)}"
+            )
+    lat = pd.to_numeric(df["latency"], errors="coerce").to_numpy(dtype=float)
+    bad = ~np.isfinite(lat) | (lat <= 0)
+    if bad.any():
+        raise AicTableError(
+            f"{ref.label}: field 'latency' has {int(bad.sum())} non-positive or non-numeric "
+            f"value(s), e.g. row {int(np.argmax(bad))}"
+        )
+    df = df.copy()
+    df["seconds"] = lat * 1e-3  # the tables are in milliseconds
+    return df
+
+
+@functools.cache
+def load_gemm(system: str, engine: str, version: str | None = None) -> tuple[TableRef, Any]:
+    """(table ref, rows with gemm_dtype, kernel_source, m, n, k, seconds)."""
+    ref = resolve_table(system, "gemm", engine, version, "gemm_perf.parquet")
+    df = _read(ref, ("gemm_dtype", "m", "n", "k", "latency"))
+    if "kernel_source" not in df.columns:
+        df["kernel_source"] = ""
+    return ref, df[["gemm_dtype", "kernel_source", "m", "n", "k", "seconds"]]
+
+
+@functools.cache
+def load_attention(
+    system: str, engine: str, phase: str, version: str | None = None
+) -> tuple[TableRef, Any]:
+    """(table ref, rows) of `phase` ('context' or 'generation') attention.
+
+    Columns: kernel_source, batch_size, isl, step, num_heads, num_key_value_heads, head_dim,
+    kv_cache_dtype, window_size, seconds.
+    """
+    if phase not in ("context", "generation"):
+        raise ValueError(f"phase must be 'context' or 'generation', not {phase!r}")
+    ref = resolve_table(system, "attention", engine, version, f"{phase}_attention_perf.parquet")
+    req = ("batch_size", "isl", "num_heads", "num_key_value_heads", "head_dim", "latency")
+    if phase == "generation":
+        req += ("step",)
+    df = _read(ref, req)
+    for col, default in (
+        ("window_size", 0),
+        ("step", 0),
+        ("kv_cache_dtype", "bfloat16"),
+        ("kernel_source", ""),
+    ):
+        if col not in df.columns:
+            df[col] = default
+    cols = [
+        "kernel_source",
+        "batch_size",
+        "isl",
+        "step",
+        "num_heads",
+        "num_key_value_heads",
+        "head_dim",
+        "kv_cache_dtype",
+        "window_size",
+        "seconds",
+    ]
+    return ref, df[cols]
+
+
+@functools.cache
+def load_nccl(system: str, version: str | None = None) -> tuple[TableRef, Any]:
+    """(table ref, rows with op_name, nccl_dtype, num_gpus, message_size, seconds)."""
+    ref = resolve_table(system, "comm", "nccl", version, "nccl_perf.parquet")
+    df = _read(ref, ("op_name", "nccl_dtype", "num_gpus", "message_size", "latency"))
+    return ref, df[["op_name", "nccl_dtype", "num_gpus", "message_size", "seconds"]]
+
+
+@functools.cache
+def load_custom_allreduce(
+    system: str, engine: str, version: str | None = None
+) -> tuple[TableRef, Any]:
+    """(table ref, rows with variant, num_gpus, message_size, seconds) of the engine's
+    custom all-reduce; `variant` is the backend/implementation column (graph, eager...)."""
+    ref = resolve_table(system, "comm", engine, version, "custom_allreduce_perf.parquet")
+    df = _read(ref, ("num_gpus", "message_size", "latency"))
+    variant = next((c for c in ("backend", "implementation", "kernel_source") if c in df), None)
+    df["variant"] = df[variant] if variant else ""
+    return ref, df[["variant", "num_gpus", "message_size", "seconds"]]
