@@ -95,7 +95,8 @@ def engine_scheduler(
     The engine's token budget (vLLM's max_num_batched_tokens, SGLang's chunked_prefill_size,
     TensorRT-LLM's max_num_tokens) becomes the policy's chunk size (Sarathi) or token limit
     (vLLM, Orca); its batch cap (max_num_seqs, max_running_requests, max_batch_size) the
-    batch size.  A `kind` other than the engine's keeps the engine's limits.
+    batch size.  A `kind` other than the engine's keeps the engine's limits.  Under vidur the
+    defaults are llmcap's historical ones (Sarathi chunk 512, batch 128, vLLM 4096 tokens).
     """
     limits = engine.limits(sku, tp)
     kind = SchedulerKind(kind or engine.scheduler)
@@ -105,7 +106,11 @@ def engine_scheduler(
         batch_size=batch_size or limits.batch_cap,
         chunk_size=chunk_size or (budget if kind is SchedulerKind.SARATHI else DEFAULT_CHUNK_SIZE),
         max_tokens=max_tokens
-        or (budget if kind in (SchedulerKind.VLLM, SchedulerKind.ORCA) else None),
+        or (
+            budget
+            if kind in (SchedulerKind.VLLM, SchedulerKind.ORCA) and not engine.is_vidur
+            else None  # vidur: the policy's own default (vLLM 4096, Orca no limit)
+        ),
     )
 
 
