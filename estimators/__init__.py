@@ -7,6 +7,16 @@ backends such as the roofline model answer it.
 from __future__ import annotations
 
 from estimators._contract import BatchCost, BatchShape, ExecutionTimeEstimator
+from estimators._engines import (
+    DEFAULT_ENGINE,
+    AllReduceCost,
+    EngineLimits,
+    EngineProfile,
+    IterationOverhead,
+    UnknownEngineError,
+    available_engines,
+    load_engine,
+)
 from estimators._memory import (
     DoesNotFitError,
     MemoryPlan,
@@ -33,11 +43,16 @@ from estimators._roofline import RooflineConstants, RooflineEstimator
 from estimators._types import ModelArchitecture, Precision, resolve_kv_precision
 
 __all__ = [
+    "DEFAULT_ENGINE",
+    "AllReduceCost",
     "BatchCost",
     "BatchShape",
     "DoesNotFitError",
+    "EngineLimits",
+    "EngineProfile",
     "EstimatorFallbackWarning",
     "ExecutionTimeEstimator",
+    "IterationOverhead",
     "MemoryPlan",
     "ModelArchitecture",
     "ModelConfigError",
@@ -47,11 +62,14 @@ __all__ = [
     "ProfiledEstimator",
     "RooflineConstants",
     "RooflineEstimator",
+    "UnknownEngineError",
     "UnknownModelError",
     "available_backends",
+    "available_engines",
     "builtin_model_names",
     "check_fits",
     "format_model_table",
+    "load_engine",
     "load_model",
     "make_estimator",
     "plan_memory",

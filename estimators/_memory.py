@@ -28,9 +28,13 @@ Per GPU (vLLM's accounting)::
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from estimators._types import ModelArchitecture, Precision, resolve_kv_precision
 from sku_catalog._types import GpuSku, NodeShape
+
+if TYPE_CHECKING:
+    from estimators._engines import EngineProfile
 
 __all__ = [
     "DoesNotFitError",
@@ -156,20 +160,32 @@ class MemoryPlan:
     num_kv_blocks: int  # per GPU = per replica
     kv_capacity_tokens: int  # num_kv_blocks * block_size
     fits: bool  # at least one KV block is left
+    engine: str = "vidur@2024"  # the engine profile whose memory plan this is
+    memory_fraction_name: str = "gpu_memory_utilization"
+    memory_fraction_of: str = "total"  # the fraction is of total memory, or of what is free
+    graph_reserve_bytes: float = 0.0  # CUDA-graph memory counted inside the fraction
 
     def breakdown(self) -> str:
         """Each term in GiB against the GPU's memory."""
         g = GIB
         verdict = "fits" if self.fits else "DOES NOT FIT"
+        of = "" if self.memory_fraction_of == "total" else " of free"
         lines = [
             f"{self.model_name} on {self.sku_id}, TP={self.tp} PP={self.pp}, weights "
-            f"{self.precision.value}, KV {self.kv_precision.value}: {verdict}",
+            f"{self.precision.value}, KV {self.kv_precision.value}, engine {self.engine}: "
+            f"{verdict}",
             f"  GPU memory          {self.gpu_memory_bytes / g:8.2f} GiB",
-            f"  usable (x{self.gpu_memory_utilization:.2f})      {self.usable_bytes / g:8.2f} GiB",
+            f"  usable ({self.memory_fraction_name} {self.gpu_memory_utilization:.3g}{of}) "
+            f"{self.usable_bytes / g:8.2f} GiB",
             f"  - weights           {self.weights_bytes / g:8.2f} GiB (per GPU, largest stage)",
             f"  - activations       {self.activation_bytes / g:8.2f} GiB "
             f"({self.max_num_batched_tokens} batched tokens)",
             f"  - framework reserve {self.reserve_bytes / g:8.2f} GiB",
+            *(
+                [f"  - CUDA graphs       {self.graph_reserve_bytes / g:8.2f} GiB"]
+                if self.graph_reserve_bytes
+                else []
+            ),
             f"  = KV cache          {self.kv_bytes / g:8.2f} GiB -> {self.num_kv_blocks} blocks of "
             f"{self.block_size} tokens = {self.kv_capacity_tokens} tokens "
             f"({self.kv_bytes_per_token / (1 << 20):.3f} MiB/token per GPU)",
@@ -216,7 +232,9 @@ def weights_bytes_per_gpu(
     return float(max(first, last))
 
 
-def activation_bytes_per_gpu(model: ModelArchitecture, tp: int, tokens: int) -> float:
+def activation_bytes_per_gpu(
+    model: ModelArchitecture, tp: int, tokens: int, sampler_rows: int = _SAMPLER_ROWS
+) -> float:
     """Peak activations of one forward pass over `tokens` tokens (see module docstring)."""
     h = model.hidden_size
     hd = model.head_dim
@@ -225,7 +243,7 @@ def activation_bytes_per_gpu(model: ModelArchitecture, tp: int, tokens: int) -> 
     inter = model.intermediate_size // tp
     up = inter * (2 if model.gated_mlp else 1)
     per_token = _ACT_BYTES * (2 * h + (heads + 2 * kv_heads) * hd + up + inter)
-    logits = min(tokens, _SAMPLER_ROWS) * model.vocab_size * 4 * 2
+    logits = min(tokens, sampler_rows) * model.vocab_size * 4 * 2
     return float(tokens * per_token + logits)
 
 
@@ -237,32 +255,58 @@ def plan_memory(
     precision: Precision = Precision.BF16,
     kv_precision: Precision | None = None,
     block_size: int = 16,
-    gpu_memory_utilization: float = 0.9,
+    gpu_memory_utilization: float | None = None,
     max_num_batched_tokens: int | None = None,
-    framework_reserve_gib: float = 1.0,
+    framework_reserve_gib: float | None = None,
+    engine: EngineProfile | None = None,
 ) -> MemoryPlan:
-    """Per-GPU memory plan of `model` on `sku` with `tp` x `pp` (see module docstring)."""
+    """Per-GPU memory plan of `model` on `sku` with `tp` x `pp` (see module docstring).
+
+    `engine` applies that engine's memory plan: its memory fraction (unless
+    `gpu_memory_utilization` is given) and what it is a fraction of, its reserves and whether
+    the activation peak counts inside the fraction, and its KV precision under FP8 weights
+    (unless `kv_precision` is given).  None plans as Vidur's 2024 vLLM (0.9 of total memory,
+    1 GiB framework reserve, the profiling run's activations inside the fraction).
+    """
 
     if block_size < 1:
         raise ValueError(f"block_size must be >= 1, got {block_size}")
-    if not 0.0 < gpu_memory_utilization <= 1.0:
-        raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization}")
     validate_parallelism(model, tp, pp, sku)
     precision = Precision(precision)
+    if kv_precision is None and engine is not None:
+        kv_precision = engine.kv_precision(precision)
     kv_prec = resolve_kv_precision(precision, kv_precision)
     tokens = max_num_batched_tokens or _DEFAULT_BATCHED_TOKENS
     if tokens < 1:
         raise ValueError(f"max_num_batched_tokens must be >= 1, got {tokens}")
+    if gpu_memory_utilization is None:
+        gpu_memory_utilization = (
+            engine.memory_fraction_for(sku, tp, pp, tokens) if engine is not None else 0.9
+        )
+    if not 0.0 < gpu_memory_utilization <= 1.0:
+        raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization}")
+    if framework_reserve_gib is None:
+        framework_reserve_gib = engine.framework_reserve_gib if engine is not None else 1.0
 
     layers = model.num_layers // pp
     kv_heads = max(1, model.num_key_value_heads // tp)
     kv_per_token = float(2 * layers * kv_heads * model.head_dim * kv_prec.bytes)
     weights = weights_bytes_per_gpu(model, tp, pp, precision)
-    act = activation_bytes_per_gpu(model, tp, tokens)
+    if engine is None or engine.activation_in_fraction:
+        rows = engine.sampler_rows if engine is not None else _SAMPLER_ROWS
+        act = activation_bytes_per_gpu(model, tp, tokens, rows)
+    else:
+        act = 0.0  # the engine keeps activations outside its fraction
     reserve = framework_reserve_gib * GIB
+    graphs = engine.graph_reserve_gib * GIB if engine is not None else 0.0
     mem = sku.memory_bytes
-    usable = mem * gpu_memory_utilization
-    kv = usable - weights - act - reserve
+    of = engine.memory_of if engine is not None else "total"
+    if of == "free":  # a fraction of what is free after weights, activations and reserves
+        kv = gpu_memory_utilization * (mem - weights - act - reserve - graphs)
+        usable = weights + act + reserve + graphs + kv
+    else:
+        usable = mem * gpu_memory_utilization
+        kv = usable - weights - act - reserve - graphs
     blocks = int(kv // (block_size * kv_per_token)) if kv > 0 else 0
     return MemoryPlan(
         model_name=model.name,
@@ -284,6 +328,12 @@ def plan_memory(
         num_kv_blocks=blocks,
         kv_capacity_tokens=blocks * block_size,
         fits=blocks >= 1,
+        engine=engine.key if engine is not None else "vidur@2024",
+        memory_fraction_name=(
+            engine.memory_fraction_name if engine is not None else "gpu_memory_utilization"
+        ),
+        memory_fraction_of=of,
+        graph_reserve_bytes=graphs,
     )
 
 
@@ -295,9 +345,10 @@ def check_fits(
     precision: Precision = Precision.BF16,
     kv_precision: Precision | None = None,
     block_size: int = 16,
-    gpu_memory_utilization: float = 0.9,
+    gpu_memory_utilization: float | None = None,
     max_num_batched_tokens: int | None = None,
-    framework_reserve_gib: float = 1.0,
+    framework_reserve_gib: float | None = None,
+    engine: EngineProfile | None = None,
 ) -> MemoryPlan:
     """`plan_memory`, raising `DoesNotFitError` (with the breakdown) when it does not fit."""
     plan = plan_memory(
@@ -311,6 +362,7 @@ def check_fits(
         gpu_memory_utilization,
         max_num_batched_tokens,
         framework_reserve_gib,
+        engine,
     )
     if not plan.fits:
         raise DoesNotFitError(plan)

@@ -35,6 +35,7 @@ import numpy as np
 
 from estimators import _aic_tables as aic
 from estimators._contract import BatchCost, BatchShape
+from estimators._engines import EngineProfile
 from estimators._roofline import _ACT_BYTES, OPERATOR_NAMES, RooflineEstimator, _token_op_time
 from estimators._types import ModelArchitecture, Precision
 from sku_catalog._types import GpuSku, NodeShape
@@ -345,11 +346,16 @@ class ProfiledEstimator(RooflineEstimator):
         engine: Any = None,
         engine_version: str | None = None,
     ) -> None:
+        profile = engine if isinstance(engine, EngineProfile) else None
         super().__init__(
-            model, sku, tp=tp, pp=pp, precision=precision, kv_precision=kv_precision, node=node
-        )
+            model, sku, tp=tp, pp=pp, precision=precision, kv_precision=kv_precision, node=node,
+            engine=profile,
+        )  # fmt: skip
+        if profile is not None:  # the tables measured under the profile's engine and version
+            engine = DEFAULT_ENGINE if profile.is_vidur else profile.name
+            engine_version = engine_version or (None if profile.is_vidur else profile.version)
         system, eng, version = profiled_coverage(sku, self.precision, engine, engine_version)
-        self.system, self.engine, self.engine_version = system, eng, version
+        self.system, self.tables_engine, self.tables_version = system, eng, version
         self.requested_engine_version = engine_version
         self.fallbacks: dict[str, str] = {}
         self.tables: list[str] = []
@@ -584,14 +590,14 @@ class ProfiledEstimator(RooflineEstimator):
         return out
 
     def describe(self) -> str:
-        version = self.engine_version
+        version = self.tables_version
         asked = self.requested_engine_version
         note = f" (asked for {asked}; nearest measured)" if asked and asked != version else ""
         lines = [
             f"profiled estimator: {self.model.name} on {self.sku.name} ({self.sku.id}), "
             f"TP={self.tp} PP={self.pp}, weights {self.precision.value}, "
             f"KV {self.kv_precision.value}",
-            f"  measured tables: aiconfigurator-core {self.system}, engine {self.engine} "
+            f"  measured tables: aiconfigurator-core {self.system}, engine {self.tables_engine} "
             f"{version}{note}",
         ]
         lines += [f"    {t}" for t in self.tables]
@@ -608,5 +614,6 @@ class ProfiledEstimator(RooflineEstimator):
     def __repr__(self) -> str:
         return (
             f"ProfiledEstimator({self.model.name!r}, {self.sku.id!r}, tp={self.tp}, pp={self.pp}, "
-            f"precision={self.precision.value!r}, engine={self.engine!r} {self.engine_version})"
+            f"precision={self.precision.value!r}, "
+            f"engine={self.tables_engine!r} {self.tables_version})"
         )

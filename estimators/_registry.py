@@ -2,16 +2,21 @@
 
 `auto` picks the profiled backend where the measured tables cover the SKU, precision and
 engine, and the roofline otherwise, with a warning naming what is missing; the chosen
-estimator's ``backend_name`` and ``selection_note`` say which it used and why.
+estimator's ``backend_name`` and ``selection_note`` say which it used and why.  Every
+backend receives the deployment's `EngineProfile` (None: Vidur's 2024 vLLM), whose
+per-iteration overhead and all-reduce it applies; the profiled backend also reads that
+engine's measured tables.
 """
 
 from __future__ import annotations
 
+import inspect
 import warnings
 from collections.abc import Callable
 from typing import Any
 
 from estimators._contract import ExecutionTimeEstimator
+from estimators._engines import EngineProfile
 from estimators._profiled import ProfiledDataMissing, ProfiledEstimator
 from estimators._roofline import RooflineEstimator
 from estimators._types import ModelArchitecture, Precision
@@ -28,9 +33,27 @@ class EstimatorFallbackWarning(UserWarning):
 def register_backend(name: str, factory: EstimatorFactory) -> None:
     """Register a cost-model backend under `name`.
 
-    `factory(model, sku, tp, pp, precision, kv_precision, engine=..., engine_version=...)`
-    returns an estimator; factories that ignore the engine accept and drop the keywords.
+    `factory(model, sku, tp, pp, precision, kv_precision, engine=profile,
+    engine_version=...)` returns an estimator; `engine` is the deployment's `EngineProfile`
+    (None: Vidur's 2024 vLLM) and `engine_version` the version asked for (None: the
+    profile's).  A factory without those keywords is wrapped to ignore them.
     """
+    try:
+        params = inspect.signature(factory).parameters
+        takes_keywords = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+        takes_engine = takes_keywords or "engine" in params
+        takes_version = takes_keywords or "engine_version" in params
+    except (TypeError, ValueError):
+        takes_engine = takes_version = True
+    if not (takes_engine and takes_version):
+        inner = factory
+
+        def factory(*args: Any, engine: Any = None, engine_version: Any = None, **kwargs: Any):
+            extra = {"engine": engine} if takes_engine else {}
+            if takes_version:
+                extra["engine_version"] = engine_version
+            return inner(*args, **kwargs, **extra)
+
     _BACKENDS[name] = factory
 
 
@@ -46,13 +69,12 @@ def make_estimator(
     pp: int = 1,
     precision: Precision = Precision.BF16,
     kv_precision: Precision | None = None,
-    engine: Any = None,
+    engine: EngineProfile | None = None,
     engine_version: str | None = None,
 ) -> ExecutionTimeEstimator:
-    """Build the estimator of `backend` for one deployment.
+    """Build the estimator of `backend` for one deployment run by `engine` (None: Vidur's
+    2024 vLLM; a profile's KV precision applies when `kv_precision` is None).
 
-    `engine` is an engine name ("vllm", "sglang", "trtllm") or an object with a ``name``;
-    only the profiled backend reads it (which engine's measured tables to use).
     Raises ProfiledDataMissing (a ValueError) when "profiled" is demanded without data.
     """
     factory = _BACKENDS.get(backend)
@@ -61,14 +83,18 @@ def make_estimator(
             f"unknown estimator backend {backend!r}; known backends: "
             f"{', '.join(available_backends())}"
         )
+    if kv_precision is None and engine is not None:
+        kv_precision = engine.kv_precision(precision)
     return factory(
         model, sku, tp, pp, precision, kv_precision, engine=engine, engine_version=engine_version
     )
 
 
-def _roofline(model, sku, tp, pp, precision, kv_precision, **_: Any) -> RooflineEstimator:
+def _roofline(
+    model, sku, tp, pp, precision, kv_precision, engine=None, **_: Any
+) -> RooflineEstimator:
     return RooflineEstimator(
-        model, sku, tp=tp, pp=pp, precision=precision, kv_precision=kv_precision
+        model, sku, tp=tp, pp=pp, precision=precision, kv_precision=kv_precision, engine=engine
     )
 
 
@@ -99,7 +125,7 @@ def _auto(
         warnings.warn(
             f"estimator auto: using the roofline; {reason}", EstimatorFallbackWarning, stacklevel=2
         )
-        roof = _roofline(model, sku, tp, pp, precision, kv_precision)
+        roof = _roofline(model, sku, tp, pp, precision, kv_precision, engine)
         roof.selection_note = f"auto: roofline, {reason}"
         return roof
 

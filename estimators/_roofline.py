@@ -51,6 +51,7 @@ import numpy as np
 import yaml
 
 from estimators._contract import BatchCost, BatchShape
+from estimators._engines import EngineProfile
 from estimators._types import ModelArchitecture, Precision, resolve_kv_precision
 from sku_catalog._types import GpuSku, LinkKind, NodeShape
 
@@ -322,6 +323,7 @@ class RooflineEstimator:
         kv_precision: Precision | None = None,
         node: NodeShape | None = None,
         constants: RooflineConstants | None = None,
+        engine: EngineProfile | None = None,
     ) -> None:
         from estimators._memory import select_node, validate_parallelism
 
@@ -334,7 +336,14 @@ class RooflineEstimator:
         self.precision = Precision(precision)
         self.kv_precision = resolve_kv_precision(self.precision, kv_precision)
         self.node = node
-        self.constants = constants or load_roofline_constants(sku)
+        self.engine = engine
+        consts = constants or load_roofline_constants(sku)
+        family = (sku.architecture or "").lower()
+        if engine is not None and family in engine.allreduce:
+            # the engine's own all-reduce (custom kernels), fitted to its measured tables
+            ar = engine.allreduce[family]
+            consts = replace(consts, allreduce_latency_us=ar.latency_us, allreduce_bw_eff=ar.bw_eff)
+        self.constants = consts
         c = self.constants
 
         self.peak = sku.peak_flops(fp8=self.precision is Precision.FP8)
@@ -419,9 +428,14 @@ class RooflineEstimator:
         self._dec_sec_per_kv = flops_per_pair / (self.attn_peak * c.attention_prefill_eff_max)
         self._attn_ovh = c.attention_overhead_us * 1e-6
 
-        # ---- cpu
+        # ---- cpu: the roofline's fitted overhead, or the engine profile's host work
         self._cpu_a = c.cpu_base_ms * 1e-3
         self._cpu_b = c.cpu_per_seq_ms * 1e-3
+        has_own = engine is not None and (
+            engine.decode_overhead is not None or engine.prefill_overhead is not None
+        )
+        self._engine_cpu = engine if has_own else None
+        self._overlap = bool(engine is not None and engine.overlap)
 
         self._cache: dict[int, _Entry] = {}
         self._layer_cache: dict[int, tuple[float, float, float]] = {}
@@ -594,6 +608,10 @@ class RooflineEstimator:
             pairs += dkv
         a = self.layers_per_stage * at
         stages = (base[0] + a,) if self.pp == 1 else tuple([s + a for s in base])
+        if self._engine_cpu is not None:
+            cpu = self._engine_host_time(npt == 0, batch.num_prefills + nd, cpu)
+        if self._overlap:  # host work of the next step runs during this GPU step
+            cpu = cpu - stages[0] if cpu > stages[0] else 0.0
         scale = self.tp * self.model.num_layers
         return BatchCost(
             stages,
@@ -602,6 +620,11 @@ class RooflineEstimator:
             flops + scale * self._attn_flops_per_pair * pairs,
             nbytes + scale * ab,
         )
+
+    def _engine_host_time(self, decode_only: bool, num_seqs: int, fallback: float) -> float:
+        """Seconds of host work of one iteration under the engine profile."""
+        ovh = self._engine_cpu.iteration_overhead(decode_only, num_seqs)
+        return fallback if ovh is None else ovh.seconds(num_seqs)
 
     # ---------------------------------------------------------------- inspection
 
@@ -661,6 +684,15 @@ class RooflineEstimator:
             f"  PP link: {self.pp_link[0] / 1e9:.0f} GB/s",
             f"  cpu overhead: {c.cpu_base_ms:.2f} ms + {c.cpu_per_seq_ms * 1e3:.0f} us/seq",
         ]
+        e = self.engine
+        if e is not None:
+            lines.append(f"  engine: {e.describe()}")
+            if e.decode_overhead is not None:
+                d = e.decode_overhead
+                lines.append(
+                    f"  engine host work: {d.base_ms:.3f} ms + {d.per_seq_ms * 1e3:.1f} us/seq"
+                    + (" (overlapped with the GPU step)" if e.overlap else "")
+                )
         return "\n".join(lines)
 
     def __repr__(self) -> str:

@@ -85,6 +85,14 @@ Errors are predicted / measured - 1.
     help="Requests simulated per concurrency slot (the client sends about ten).",
 )
 @click.option(
+    "--engines",
+    default="auto",
+    show_default=True,
+    metavar="auto|NAME[@VERSION]",
+    help="Engine profile of each point: auto = the point's own engine and version; vidur = "
+    "every engine as Vidur's 2024 vLLM (llmcap before engine profiles); or one profile for all.",
+)
+@click.option(
     "--workers",
     type=click.IntRange(min=1),
     default=None,
@@ -99,6 +107,7 @@ def validate(
     with_aic: bool,
     estimator: str,
     requests_per_slot: int,
+    engines: str,
     workers: int | None,
 ) -> None:
     """Simulate measured deployments and print the error table.
@@ -118,6 +127,13 @@ def validate(
 
     if dataset not in DATASETS:
         raise SpecError(f"unknown dataset {dataset!r}; available: {', '.join(DATASETS)}")
+    if engines != "auto":
+        from estimators import UnknownEngineError, load_engine
+
+        try:
+            load_engine(engines)
+        except UnknownEngineError as exc:
+            raise SpecError(f"--engines: {exc}") from None
     selection = load_aic_silicon()
     points = _apply_filters(selection.points, filters)
     if limit is not None and limit < len(points):
@@ -145,6 +161,7 @@ def validate(
             workers=workers,
             on_done=advance,
             estimator=estimator,
+            engines=engines,
         )
     failed = [r for r in results if not r.ok]
     elapsed = time.perf_counter() - started

@@ -109,6 +109,7 @@ def _record(candidate: Candidate) -> ConfigRecord:
         chunk_size=p.chunk_size,
         max_tokens=p.max_tokens,
         precision=p.precision,
+        engine=p.engine,
         num_gpus=p.num_gpus,
         cost_per_hour=candidate.cost_per_hour,
         params=p.as_dict() | {"label": p.label()},

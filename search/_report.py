@@ -41,10 +41,17 @@ def render_summary(summary: dict, prepared: PreparedDeployment, workload_info: d
         + (f", max tokens {d.scheduler.max_tokens}" if d.scheduler.max_tokens else "")
         + ")",
     )
+    engine = d.engine
+    head.add_row(
+        "Engine",
+        (engine.describe() if engine is not None else "vidur@2024 (Vidur's 2024 vLLM)")
+        + f"; {mem.memory_fraction_name} {mem.gpu_memory_utilization:.3g}",
+    )
     head.add_row(
         "Memory / GPU",
         f"weights {mem.weights_bytes / GIB:.1f} GiB, KV cache {mem.kv_bytes / GIB:.1f} GiB "
-        f"= {mem.kv_capacity_tokens:,} tokens ({mem.num_kv_blocks:,} blocks of {d.block_size})",
+        f"({mem.kv_precision.value}) = {mem.kv_capacity_tokens:,} tokens "
+        f"({mem.num_kv_blocks:,} blocks of {d.block_size})",
     )
     head.add_row(
         "Workload",

@@ -71,7 +71,8 @@ def _rejected(row: dict) -> str:
 def results_table(frame: pd.DataFrame, title: str) -> Table:
     table = Table(title=title, title_justify="left")
     for name, justify in (
-        ("rank", "right"), ("configuration", "left"), ("GPUs", "right"), ("$/h", "right"),
+        ("rank", "right"), ("configuration", "left"), ("engine", "left"), ("GPUs", "right"),
+        ("$/h", "right"),
         ("capacity QPS", "right"), ("capacity", "left"), ("rejected", "right"),
         ("QPS/$", "right"), ("TTFT P90 ms", "right"),
         ("TBT P99 ms", "right"), ("$/M out tok", "right"), ("SLOs", "center"),
@@ -81,6 +82,7 @@ def results_table(frame: pd.DataFrame, title: str) -> Table:
         table.add_row(
             str(row.get("rank", "")),
             row["label"],
+            "vidur@2024" if _missing(row.get("engine")) else str(row["engine"]),
             str(row["num_gpus"]),
             _fmt(row["cost_per_hour"], digits=2),
             _fmt(row["capacity_qps"], digits=2),

@@ -61,10 +61,27 @@ def run_simulate(data: dict[str, Any]) -> None:
     info = workload_info(workload, spec)
     if spec.json_output:
         memory = prepared.memory
+        deployment = prepared.deployment
         payload = {
-            "deployment": spec.model_dump(
-                mode="json", exclude={"json_output", "requests_out", "trace_out"}
-            ),
+            "deployment": {
+                **spec.model_dump(
+                    mode="json", exclude={"json_output", "requests_out", "trace_out"}
+                ),
+                # what the engine's profile resolved the unset options to
+                "engine": deployment.engine_key,
+                "scheduler": deployment.scheduler.kind.value,
+                "batch_size": deployment.scheduler.batch_size,
+                "chunk_size": deployment.scheduler.chunk_size,
+                "max_tokens": deployment.scheduler.max_tokens,
+                "kv_precision": memory.kv_precision.value,
+                "gpu_memory_utilization": memory.gpu_memory_utilization,
+            },
+            "engine": {
+                "name": deployment.engine_key,
+                "memory_fraction_name": memory.memory_fraction_name,
+                "memory_fraction": memory.gpu_memory_utilization,
+                "memory_fraction_of": memory.memory_fraction_of,
+            },
             "memory": {
                 "weights_bytes_per_gpu": memory.weights_bytes,
                 "kv_cache_bytes_per_gpu": memory.kv_bytes,

@@ -5,13 +5,21 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PositiveFloat,
+    PositiveInt,
+    field_validator,
+    model_validator,
+)
 
-from estimators import Precision, load_model
+from estimators import DEFAULT_ENGINE, EngineProfile, Precision, load_engine, load_model
 from search._errors import SpecError
 from search._limits import NumRequests, Replicas
 from simulator import GlobalSchedulerKind, SchedulerConfig, SchedulerKind
-from simulator._deployment import Deployment
+from simulator._deployment import Deployment, engine_scheduler
 from sku_catalog import YamlInputError, load_catalog, read_yaml_file
 from sku_catalog._yaml import shorten
 from workloads import WorkloadSpec
@@ -28,15 +36,18 @@ class SimulateSpec(BaseModel):
     tp: PositiveInt = 1
     pp: PositiveInt = 1
     replicas: Replicas = 1
-    scheduler: SchedulerKind = SchedulerKind.SARATHI
-    batch_size: PositiveInt = 128
-    chunk_size: PositiveInt = 512
+    # the serving engine (NAME[@VERSION]); its profile sets the defaults of the scheduler,
+    # its limits, the memory fraction and the KV precision, which explicit options override
+    engine: str = DEFAULT_ENGINE
+    scheduler: SchedulerKind | None = None
+    batch_size: PositiveInt | None = None
+    chunk_size: PositiveInt | None = None
     max_tokens: PositiveInt | None = None
     global_scheduler: GlobalSchedulerKind = GlobalSchedulerKind.ROUND_ROBIN
     precision: Precision = Precision.BF16
     kv_precision: Precision | None = None
     block_size: PositiveInt = 16
-    gpu_memory_utilization: float = Field(0.9, gt=0.0, le=1.0)
+    gpu_memory_utilization: float | None = Field(None, gt=0.0, le=1.0)
     estimator: Literal["roofline", "profiled", "auto"] = "roofline"
     workload: WorkloadSpec = Field(default_factory=WorkloadSpec)
     qps: PositiveFloat | None = None
@@ -55,6 +66,15 @@ class SimulateSpec(BaseModel):
             data = {**data, "workload": {"source": data["workload"]}}
         return data
 
+    @field_validator("engine")
+    @classmethod
+    def _known_engine(cls, value: str) -> str:
+        return load_engine(value).key  # raises naming the engines and versions available
+
+    @property
+    def engine_profile(self) -> EngineProfile:
+        return load_engine(self.engine)
+
     @model_validator(mode="after")
     def _one_rate(self) -> SimulateSpec:
         if self.qps is not None and self.concurrency is not None:
@@ -63,21 +83,33 @@ class SimulateSpec(BaseModel):
 
     def deployment(self) -> Deployment:
         catalog = load_catalog(self.catalog)
+        sku = catalog.get(self.sku)
         return Deployment(
             model=load_model(self.model),
-            sku=catalog.get(self.sku),
+            sku=sku,
             tp=self.tp,
             pp=self.pp,
             num_replicas=self.replicas,
-            scheduler=SchedulerConfig(
-                self.scheduler, self.batch_size, self.chunk_size, self.max_tokens
-            ),
+            scheduler=self.scheduler_config(sku),
             precision=self.precision,
             kv_precision=self.kv_precision,
             block_size=self.block_size,
             gpu_memory_utilization=self.gpu_memory_utilization,
             global_scheduler=self.global_scheduler,
             estimator=self.estimator,
+            engine=self.engine_profile,
+        )
+
+    def scheduler_config(self, sku) -> SchedulerConfig:
+        """The engine's policy and limits on `sku`, with the options given here on top."""
+        return engine_scheduler(
+            self.engine_profile,
+            sku,
+            self.tp,
+            kind=self.scheduler,
+            batch_size=self.batch_size,
+            chunk_size=self.chunk_size,
+            max_tokens=self.max_tokens,
         )
 
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 import itertools
 from dataclasses import asdict, dataclass
 
-from estimators import DoesNotFitError, ParallelismError, Precision
-from search._spec import SearchSpec, sha256_json
-from simulator import SchedulerConfig, SchedulerKind
+from estimators import DoesNotFitError, EngineProfile, ParallelismError, Precision, load_engine
+from search._spec import SchedulerSpace, SearchSpec, sha256_json
+from simulator import SchedulerKind
 from simulator._config import DEFAULT_CHUNK_SIZE
-from simulator._deployment import Deployment, PreparedDeployment, prepare
+from simulator._deployment import Deployment, PreparedDeployment, engine_scheduler, prepare
+
+VIDUR = "vidur@2024"
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +27,7 @@ class ConfigPoint:
     batch_size: int
     chunk_size: int | None = None
     max_tokens: int | None = None
+    engine: str = VIDUR  # the engine profile's key (name@version)
 
     @property
     def gpus_per_replica(self) -> int:
@@ -45,20 +48,31 @@ class ConfigPoint:
             parts.append(f"t{self.max_tokens}")
         if self.precision != Precision.BF16.value:
             parts.append(self.precision)
+        if self.engine != VIDUR:
+            parts.append(self.engine)
         return " ".join(parts)
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        """The point's fields; `engine` left out under vidur, so configurations stored before
+        engine profiles (all simulated as vidur) keep their fingerprints."""
+        data = asdict(self)
+        if self.engine == VIDUR:
+            del data["engine"]
+        return data
 
     def deployment(self, spec: SearchSpec) -> Deployment:
+        engine = load_engine(self.engine)
         return Deployment(
             model=spec.model_architecture,
             sku=spec.sku_catalog.get(self.sku),
             tp=self.tp,
             pp=self.pp,
             num_replicas=self.replicas,
-            scheduler=SchedulerConfig(
-                SchedulerKind(self.scheduler),
+            scheduler=engine_scheduler(
+                engine,
+                spec.sku_catalog.get(self.sku),
+                self.tp,
+                kind=self.scheduler,
                 batch_size=self.batch_size,
                 chunk_size=self.chunk_size or DEFAULT_CHUNK_SIZE,
                 max_tokens=self.max_tokens,
@@ -67,6 +81,7 @@ class ConfigPoint:
             block_size=spec.block_size,
             gpu_memory_utilization=spec.gpu_memory_utilization,
             estimator=spec.estimator,
+            engine=engine,
         )
 
 
@@ -84,27 +99,46 @@ class Candidate:
         return self.infeasible_reason is None
 
 
+def engine_schedulers(
+    spec: SearchSpec, engine: EngineProfile
+) -> dict[SchedulerKind, SchedulerSpace]:
+    """The scheduler axes of `engine`: the space's, or the engine's own policy."""
+    return dict(spec.space.schedulers or {SchedulerKind(engine.scheduler): SchedulerSpace()})
+
+
+def scheduler_values(
+    kind: SchedulerKind, sched: SchedulerSpace, engine: EngineProfile, sku, tp: int
+) -> tuple[list[int], list[int | None], list[int | None]]:
+    """(batch sizes, chunk sizes, token limits) of one scheduler's axes; what the space leaves
+    out takes the engine's limits (under vidur: batch 128, chunk 512, vLLM's 4096 tokens)."""
+    limits = engine.limits(sku, tp)
+    vidur = engine.is_vidur
+    batches = list(sched.batch_size or [limits.batch_cap])
+    if kind is SchedulerKind.SARATHI:
+        chunks: list[int | None] = list(
+            sched.chunk_size or [DEFAULT_CHUNK_SIZE if vidur else limits.token_budget]
+        )
+        return batches, chunks, [None]
+    default_tokens = None if vidur or kind is SchedulerKind.STATIC else limits.token_budget
+    return batches, [None], list(sched.max_tokens or [default_tokens])
+
+
 def expand_space(spec: SearchSpec) -> list[ConfigPoint]:
     """Every combination of the spec's axes, in a stable order."""
     points: list[ConfigPoint] = []
     space = spec.space
-    for sku, tp, pp, replicas, precision in itertools.product(
-        spec.skus, space.tp, space.pp, space.replicas, space.precision
+    for sku, tp, pp, replicas, precision, engine_key in itertools.product(
+        spec.skus, space.tp, space.pp, space.replicas, space.precision, spec.engine_keys
     ):
-        sku_id = spec.sku_catalog.get(sku).id
-        for kind, sched in space.schedulers.items():
-            chunks: list[int | None] = (
-                list(sched.chunk_size or [DEFAULT_CHUNK_SIZE])
-                if kind is SchedulerKind.SARATHI
-                else [None]
-            )
-            max_tokens: list[int | None] = list(sched.max_tokens or [None])
-            if kind is SchedulerKind.SARATHI:
-                max_tokens = [None]
-            for batch, chunk, tokens in itertools.product(sched.batch_size, chunks, max_tokens):
+        sku_rec = spec.sku_catalog.get(sku)
+        engine = load_engine(engine_key)
+        for kind, sched in engine_schedulers(spec, engine).items():
+            batches, chunks, max_tokens = scheduler_values(kind, sched, engine, sku_rec, tp)
+            for batch, chunk, tokens in itertools.product(batches, chunks, max_tokens):
                 points.append(
                     ConfigPoint(
-                        sku_id, tp, pp, replicas, precision.value, kind.value, batch, chunk, tokens
+                        sku_rec.id, tp, pp, replicas, precision.value, kind.value, batch, chunk,
+                        tokens, engine.key,
                     )
                 )
     return list(dict.fromkeys(points))  # drop duplicates (e.g. a SKU named twice)

@@ -26,7 +26,7 @@ from pydantic import (
     model_validator,
 )
 
-from estimators import ModelArchitecture, Precision, load_model
+from estimators import DEFAULT_ENGINE, ModelArchitecture, Precision, load_engine, load_model
 from search._errors import SpecError
 from search._limits import DEFAULT_MAX_CONFIGURATIONS, NumRequests, Replicas
 from simulator import SchedulerKind
@@ -51,7 +51,9 @@ class SearchWorkload(WorkloadSpec):
 class SchedulerSpace(_Strict):
     """Values to try for one scheduler; each list is one axis of the grid."""
 
-    batch_size: list[PositiveInt] = Field(default_factory=lambda: [128], min_length=1)
+    # None: the engine's batch cap (vLLM max_num_seqs, SGLang max_running_requests,
+    # TensorRT-LLM max_batch_size; 128 under vidur)
+    batch_size: list[PositiveInt] | None = Field(default=None, min_length=1)
     chunk_size: list[PositiveInt] | None = Field(default=None, min_length=1)  # Sarathi only
     max_tokens: list[PositiveInt] | None = Field(default=None, min_length=1)  # vLLM / Orca
 
@@ -61,18 +63,31 @@ class SpaceSpec(_Strict):
     pp: list[PositiveInt] = Field(default_factory=lambda: [1], min_length=1)
     replicas: list[Replicas] = Field(default_factory=lambda: [1], min_length=1)
     precision: list[Precision] = Field(default_factory=lambda: [Precision.BF16], min_length=1)
-    schedulers: dict[SchedulerKind, SchedulerSpace] = Field(
-        default_factory=lambda: {SchedulerKind.SARATHI: SchedulerSpace()}, min_length=1
-    )
+    # serving engines to compare (NAME[@VERSION]); None: the spec's `engine` alone
+    engines: list[str] | None = Field(default=None, min_length=1)
+    # None: each engine's own policy and limits; given, these policies and axes override them
+    # (chunk sizes / token limits left out take the engine's token budget)
+    schedulers: dict[SchedulerKind, SchedulerSpace] | None = Field(default=None, min_length=1)
+
+    @field_validator("engines")
+    @classmethod
+    def _known_engines(cls, values: list[str] | None) -> list[str] | None:
+        if values is None:
+            return None
+        return list(dict.fromkeys(load_engine(v).key for v in values))
 
     def size(self, num_skus: int) -> tuple[int, str]:
         """How many configurations the space holds with `num_skus` SKUs (counted, not
         expanded), and the product that gives it, for messages."""
-        schedulers = sum(_scheduler_points(kind, s) for kind, s in self.schedulers.items())
+        schedulers = (
+            sum(_scheduler_points(kind, s) for kind, s in self.schedulers.items())
+            if self.schedulers
+            else 1
+        )
         axes = {
             "skus": num_skus, "tp": len(self.tp), "pp": len(self.pp),
             "replicas": len(self.replicas), "precision": len(self.precision),
-            "scheduler settings": schedulers,
+            "engines": len(self.engines or [None]), "scheduler settings": schedulers,
         }  # fmt: skip
         count = 1
         for length in axes.values():
@@ -81,7 +96,7 @@ class SpaceSpec(_Strict):
 
     @model_validator(mode="after")
     def _chunk_size_is_sarathi_only(self) -> SpaceSpec:
-        for kind, space in self.schedulers.items():
+        for kind, space in (self.schedulers or {}).items():
             if space.chunk_size is not None and kind is not SchedulerKind.SARATHI:
                 raise ValueError(
                     f"schedulers.{kind.value}.chunk_size: only sarathi takes a chunk size "
@@ -93,7 +108,7 @@ class SpaceSpec(_Strict):
 def _scheduler_points(kind: SchedulerKind, space: SchedulerSpace) -> int:
     """Points of one scheduler's grid: batch sizes x chunk sizes (Sarathi) or token limits."""
     other = space.chunk_size if kind is SchedulerKind.SARATHI else space.max_tokens
-    return len(space.batch_size) * len(other or [None])
+    return len(space.batch_size or [None]) * len(other or [None])
 
 
 class BudgetSpec(_Strict):
@@ -190,8 +205,12 @@ class SearchSpec(_Strict):
     strategy: StrategySpec = Field(default_factory=StrategySpec)
     capacity: CapacitySpec = Field(default_factory=CapacitySpec)
     estimator: Literal["roofline", "profiled", "auto"] = "roofline"
+    # the serving engine (NAME[@VERSION]): its policy, limits, memory plan, KV precision and
+    # per-iteration overhead; `space.engines` makes it a search dimension
+    engine: str = DEFAULT_ENGINE
     block_size: PositiveInt = 16
-    gpu_memory_utilization: float = Field(0.9, gt=0.0, le=1.0)
+    # None: each engine's own memory fraction
+    gpu_memory_utilization: float | None = Field(None, gt=0.0, le=1.0)
     # the most configurations the space may hold (each is checked, stored and simulated)
     max_configurations: PositiveInt = DEFAULT_MAX_CONFIGURATIONS
 
@@ -219,6 +238,16 @@ class SearchSpec(_Strict):
             return self.capacity.max_requests
         base = self.workload.num_requests
         return max(base, min(MAX_REQUESTS_FACTOR * base, MAX_REQUESTS_CAP))
+
+    @field_validator("engine")
+    @classmethod
+    def _known_engine(cls, value: str) -> str:
+        return load_engine(value).key  # raises naming the engines and versions available
+
+    @property
+    def engine_keys(self) -> list[str]:
+        """The engines of the space, as ``name@version`` profile keys."""
+        return list(self.space.engines or [self.engine])
 
     @field_validator("model")
     @classmethod

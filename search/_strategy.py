@@ -14,11 +14,11 @@ from collections.abc import Iterable
 
 import optuna
 
+from estimators import load_engine
 from search._evaluate import REJECTED_SHARE
-from search._space import ConfigPoint
+from search._space import ConfigPoint, engine_schedulers, scheduler_values
 from search._spec import SearchSpec
 from simulator import SchedulerKind
-from simulator._config import DEFAULT_CHUNK_SIZE
 
 DIRECTIONS = ("maximize", "minimize", "minimize")  # qps_per_dollar, ttft_p90, tbt_p99
 WORST = (0.0, 1e9, 1e9)  # what an infeasible or failed configuration scores
@@ -49,17 +49,31 @@ def suggest(trial: optuna.Trial, spec: SearchSpec) -> ConfigPoint:
     pp = trial.suggest_categorical("pp", space.pp)
     replicas = trial.suggest_categorical("replicas", space.replicas)
     precision = trial.suggest_categorical("precision", [p.value for p in space.precision])
-    scheduler = trial.suggest_categorical("scheduler", [k.value for k in space.schedulers])
-    knobs = space.schedulers[SchedulerKind(scheduler)]
-    batch = trial.suggest_categorical(f"{scheduler}.batch_size", knobs.batch_size)
+    keys = spec.engine_keys
+    engine = load_engine(trial.suggest_categorical("engine", keys) if len(keys) > 1 else keys[0])
+    schedulers = engine_schedulers(spec, engine)
+    kinds = [k.value for k in schedulers]
+    # an engine's own policy (no `schedulers` in the space) is not a choice of the trial
+    scheduler = trial.suggest_categorical("scheduler", kinds) if space.schedulers else kinds[0]
+    kind = SchedulerKind(scheduler)
+    batches, chunks, limits = scheduler_values(
+        kind, schedulers[kind], engine, spec.sku_catalog.get(sku), tp
+    )
+    knobs = schedulers[kind]
+
+    def pick(name: str, given: list | None, values: list):
+        # an axis the space leaves to the engine is fixed (its value depends on SKU and TP)
+        return trial.suggest_categorical(f"{scheduler}.{name}", values) if given else values[0]
+
+    batch = pick("batch_size", knobs.batch_size, batches)
     chunk = tokens = None
-    if scheduler == SchedulerKind.SARATHI.value:
-        chunk = trial.suggest_categorical(
-            f"{scheduler}.chunk_size", knobs.chunk_size or [DEFAULT_CHUNK_SIZE]
-        )
-    elif knobs.max_tokens:
-        tokens = trial.suggest_categorical(f"{scheduler}.max_tokens", knobs.max_tokens)
-    return ConfigPoint(sku, tp, pp, replicas, precision, scheduler, batch, chunk, tokens)
+    if kind is SchedulerKind.SARATHI:
+        chunk = pick("chunk_size", knobs.chunk_size, chunks)
+    elif limits != [None]:
+        tokens = pick("max_tokens", knobs.max_tokens, limits)
+    return ConfigPoint(
+        sku, tp, pp, replicas, precision, scheduler, batch, chunk, tokens, engine.key
+    )
 
 
 def params_of(point: ConfigPoint) -> dict:
@@ -71,6 +85,7 @@ def params_of(point: ConfigPoint) -> dict:
         "replicas": point.replicas,
         "precision": point.precision,
         "scheduler": point.scheduler,
+        "engine": point.engine,
         f"{point.scheduler}.batch_size": point.batch_size,
     }
     if point.chunk_size is not None:

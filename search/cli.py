@@ -138,32 +138,41 @@ def _choice(enum_values: list[str]) -> click.Choice:
     help="Independent replicas, each with TP x PP GPUs.",
 )
 @click.option(
+    "--engine",
+    default="vllm",
+    show_default=True,
+    metavar="NAME[@VERSION]",
+    help="Serving engine whose profile runs the deployment: vllm, sglang, trtllm, or vidur "
+    "(Vidur's 2024 vLLM); e.g. vllm@0.12.0.  It sets the defaults of --scheduler, its limits, "
+    "--gpu-memory-utilization and --kv-precision, and the per-iteration overhead.",
+)
+@click.option(
     "--scheduler",
     type=_choice(["vllm", "orca", "sarathi", "static"]),
-    default="sarathi",
-    show_default=True,
+    default=None,
     help="Replica batching policy: vllm (prefill-first), orca (iteration-level), "
-    "sarathi (chunked prefill), static (FasterTransformer-style).",
+    "sarathi (chunked prefill), static (FasterTransformer-style) [the engine's].",
 )
 @click.option(
     "--batch-size",
     type=int,
-    default=128,
-    show_default=True,
-    help="Most sequences in one batch (per micro-batch under PP).",
+    default=None,
+    help="Most sequences in one batch (per micro-batch under PP) [the engine's: max_num_seqs, "
+    "max_running_requests, max_batch_size; vidur 128].",
 )
 @click.option(
     "--chunk-size",
     type=int,
-    default=512,
-    show_default=True,
-    help="Sarathi-Serve token budget per iteration (prefill chunk + decodes).",
+    default=None,
+    help="Sarathi-Serve token budget per iteration (prefill chunk + decodes) [the engine's "
+    "token budget; vidur 512].",
 )
 @click.option(
     "--max-tokens",
     type=int,
     default=None,
-    help="Most tokens per iteration for vllm [4096] and orca/static [no limit].",
+    help="Most tokens per iteration for vllm and orca [the engine's token budget; vidur: "
+    "vllm 4096, orca/static no limit].",
 )
 @click.option(
     "--global-scheduler",
@@ -183,7 +192,7 @@ def _choice(enum_values: list[str]) -> click.Choice:
     "--kv-precision",
     type=_choice(["bf16", "fp16", "fp8"]),
     default=None,
-    help="KV-cache precision [the weights' precision; 16-bit under fp8 weights, as vLLM].",
+    help="KV-cache precision [the weights'; under fp8 weights the engine's default].",
 )
 @click.option(
     "--block-size", type=int, default=16, show_default=True, help="Tokens per paged KV-cache block."
@@ -191,9 +200,9 @@ def _choice(enum_values: list[str]) -> click.Choice:
 @click.option(
     "--gpu-memory-utilization",
     type=float,
-    default=0.9,
-    show_default=True,
-    help="Share of GPU memory the server may use (weights + activations + KV).",
+    default=None,
+    help="Memory fraction of the engine's plan (vLLM gpu_memory_utilization, SGLang "
+    "mem_fraction_static, TensorRT-LLM free_gpu_memory_fraction) [the engine's default].",
 )
 @click.option(
     "--estimator",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from estimators import (
+    EngineProfile,
     ExecutionTimeEstimator,
     MemoryPlan,
     ModelArchitecture,
@@ -13,7 +14,14 @@ from estimators import (
     make_estimator,
     validate_parallelism,
 )
-from simulator._config import ClusterConfig, GlobalSchedulerKind, RunOptions, SchedulerConfig
+from simulator._config import (
+    DEFAULT_CHUNK_SIZE,
+    ClusterConfig,
+    GlobalSchedulerKind,
+    RunOptions,
+    SchedulerConfig,
+    SchedulerKind,
+)
 from simulator._engine import Hardware, Simulation
 from simulator._result import SimulationResult
 from sku_catalog import GpuSku
@@ -37,9 +45,22 @@ class Deployment:
     precision: Precision = Precision.BF16
     kv_precision: Precision | None = None
     block_size: int = 16
-    gpu_memory_utilization: float = 0.9
+    gpu_memory_utilization: float | None = None  # None: the engine's (0.9 without one)
     global_scheduler: GlobalSchedulerKind = GlobalSchedulerKind.ROUND_ROBIN
     estimator: str = "roofline"
+    # the serving engine's profile (overhead, all-reduce, memory plan, KV precision);
+    # None: Vidur's 2024 vLLM, llmcap's behaviour before engine profiles
+    engine: EngineProfile | None = None
+
+    @property
+    def engine_key(self) -> str:
+        return self.engine.key if self.engine is not None else "vidur@2024"
+
+    def resolved_kv_precision(self) -> Precision | None:
+        """The KV precision: as given, else the engine's default for these weights."""
+        if self.kv_precision is None and self.engine is not None:
+            return self.engine.kv_precision(self.precision)
+        return self.kv_precision
 
     @property
     def gpus_per_replica(self) -> int:
@@ -57,6 +78,40 @@ class Deployment:
         """Most tokens one iteration can hold: sizes the activation reserve."""
         budget = self.scheduler.token_budget()
         return budget if budget is not None else UNBOUNDED_BATCH_TOKENS
+
+
+def engine_scheduler(
+    engine: EngineProfile,
+    sku: GpuSku,
+    tp: int = 1,
+    *,
+    kind: SchedulerKind | str | None = None,
+    batch_size: int | None = None,
+    chunk_size: int | None = None,
+    max_tokens: int | None = None,
+) -> SchedulerConfig:
+    """The engine's default batching policy and limits on `sku`, with explicit overrides.
+
+    The engine's token budget (vLLM's max_num_batched_tokens, SGLang's chunked_prefill_size,
+    TensorRT-LLM's max_num_tokens) becomes the policy's chunk size (Sarathi) or token limit
+    (vLLM, Orca); its batch cap (max_num_seqs, max_running_requests, max_batch_size) the
+    batch size.  A `kind` other than the engine's keeps the engine's limits.  Under vidur the
+    defaults are llmcap's historical ones (Sarathi chunk 512, batch 128, vLLM 4096 tokens).
+    """
+    limits = engine.limits(sku, tp)
+    kind = SchedulerKind(kind or engine.scheduler)
+    budget = limits.token_budget
+    return SchedulerConfig(
+        kind,
+        batch_size=batch_size or limits.batch_cap,
+        chunk_size=chunk_size or (budget if kind is SchedulerKind.SARATHI else DEFAULT_CHUNK_SIZE),
+        max_tokens=max_tokens
+        or (
+            budget
+            if kind in (SchedulerKind.VLLM, SchedulerKind.ORCA) and not engine.is_vidur
+            else None  # vidur: the policy's own default (vLLM 4096, Orca no limit)
+        ),
+    )
 
 
 @dataclass(slots=True)
@@ -97,13 +152,21 @@ def prepare(deployment: Deployment) -> PreparedDeployment:
         d.tp,
         d.pp,
         precision=d.precision,
-        kv_precision=d.kv_precision,
+        kv_precision=d.resolved_kv_precision(),
         block_size=d.block_size,
         gpu_memory_utilization=d.gpu_memory_utilization,
         max_num_batched_tokens=d.max_batched_tokens(),
+        engine=d.engine,
     )
     estimator = make_estimator(
-        d.estimator, d.model, d.sku, d.tp, d.pp, d.precision, kv_precision=d.kv_precision
+        d.estimator,
+        d.model,
+        d.sku,
+        d.tp,
+        d.pp,
+        d.precision,
+        kv_precision=d.resolved_kv_precision(),
+        engine=d.engine,
     )
     cluster = ClusterConfig(
         num_replicas=d.num_replicas,

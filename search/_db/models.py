@@ -155,6 +155,9 @@ class Configuration(Base):
     chunk_size: Mapped[int | None] = mapped_column(Integer)
     max_tokens: Mapped[int | None] = mapped_column(Integer)
     precision: Mapped[str] = mapped_column(String(16))
+    # the engine profile (name@version); NULL for configurations stored before engine profiles,
+    # which were all simulated as vidur@2024
+    engine: Mapped[str | None] = mapped_column(String(64))
     num_gpus: Mapped[int] = mapped_column(Integer)
     cost_per_hour: Mapped[float] = mapped_column(Float)  # whole deployment, dollars per hour
     params: Mapped[dict[str, Any]] = mapped_column(JSONDocument)  # the full configuration

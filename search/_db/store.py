@@ -123,6 +123,7 @@ class ConfigRecord:
     params: dict[str, Any]
     chunk_size: int | None = None
     max_tokens: int | None = None
+    engine: str | None = None  # name@version of the engine profile
     feasible: bool = True
     infeasible_reason: str | None = None
 
@@ -763,6 +764,7 @@ _CONFIG_COLUMNS = (
     "chunk_size",
     "max_tokens",
     "precision",
+    "engine",
     "num_gpus",
     "cost_per_hour",
     "feasible",
@@ -877,6 +879,7 @@ def _stored(row: Configuration) -> StoredConfiguration:
         params=dict(row.params),
         chunk_size=row.chunk_size,
         max_tokens=row.max_tokens,
+        engine=row.engine,
         feasible=row.feasible,
         infeasible_reason=row.infeasible_reason,
     )

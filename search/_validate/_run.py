@@ -11,18 +11,28 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from estimators import EstimatorFallbackWarning, load_model, make_estimator
+from estimators import (
+    EngineProfile,
+    EstimatorFallbackWarning,
+    load_engine,
+    load_model,
+    make_estimator,
+)
 from search._validate._aic_silicon import ValidationPoint
 from simulator import SchedulerConfig, SchedulerKind
-from simulator._deployment import Deployment, prepare
+from simulator._deployment import Deployment, engine_scheduler, prepare
 from sku_catalog import load_catalog
 from workloads import Workload
 
-# Today's policy for every engine: Sarathi-style chunked prefill under the engines' common
-# default token budget (vLLM v1 max_num_batched_tokens, SGLang chunked_prefill_size and
-# TensorRT-LLM max_num_tokens are all 8192 on these GPUs), the batch capped at the
-# concurrency (the client never has more requests in flight).
+# How each point is simulated (`engines`):
+# - "auto" (default): with the profile of the point's own engine and version (its policy and
+#   limits, memory plan, KV precision with FP8 weights, per-iteration overhead, all-reduce);
+# - "vidur": every engine the same way, as before engine profiles: Vidur's 2024 vLLM profile
+#   with Sarathi-style chunked prefill under the engines' common 8192-token budget;
+# - NAME[@VERSION]: every point with that one profile.
+# The batch is always capped at the concurrency (the client never has more in flight).
 CHUNK_SIZE = 8192
+AUTO = "auto"
 # the benchmark clients send about ten requests per concurrency slot
 REQUESTS_PER_SLOT = 10
 
@@ -57,22 +67,48 @@ def closed_loop_workload(point: ValidationPoint, requests_per_slot: int) -> Work
     )
 
 
-def deployment_for(point: ValidationPoint) -> Deployment:
+def engine_for(point: ValidationPoint, engines: str = AUTO) -> EngineProfile:
+    """The profile a point is simulated with (see `engines` above)."""
+    if engines != AUTO:
+        return load_engine(engines)
+    version = point.engine_version.strip()
+    return load_engine(f"{point.engine}@{version}" if version else point.engine)
+
+
+def deployment_for(point: ValidationPoint, engines: str = AUTO) -> Deployment:
+    engine = engine_for(point, engines)
+    sku = load_catalog().get(point.sku)
+    if engine.is_vidur:  # as before profiles: one policy and KV rule for every engine
+        return Deployment(
+            model=load_model(point.model),
+            sku=sku,
+            tp=point.tp,
+            pp=point.pp,
+            scheduler=SchedulerConfig(
+                SchedulerKind.SARATHI, batch_size=point.concurrency, chunk_size=CHUNK_SIZE
+            ),
+            precision=point.precision,
+            kv_precision=point.kv_precision,
+            engine=engine,
+        )
+    scheduler = engine_scheduler(engine, sku, point.tp)
+    scheduler = replace(scheduler, batch_size=min(scheduler.batch_size, point.concurrency))
     return Deployment(
         model=load_model(point.model),
-        sku=load_catalog().get(point.sku),
+        sku=sku,
         tp=point.tp,
         pp=point.pp,
-        scheduler=SchedulerConfig(
-            SchedulerKind.SARATHI, batch_size=point.concurrency, chunk_size=CHUNK_SIZE
-        ),
+        scheduler=scheduler,
         precision=point.precision,
-        kv_precision=point.kv_precision,
+        engine=engine,  # its KV precision, memory fraction and reserves
     )
 
 
 def simulate_point(
-    point: ValidationPoint, requests_per_slot: int = REQUESTS_PER_SLOT, estimator: str = "roofline"
+    point: ValidationPoint,
+    requests_per_slot: int = REQUESTS_PER_SLOT,
+    engines: str = AUTO,
+    estimator: str = "roofline",
 ) -> PointResult:
     """Mean TTFT and mean TPOT over the run's requests, as the client reports them.
 
@@ -82,7 +118,7 @@ def simulate_point(
     `estimator` other than the roofline reads the tables of the point's engine and version.
     """
     try:
-        prepared = prepare(deployment_for(point))
+        prepared = prepare(deployment_for(point, engines))
         if estimator != "roofline":
             d = prepared.deployment
             with warnings.catch_warnings():
@@ -94,8 +130,8 @@ def simulate_point(
                     d.tp,
                     d.pp,
                     d.precision,
-                    kv_precision=d.kv_precision,
-                    engine=point.engine,
+                    kv_precision=d.resolved_kv_precision(),
+                    engine=d.engine if d.engine is not None else point.engine,
                     engine_version=point.engine_version,
                 )
     except ValueError as exc:  # DoesNotFitError, ParallelismError
@@ -113,10 +149,14 @@ def simulate_point(
 
 
 def evaluate_point(
-    point: ValidationPoint, requests_per_slot: int, with_aic: bool, estimator: str = "roofline"
+    point: ValidationPoint,
+    requests_per_slot: int,
+    with_aic: bool,
+    engines: str = AUTO,
+    estimator: str = "roofline",
 ) -> PointResult:
     """The simulator's answer and, with `with_aic`, aiconfigurator's estimate of one point."""
-    result = simulate_point(point, requests_per_slot, estimator)
+    result = simulate_point(point, requests_per_slot, engines, estimator)
     if not with_aic:
         return result
     from search._validate._aic_estimate import estimate_point
@@ -125,7 +165,7 @@ def evaluate_point(
     return replace(result, aic_ttft_ms=aic.ttft_ms, aic_tpot_ms=aic.tpot_ms, aic_error=aic.error)
 
 
-def _evaluate_star(args: tuple[ValidationPoint, int, bool, str]) -> PointResult:
+def _evaluate_star(args: tuple[ValidationPoint, int, bool, str, str]) -> PointResult:
     return evaluate_point(*args)
 
 
@@ -136,13 +176,15 @@ def simulate_points(
     with_aic: bool = False,
     workers: int | None = None,
     on_done: Callable[[PointResult], None] | None = None,
+    engines: str = AUTO,
     estimator: str = "roofline",
 ) -> list[PointResult]:
     """Every point's result in input order; `workers` > 1 runs them in a process pool.
 
-    `on_done` is called as each result arrives (for a progress bar).
+    `on_done` is called as each result arrives (for a progress bar); `engines` says which
+    engine profile simulates each point (see the module's AUTO).
     """
-    items = [(p, requests_per_slot, with_aic, estimator) for p in points]
+    items = [(p, requests_per_slot, with_aic, engines, estimator) for p in points]
     workers = default_workers() if workers is None else workers
     results: dict[int, PointResult] = {}
     for index, result in _evaluate_all(items, workers):
@@ -157,7 +199,7 @@ def default_workers() -> int:
 
 
 def _evaluate_all(
-    items: list[tuple[ValidationPoint, int, bool, str]], workers: int
+    items: list[tuple[ValidationPoint, int, bool, str, str]], workers: int
 ) -> Iterator[tuple[int, PointResult]]:
     """(index, result) pairs as they finish."""
     if workers <= 1 or len(items) <= 1:

@@ -26,6 +26,7 @@ def ray_local() -> Iterator[object]:
 
 TINY_SPEC = {
     "name": "tiny",
+    "engine": "vidur",  # the driver tests pin behaviour of the pre-profile simulator
     "model": "meta-llama/Llama-2-7b-hf",
     "skus": ["a100-80gb", "h100-sxm"],
     "workload": {"source": "chat", "num_requests": 150},

@@ -25,7 +25,9 @@ def test_simulate_prints_a_metrics_table():
 
 
 def test_simulate_json_summary():
-    result = invoke("simulate", *SMALL, "--json", "--scheduler", "vllm")
+    result = invoke(
+        "simulate", *SMALL, "--json", "--scheduler", "vllm", "--engine", "vidur"
+    )
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
     assert data["requests"]["completed"] == 60
@@ -118,3 +120,20 @@ def test_catalog_tables():
     models = invoke("catalog", "models")
     assert skus.exit_code == 0 and "a100-80gb" in skus.output and "h200" in skus.output
     assert models.exit_code == 0 and "Llama-2-70b-hf" in models.output
+
+
+def test_simulate_names_its_engine_and_its_defaults():
+    result = invoke("simulate", *SMALL, "--json", "--engine", "sglang", "--sku", "h100-sxm")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["engine"]["name"] == data["deployment"]["engine"] == "sglang@0.5.4"
+    assert data["engine"]["memory_fraction_name"] == "mem_fraction_static"
+    assert data["deployment"]["chunk_size"] == 8192  # chunked_prefill_size on H100
+
+
+def test_simulate_unknown_engine_exits_2_naming_the_engines():
+    result = invoke("simulate", *SMALL, "--engine", "vllm@0.2")
+    assert result.exit_code == 2
+    assert "no profile covers version 0.2" in result.output
+    assert "trtllm" in result.output
+    assert "Traceback" not in result.output

@@ -1,0 +1,301 @@
+"""Engine profiles: how vLLM, SGLang, TensorRT-LLM (and Vidur's 2024 vLLM) run a model, as data.
+
+A profile is not a code path: it is the numbers an engine brings to one deployment, read from
+``estimators/data/engines.yaml`` (each value there names its source):
+
+* the per-iteration host overhead, for decode-only iterations (CUDA graphs) and iterations with
+  prefill, and whether the engine overlaps it with the GPU step;
+* its all-reduce (custom kernels, fitted to measured tables, per GPU family);
+* its default batching policy and limits, under the engine's own names;
+* its memory plan (the fraction it takes and of what, reserves);
+* the KV-cache precision it uses with FP8 weights.
+
+``load_engine("vllm@0.12.0")`` returns the profile covering that version; `vidur` reproduces
+llmcap's behaviour before profiles existed.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+import yaml
+
+from estimators._types import Precision
+from sku_catalog._types import GpuSku
+
+__all__ = [
+    "DEFAULT_ENGINE",
+    "AllReduceCost",
+    "EngineLimits",
+    "EngineProfile",
+    "IterationOverhead",
+    "UnknownEngineError",
+    "available_engines",
+    "load_engine",
+]
+
+DEFAULT_ENGINE = "vllm"
+GIB = float(1 << 30)
+MIB = float(1 << 20)
+
+
+class UnknownEngineError(ValueError):
+    """An engine name or version the profiles hold no data for."""
+
+
+@dataclass(frozen=True, slots=True)
+class IterationOverhead:
+    """Host work of one iteration: ``base_ms + per_seq_ms * sequences``."""
+
+    base_ms: float
+    per_seq_ms: float
+
+    def seconds(self, num_seqs: int) -> float:
+        return (self.base_ms + self.per_seq_ms * num_seqs) * 1e-3
+
+
+@dataclass(frozen=True, slots=True)
+class AllReduceCost:
+    """The roofline's ring all-reduce constants for one GPU family."""
+
+    latency_us: float
+    bw_eff: float
+
+
+@dataclass(frozen=True, slots=True)
+class EngineLimits:
+    """Default batching limits of an engine on one GPU and parallelism."""
+
+    token_budget: int
+    batch_cap: int
+    graph_max_batch: int
+
+
+@dataclass(frozen=True, slots=True)
+class EngineProfile:
+    """One engine version's runtime behaviour (see module docstring)."""
+
+    name: str  # vllm | sglang | trtllm | vidur
+    version: str  # the profile's key: the first version it describes
+    label: str
+    scheduler: str  # llmcap policy: sarathi | vllm | orca | static
+    token_budget_name: str
+    batch_cap_name: str
+    limit_tiers: tuple[Mapping[str, Any], ...]
+    overlap: bool
+    graph_max_batch: int
+    decode_overhead: IterationOverhead | None  # None: the roofline's own CPU overhead
+    prefill_overhead: IterationOverhead | None
+    allreduce: Mapping[str, AllReduceCost]
+    memory_fraction_name: str
+    memory_fraction: Any  # float | {"by_world_size": {...}} | {"reserved_mib": {...}}
+    memory_of: str  # total | free
+    framework_reserve_gib: float
+    activation_in_fraction: bool
+    sampler_rows: int
+    graph_reserve_gib: float
+    kv_precision_fp8_weights: Precision
+
+    @property
+    def key(self) -> str:
+        """``name@version``: what results record."""
+        return f"{self.name}@{self.version}"
+
+    @property
+    def is_vidur(self) -> bool:
+        return self.name == "vidur"
+
+    # ------------------------------------------------------------ per deployment
+
+    def limits(self, sku: GpuSku, tp: int = 1) -> EngineLimits:
+        """The engine's default token budget, batch cap and CUDA-graph batch on `sku`."""
+        mem_gib = sku.memory_bytes / GIB
+        family = (sku.architecture or "").lower()
+        for tier in self.limit_tiers:
+            if mem_gib < float(tier.get("min_memory_gib", 0)):
+                continue
+            if "max_memory_gib" in tier and mem_gib >= float(tier["max_memory_gib"]):
+                continue
+            if family in [str(f).lower() for f in tier.get("not_families", ())]:
+                continue
+            if "max_tp" in tier and tp > int(tier["max_tp"]):
+                continue
+            return EngineLimits(
+                int(tier["token_budget"]),
+                int(tier["batch_cap"]),
+                int(tier.get("graph_max_batch", self.graph_max_batch)),
+            )
+        raise UnknownEngineError(f"engine {self.key}: no batching limits match {sku.id}")
+
+    def memory_fraction_for(self, sku: GpuSku, tp: int, pp: int, token_budget: int) -> float:
+        """The engine's default memory fraction for this deployment."""
+        rule = self.memory_fraction
+        if isinstance(rule, int | float):
+            return float(rule)
+        if "by_world_size" in rule:
+            table = sorted((int(k), float(v)) for k, v in rule["by_world_size"].items())
+            value = table[0][1]
+            for size, fraction in table:
+                if tp * pp >= size:
+                    value = fraction
+            return value
+        r = rule["reserved_mib"]
+        total_mib = sku.memory_bytes / MIB
+        graph_bs = self.limits(sku, tp).graph_max_batch
+        reserved = (
+            float(r["base"])
+            + float(r["per_budget_token"]) * max(token_budget, int(r["min_budget_tokens"]))
+            + float(r["per_graph_seq"]) * graph_bs
+            + float(r["per_world_rank"]) * tp * pp
+        )
+        if total_mib > float(r["floor_above_gib"]) * 1024:
+            reserved = max(reserved, float(r["floor_mib"]))
+        return round((total_mib - reserved) / total_mib, 3)
+
+    def kv_precision(self, precision: Precision) -> Precision:
+        """The KV-cache precision the engine uses by default with `precision` weights."""
+        if Precision(precision) is Precision.FP8:
+            return self.kv_precision_fp8_weights
+        return Precision(precision)
+
+    def iteration_overhead(self, decode_only: bool, num_seqs: int) -> IterationOverhead | None:
+        """The host overhead model of an iteration (None: the roofline's own)."""
+        if decode_only and num_seqs <= self.graph_max_batch:
+            return self.decode_overhead
+        return self.prefill_overhead
+
+    def describe(self) -> str:
+        return f"{self.key} ({self.label})"
+
+
+# ------------------------------------------------------------------ loading
+
+
+@functools.cache
+def _engines_yaml() -> dict[str, Any]:
+    text = resources.files("estimators").joinpath("data/engines.yaml").read_text("utf-8")
+    data = yaml.safe_load(text) or {}
+    engines = data.get("engines") if isinstance(data, dict) else None
+    if not isinstance(engines, dict) or not engines:
+        raise ValueError("estimators/data/engines.yaml: expected a mapping under `engines:`")
+    return engines
+
+
+def _version_tuple(text: str) -> tuple[int, ...] | None:
+    """Numeric release parts of a version (``1.0.0rc3`` -> (1, 0, 0)); None if none."""
+    found = re.match(r"^v?(\d+(?:\.\d+)*)", text.strip())
+    if not found:
+        return None
+    return tuple(int(p) for p in found.group(1).split("."))
+
+
+def _cmp(a: tuple[int, ...], b: tuple[int, ...]) -> int:
+    n = max(len(a), len(b))
+    a2, b2 = a + (0,) * (n - len(a)), b + (0,) * (n - len(b))
+    return (a2 > b2) - (a2 < b2)
+
+
+def available_engines() -> dict[str, list[str]]:
+    """Engine name -> its profile versions, in order."""
+    out = {}
+    for name, body in _engines_yaml().items():
+        keys = list((body or {}).get("profiles", {}))
+        out[name] = sorted(keys, key=lambda k: _version_tuple(k) or ())
+    return out
+
+
+def _available_text() -> str:
+    parts = []
+    for name, versions in available_engines().items():
+        parts.append(f"{name} ({', '.join(versions)})")
+    return ", ".join(parts)
+
+
+@functools.cache
+def load_engine(spec: str | None = None) -> EngineProfile:
+    """The profile of ``NAME[@VERSION]`` (default: current vLLM).
+
+    A version selects the profile whose range covers it (``vllm@0.12.0`` -> vLLM 0.11's);
+    no version selects the engine's default profile.  Raises `UnknownEngineError` naming what
+    is available when the engine or the version has no profile.
+    """
+    text = (spec or DEFAULT_ENGINE).strip()
+    name, _, version = text.partition("@")
+    name = name.strip().lower()
+    version = version.strip()
+    engines = _engines_yaml()
+    if name not in engines:
+        raise UnknownEngineError(
+            f"unknown engine {name!r}; available engines (profile versions): {_available_text()}"
+        )
+    body = engines[name]
+    profiles: dict[str, Any] = body.get("profiles", {})
+    if not version:
+        key = str(body.get("default") or next(iter(profiles)))
+        return _build(name, key, profiles[key])
+    if version in profiles:
+        return _build(name, version, profiles[version])
+    wanted = _version_tuple(version)
+    if wanted is None:
+        raise UnknownEngineError(
+            f"engine {name}: version {version!r} is not a release number; profiles: "
+            f"{', '.join(available_engines()[name])}"
+        )
+    ordered = available_engines()[name]
+    for i, key in enumerate(ordered):
+        start = _version_tuple(key) or ()
+        until = profiles[key].get("until")
+        end = _version_tuple(str(until)) if until else None
+        if end is None and i + 1 < len(ordered):
+            end = _version_tuple(ordered[i + 1])
+        if _cmp(wanted, start) >= 0 and (end is None or _cmp(wanted, end) < 0):
+            return _build(name, key, profiles[key])
+    raise UnknownEngineError(
+        f"engine {name}: no profile covers version {version} (profiles start at "
+        f"{ordered[0]}: {', '.join(ordered)}); available engines: {_available_text()}"
+    )
+
+
+def _overhead(value: Any) -> IterationOverhead | None:
+    if value is None:
+        return None
+    return IterationOverhead(float(value["base_ms"]), float(value["per_seq_ms"]))
+
+
+def _build(name: str, key: str, body: Mapping[str, Any]) -> EngineProfile:
+    where = f"engines.yaml {name}.{key}"
+    try:
+        overhead = body["overhead"]
+        memory = body["memory"]
+        return EngineProfile(
+            name=name,
+            version=key,
+            label=str(body.get("label", f"{name} {key}")),
+            scheduler=str(body["scheduler"]),
+            token_budget_name=str(body["token_budget_name"]),
+            batch_cap_name=str(body["batch_cap_name"]),
+            limit_tiers=tuple(dict(t) for t in body["limits"]),
+            overlap=bool(overhead.get("overlap", False)),
+            graph_max_batch=int(overhead.get("graph_max_batch", 0)),
+            decode_overhead=_overhead(overhead.get("decode")),
+            prefill_overhead=_overhead(overhead.get("prefill")),
+            allreduce={
+                str(fam).lower(): AllReduceCost(float(v["latency_us"]), float(v["bw_eff"]))
+                for fam, v in (body.get("allreduce") or {}).items()
+            },
+            memory_fraction_name=str(memory["fraction_name"]),
+            memory_fraction=memory["fraction"],
+            memory_of=str(memory.get("of", "total")),
+            framework_reserve_gib=float(memory.get("framework_reserve_gib", 1.0)),
+            activation_in_fraction=bool(memory.get("activation_in_fraction", True)),
+            sampler_rows=int(memory.get("sampler_rows", 256)),
+            graph_reserve_gib=float(memory.get("graph_reserve_gib", 0.0)),
+            kv_precision_fp8_weights=Precision(body.get("kv_precision_fp8_weights", "bf16")),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"{where}: malformed profile ({exc!r})") from None

@@ -1,0 +1,207 @@
+"""Engine profiles: loading, and what they change in the memory plan and the cost model."""
+
+from __future__ import annotations
+
+import pytest
+
+from estimators import (
+    BatchShape,
+    Precision,
+    UnknownEngineError,
+    available_engines,
+    load_engine,
+    load_model,
+    make_estimator,
+    plan_memory,
+)
+from simulator import SchedulerKind
+from simulator._deployment import Deployment, engine_scheduler, prepare
+from sku_catalog import load_catalog
+
+GIB = float(1 << 30)
+
+
+@pytest.fixture(scope="module")
+def h100():
+    return load_catalog().get("h100-sxm")
+
+
+@pytest.fixture(scope="module")
+def llama70b():
+    return load_model("meta-llama/Llama-3.1-70B")
+
+
+@pytest.fixture(scope="module")
+def llama8b():
+    return load_model("meta-llama/Llama-3.1-8B")
+
+
+def test_every_profile_loads():
+    engines = available_engines()
+    assert set(engines) == {"vidur", "vllm", "sglang", "trtllm"}
+    for name, versions in engines.items():
+        for version in versions:
+            assert load_engine(f"{name}@{version}").key == f"{name}@{version}"
+
+
+@pytest.mark.parametrize(
+    ("spec", "key"),
+    [
+        (None, "vllm@0.13"),  # current vLLM is the default
+        ("vllm", "vllm@0.13"),
+        ("vllm@0.12.0", "vllm@0.11"),
+        ("vllm@0.24.0", "vllm@0.13"),
+        ("sglang@0.5.1.post1", "sglang@0.4"),
+        ("sglang@0.5.6.post2", "sglang@0.5.4"),
+        ("trtllm@1.0.0rc3", "trtllm@1.0"),
+        ("VIDUR", "vidur@2024"),
+    ],
+)
+def test_versions_select_the_profile_covering_them(spec, key):
+    assert load_engine(spec).key == key
+
+
+@pytest.mark.parametrize(
+    ("spec", "says"),
+    [
+        ("tgi", "unknown engine 'tgi'; available engines"),
+        ("vllm@0.5", "no profile covers version 0.5"),
+        ("vllm@nightly", "not a release number"),
+    ],
+)
+def test_unknown_engine_or_version_names_what_is_available(spec, says):
+    with pytest.raises(UnknownEngineError) as info:
+        load_engine(spec)
+    assert says in str(info.value)
+    assert "vllm" in str(info.value)
+
+
+def test_vidur_profile_plans_memory_as_before(llama8b, h100):
+    before = plan_memory(llama8b, h100, 1, 1, max_num_batched_tokens=8192)
+    vidur = plan_memory(
+        llama8b, h100, 1, 1, max_num_batched_tokens=8192, engine=load_engine("vidur")
+    )
+    assert vidur.num_kv_blocks == before.num_kv_blocks
+    assert vidur.gpu_memory_utilization == 0.9
+
+
+def test_vidur_profile_costs_batches_as_before(llama8b, h100):
+    batch = BatchShape(num_decodes=32, decode_kv_tokens=32 * 1024)
+    before = make_estimator("roofline", llama8b, h100, 2).batch_cost(batch)
+    vidur = make_estimator("roofline", llama8b, h100, 2, engine=load_engine("vidur")).batch_cost(
+        batch
+    )
+    assert vidur == before
+
+
+def test_memory_plans_of_each_engine(llama70b, h100):
+    """Llama-3.1-70B, FP8 weights, TP1 on H100, 8192 batched tokens."""
+
+    def plan(engine):
+        return plan_memory(
+            llama70b, h100, 1, 1, Precision.FP8, max_num_batched_tokens=8192,
+            engine=load_engine(engine),
+        )  # fmt: skip
+
+    vidur = plan("vidur")
+    assert (vidur.kv_precision, vidur.gpu_memory_utilization) == (Precision.BF16, 0.9)
+    assert vidur.activation_bytes / GIB == pytest.approx(1.963, abs=1e-3)  # 256 sampler rows
+    assert vidur.num_kv_blocks == 212
+
+    v011 = plan("vllm@0.11")  # 1024 sampler rows (max_num_seqs), 16-bit KV
+    assert v011.activation_bytes / GIB == pytest.approx(2.697, abs=1e-3)
+    assert (v011.kv_precision, v011.num_kv_blocks) == (Precision.BF16, 61)
+
+    v013 = plan("vllm@0.13")  # FP8 KV from the checkpoint: twice the tokens of the same bytes
+    assert v013.kv_precision is Precision.FP8
+    assert v013.num_kv_blocks == 123
+
+    sg_old = plan("sglang@0.4")  # mem_fraction_static 0.88 at TP1, activations outside it
+    assert (sg_old.gpu_memory_utilization, sg_old.activation_bytes) == (0.88, 0.0)
+    assert sg_old.memory_fraction_name == "mem_fraction_static"
+    assert sg_old.num_kv_blocks == 287
+
+    sg_new = plan("sglang@0.5.4")  # reserved 512 + 1.5 x 8192 + 2 x 256 + 128 MiB
+    reserved = 512 + 1.5 * 8192 + 2 * 256 + 128
+    total_mib = h100.memory_bytes / (1 << 20)
+    assert sg_new.gpu_memory_utilization == round((total_mib - reserved) / total_mib, 3) == 0.835
+    assert not sg_new.fits  # 70B in FP8 does not fit one H100 under SGLang's default fraction
+
+    trt = plan("trtllm")  # 0.9 of the memory free after weights, activations and context
+    assert trt.memory_fraction_of == "free"
+    assert trt.kv_precision is Precision.FP8
+    free = h100.memory_bytes - trt.weights_bytes - trt.activation_bytes - trt.reserve_bytes
+    assert trt.kv_bytes == pytest.approx(0.9 * free)
+    assert trt.num_kv_blocks == 3407
+
+
+def test_explicit_options_override_the_profile(llama70b, h100):
+    plan = plan_memory(
+        llama70b, h100, 1, 1, Precision.FP8, kv_precision=Precision.BF16,
+        gpu_memory_utilization=0.95, max_num_batched_tokens=8192, engine=load_engine("vllm"),
+    )  # fmt: skip
+    assert (plan.kv_precision, plan.gpu_memory_utilization) == (Precision.BF16, 0.95)
+
+
+def test_overhead_and_allreduce_of_each_engine(llama8b, h100):
+    """Llama-3.1-8B TP2 on H100, 32 decodes of 1024 tokens."""
+    batch = BatchShape(num_decodes=32, decode_kv_tokens=32 * 1024)
+
+    def cost(engine):
+        est = make_estimator("roofline", llama8b, h100, 2, engine=load_engine(engine))
+        return est, est.batch_cost(batch)
+
+    vidur, c_vidur = cost("vidur")  # Vidur's fitted CPU overhead, NCCL ring
+    assert c_vidur.cpu_overhead * 1e3 == pytest.approx(0.8063 + 0.03748 * 32, rel=1e-6)
+    assert vidur.all_reduce_time(16384.0) * 1e6 == pytest.approx(26.16, abs=0.01)
+
+    sync, c_sync = cost("vllm@0.11")  # synchronous engine core: host work visible
+    assert c_sync.cpu_overhead * 1e3 == pytest.approx(0.181 + 0.0066 * 32, rel=1e-6)
+    # vLLM's custom all-reduce (hopper fit): 5.07 us + ring term at 0.553 of 450 GB/s
+    expected = 5.07e-6 + 2 * 1 / 2 * 16384 / (450e9 * 0.553)
+    assert sync.all_reduce_time(16384.0) == pytest.approx(expected, rel=1e-9)
+    assert c_sync.stage_times[0] < c_vidur.stage_times[0]  # faster all-reduces
+
+    _, c_async = cost("vllm@0.13")  # async scheduling: host work hidden behind the GPU step
+    assert c_async.cpu_overhead == 0.0
+    assert c_async.stage_times == c_sync.stage_times
+
+    _, c_trt = cost("trtllm")
+    assert c_trt.cpu_overhead == 0.0
+
+
+def test_overlap_shows_what_the_gpu_step_does_not_hide(llama8b, h100):
+    engine = load_engine("vllm@0.13")
+    est = make_estimator("roofline", llama8b, h100, 1, engine=engine)
+    tiny = est.batch_cost(BatchShape(num_decodes=1, decode_kv_tokens=16))
+    host = engine.decode_overhead.seconds(1)
+    assert tiny.cpu_overhead == pytest.approx(max(0.0, host - tiny.stage_times[0]))
+
+
+@pytest.mark.parametrize(
+    ("engine", "kind", "budget", "cap"),
+    [
+        ("vllm", SchedulerKind.SARATHI, 8192, 1024),  # max_num_batched_tokens, max_num_seqs
+        ("sglang", SchedulerKind.SARATHI, 8192, 4096),  # chunked_prefill_size
+        ("trtllm", SchedulerKind.SARATHI, 8192, 2048),  # max_num_tokens, max_batch_size
+        ("vidur", SchedulerKind.SARATHI, 512, 128),  # llmcap's historical defaults
+    ],
+)
+def test_default_policy_and_limits(engine, kind, budget, cap, h100):
+    sched = engine_scheduler(load_engine(engine), h100, 1)
+    assert (sched.kind, sched.chunk_size, sched.batch_size) == (kind, budget, cap)
+
+
+def test_vllm_limits_depend_on_the_gpu():
+    catalog = load_catalog()
+    a100 = load_engine("vllm").limits(catalog.get("a100-80gb"))
+    assert (a100.token_budget, a100.batch_cap) == (2048, 256)  # A100 keeps the small defaults
+    b200 = load_engine("sglang").limits(catalog.get("b200"))
+    assert b200.token_budget == 16384
+
+
+def test_deployment_records_its_engine(llama8b, h100):
+    prepared = prepare(Deployment(llama8b, h100, engine=load_engine("sglang")))
+    assert prepared.deployment.engine_key == "sglang@0.5.4"
+    assert prepared.memory.engine == "sglang@0.5.4"
+    assert Deployment(llama8b, h100).engine_key == "vidur@2024"
