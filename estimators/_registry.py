@@ -69,11 +69,12 @@ def make_estimator(
     pp: int = 1,
     precision: Precision = Precision.BF16,
     kv_precision: Precision | None = None,
-    engine: EngineProfile | None = None,
+    engine: EngineProfile | str | None = None,
     engine_version: str | None = None,
 ) -> ExecutionTimeEstimator:
     """Build the estimator of `backend` for one deployment run by `engine` (None: Vidur's
-    2024 vLLM; a profile's KV precision applies when `kv_precision` is None).
+    2024 vLLM; a profile's KV precision applies when `kv_precision` is None).  A bare engine
+    name only picks the profiled backend's tables.
 
     Raises ProfiledDataMissing (a ValueError) when "profiled" is demanded without data.
     """
@@ -83,7 +84,7 @@ def make_estimator(
             f"unknown estimator backend {backend!r}; known backends: "
             f"{', '.join(available_backends())}"
         )
-    if kv_precision is None and engine is not None:
+    if kv_precision is None and isinstance(engine, EngineProfile):
         kv_precision = engine.kv_precision(precision)
     return factory(
         model, sku, tp, pp, precision, kv_precision, engine=engine, engine_version=engine_version
@@ -93,8 +94,9 @@ def make_estimator(
 def _roofline(
     model, sku, tp, pp, precision, kv_precision, engine=None, **_: Any
 ) -> RooflineEstimator:
+    profile = engine if isinstance(engine, EngineProfile) else None
     return RooflineEstimator(
-        model, sku, tp=tp, pp=pp, precision=precision, kv_precision=kv_precision, engine=engine
+        model, sku, tp=tp, pp=pp, precision=precision, kv_precision=kv_precision, engine=profile
     )
 
 
