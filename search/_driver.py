@@ -547,7 +547,9 @@ class SearchDriver:
     def _advance(self, metrics: dict | None = None, label: str = "") -> None:
         """One more trial finished (evaluated, reused, or not runnable)."""
         self.progress.done += 1
-        if metrics and metrics.get("slo_passed"):
+        # the live "best" is a measured one, as the recommendation is (a capacity resting on
+        # the analytic ceiling shows in `_show_best` only when nothing measured passes)
+        if metrics and metrics.get("slo_passed") and metrics.get("capacity_kind") != "ceiling":
             qpd = metrics.get("qps_per_dollar") or 0.0
             if qpd > self.progress.best_qps_per_dollar:
                 self.progress.best_qps_per_dollar = qpd
