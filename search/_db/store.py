@@ -686,6 +686,7 @@ class Database:
         if slo_passed is not None:
             statement = statement.where(CapacityResult.slo_passed.is_(slo_passed))
         frame = self._frame(statement)
+        frame.insert(0, "job_id", job_id)
         return frame.sort_values(
             ["qps_per_dollar", "configuration_id"],
             ascending=[False, True],
@@ -724,7 +725,7 @@ class Database:
         columns, ordered by frontier and rank."""
         job_id = self.get_job(job_id).id
         statement = (
-            _joined(ParetoPoint.frontier, ParetoPoint.rank)
+            _joined(ParetoPoint.job_id, ParetoPoint.frontier, ParetoPoint.rank)
             .join(ParetoPoint, ParetoPoint.configuration_id == Configuration.id)
             .where(ParetoPoint.job_id == job_id)
             .order_by(ParetoPoint.frontier, ParetoPoint.rank)
@@ -778,14 +779,17 @@ _CONFIG_COLUMNS = (
 _RESULT_COLUMNS = tuple(f.name for f in fields(ResultRecord))
 
 
+def _config_column(name: str) -> Any:
+    if name == "configuration_id":
+        return Configuration.id.label("configuration_id")
+    if name == "job_id":  # the job asked about is `job_id`; this is who registered it first
+        return Configuration.job_id.label("registered_by_job")
+    return getattr(Configuration, name)
+
+
 def _joined(*leading: Any) -> Select[Any]:
     """Configuration columns left-joined with result columns (and ``leading`` first)."""
-    config_columns = [
-        Configuration.id.label("configuration_id")
-        if name == "configuration_id"
-        else getattr(Configuration, name)
-        for name in _CONFIG_COLUMNS
-    ]
+    config_columns = [_config_column(name) for name in _CONFIG_COLUMNS]
     result_columns = [getattr(CapacityResult, name) for name in _RESULT_COLUMNS]
     return select(
         *leading,

@@ -177,6 +177,8 @@ def test_each_job_answers_for_its_own_space_and_budget(tmp_path):
     assert narrow.status == "succeeded" and narrow.cached == 4 and narrow.evaluated == 0
     frame = db.results(narrow.job_id)
     assert len(frame) == 4 and set(frame["sku"]) == {"a100-80gb"}
+    assert (frame["job_id"] == narrow.job_id).all()  # the job asked about, in exports too
+    assert (frame["registered_by_job"] == wide.job_id).all()  # reused, not re-simulated
     best = best_configuration(frame)
     assert best is None or best["sku"] == "a100-80gb"
     for frontier in db.pareto_points(narrow.job_id).groupby("frontier"):
