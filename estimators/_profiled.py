@@ -7,9 +7,12 @@ number of prompt chunks and their equivalent prompt length; decode attention fro
 generation-attention table by batch size and mean KV length; the TP all-reduces from
 the engine's custom all-reduce and NCCL tables (the faster of the two at each message
 size).  Elementwise operators (norms, RoPE, activation, residual adds, embedding,
-sampling), the pipeline send/recv and the CPU overhead come from the roofline model,
-as does any operator whose table has no data for this shape or precision; those
-fallbacks are listed in ``fallbacks`` and in ``describe()``.
+sampling) and the pipeline send/recv come from the roofline model, as does any operator
+whose table has no data for this shape or precision; those fallbacks are listed in
+``fallbacks`` and in ``describe()``.  The per-iteration host overhead is the engine
+profile's (the roofline's fitted one for ``vidur``), applied by the roofline's
+``batch_cost``, which this backend reuses: it overrides only the per-operator attention
+hooks (``_prefill_attn``, ``_decode_attn``) and the token-level part.
 
 Interpolation is log-log inside the measured range (exact at measured points), and
 outside it: constant below the smallest size, linear in work above the largest
@@ -567,8 +570,15 @@ class ProfiledEstimator(RooflineEstimator):
             kernels = ", ".join(f"{k}: {v}" for k, v in self.attention_kernels.items())
             lines.append(f"  attention kernels: {kernels}")
         lines.append(
-            "  from the roofline: elementwise ops, embedding, sampling, send/recv, CPU overhead"
+            "  from the roofline: elementwise ops, embedding, sampling, send/recv"
         )
+        if self._engine_cpu is not None:
+            lines.append(
+                f"  host overhead: engine profile {self.engine.key}"
+                + (" (overlapped with the GPU step)" if self._overlap else "")
+            )
+        else:
+            lines.append("  host overhead: the roofline's fitted CPU overhead")
         for op, why in self.fallbacks.items():
             lines.append(f"  fallback to roofline: {op} ({why})")
         return "\n".join(lines)
