@@ -7,9 +7,12 @@ number of prompt chunks and their equivalent prompt length; decode attention fro
 generation-attention table by batch size and mean KV length; the TP all-reduces from
 the engine's custom all-reduce and NCCL tables (the faster of the two at each message
 size).  Elementwise operators (norms, RoPE, activation, residual adds, embedding,
-sampling), the pipeline send/recv and the CPU overhead come from the roofline model,
-as does any operator whose table has no data for this shape or precision; those
-fallbacks are listed in ``fallbacks`` and in ``describe()``.
+sampling) and the pipeline send/recv come from the roofline model, as does any operator
+whose table has no data for this shape or precision; those fallbacks are listed in
+``fallbacks`` and in ``describe()``.  The per-iteration host overhead is the engine
+profile's (the roofline's fitted one for ``vidur``), applied by the roofline's
+``batch_cost``, which this backend reuses: it overrides only the per-operator attention
+hooks (``_prefill_attn``, ``_decode_attn``) and the token-level part.
 
 Interpolation is log-log inside the measured range (exact at measured points), and
 outside it: constant below the smallest size, linear in work above the largest
@@ -34,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from estimators import _aic_tables as aic
-from estimators._contract import BatchCost, BatchShape
+from estimators._contract import BatchShape
 from estimators._engines import EngineProfile
 from estimators._roofline import _ACT_BYTES, OPERATOR_NAMES, RooflineEstimator, _token_op_time
 from estimators._types import ModelArchitecture, Precision
@@ -491,14 +494,23 @@ class ProfiledEstimator(RooflineEstimator):
     def prefill_attention_time(self, batch: BatchShape) -> float:
         """Seconds of one layer's prefill attention: the context table at the chunks'
         equal-length equivalent (a prompt of s tokens has s (s + 1) / 2 causal pairs)."""
-        npf = batch.num_prefills or 1
-        if self._ctx is None:
-            return self._prefill(
-                batch.num_prefill_tokens, npf, batch.prefill_attn_pairs, batch.prefill_kv_tokens
-            )[0]
-        return self._ctx_time(npf, batch.prefill_attn_pairs)
+        return self._prefill_attn(
+            batch.num_prefill_tokens,
+            batch.num_prefills or 1,
+            batch.prefill_attn_pairs,
+            batch.prefill_kv_tokens,
+        )
 
-    def _ctx_time(self, npf: int, pairs: float) -> float:
+    def decode_attention_time(self, batch: BatchShape) -> float:
+        """Seconds of one layer's decode attention: the generation table at the batch size
+        and mean KV length."""
+        return self._decode_attn(batch.num_decodes, batch.decode_kv_tokens)
+
+    # the roofline's `batch_cost` hooks, answered from the measured tables
+
+    def _prefill_attn(self, npt: int, npf: int, pairs: float, kv_tokens: int) -> float:
+        if self._ctx is None:
+            return super()._prefill_attn(npt, npf, pairs, kv_tokens)
         # cached on (chunks, pairs to 9 significant bits): at most 0.2% off the exact answer
         q = int(pairs)
         shift = q.bit_length() - 9
@@ -512,10 +524,9 @@ class ProfiledEstimator(RooflineEstimator):
             self._attn_cache[key] = hit
         return hit
 
-    def decode_attention_time(self, batch: BatchShape) -> float:
-        return self._dec_time(batch.num_decodes, batch.decode_kv_tokens)
-
-    def _dec_time(self, nd: int, dkv: int) -> float:
+    def _decode_attn(self, nd: int, dkv: int) -> float:
+        if self._gen is None:
+            return super()._decode_attn(nd, dkv)
         # cached on (decodes, KV tokens to 9 significant bits), negative keys apart from prefill
         q = int(dkv)
         shift = q.bit_length() - 9
@@ -524,55 +535,11 @@ class ProfiledEstimator(RooflineEstimator):
         key = -((nd << 40) | q) - 1
         hit = self._attn_cache.get(key)
         if hit is None:
-            if self._gen is None:  # the roofline's paged-decode read
-                mem = (q * self._kv_row + nd * self._q_row2) * self._attn_sec_per_byte
-                comp = self._dec_sec_per_kv * q
-                hit = (comp if comp > mem else mem) + self._attn_ovh
-            else:
-                hit = self._gen(nd, q / nd)
+            hit = self._gen(nd, q / nd)
             if len(self._attn_cache) >= 1 << 18:
                 self._attn_cache.clear()
             self._attn_cache[key] = hit
         return hit
-
-    # ---------------------------------------------------------------- contract
-
-    def batch_cost(self, batch: BatchShape) -> BatchCost:
-        npt = batch.num_prefill_tokens
-        nd = batch.num_decodes
-        nt = npt + nd
-        ns = batch.num_prefills + nd
-        entry = self._cache.get((nt << 24) | ns)
-        if entry is None:
-            if nt <= 0:
-                return BatchCost((0.0,) * self.pp, 0.0, 0.0, 0.0, 0.0)
-            entry = self._token_entry(nt, ns)
-        base, hop, cpu, flops, nbytes = entry
-        at = 0.0
-        pairs = 0.0
-        ab = 0.0
-        if npt:
-            pairs = batch.prefill_attn_pairs
-            if self._ctx is None:
-                at = self.prefill_attention_time(batch)
-            else:
-                at = self._ctx_time(batch.num_prefills or 1, pairs)
-            ab = batch.prefill_kv_tokens * self._kv_row + npt * self._q_row2
-        if nd:
-            dkv = batch.decode_kv_tokens
-            at += self._dec_time(nd, dkv)
-            ab += dkv * self._kv_row + nd * self._q_row2
-            pairs += dkv
-        a = self.layers_per_stage * at
-        stages = (base[0] + a,) if self.pp == 1 else tuple([s + a for s in base])
-        scale = self.tp * self.model.num_layers
-        return BatchCost(
-            stages,
-            hop,
-            cpu,
-            flops + scale * self._attn_flops_per_pair * pairs,
-            nbytes + scale * ab,
-        )
 
     # ---------------------------------------------------------------- inspection
 
@@ -585,8 +552,6 @@ class ProfiledEstimator(RooflineEstimator):
             out[name] = self.gemm_time(name, m)
         if self.tp > 1:
             out["all_reduce"] = 2 * self.all_reduce_time(self._act_row_bytes * m)
-        out["attn_prefill"] = self.prefill_attention_time(batch) if batch.num_prefills else 0.0
-        out["attn_decode"] = self.decode_attention_time(batch) if batch.num_decodes else 0.0
         return out
 
     def describe(self) -> str:
@@ -605,8 +570,15 @@ class ProfiledEstimator(RooflineEstimator):
             kernels = ", ".join(f"{k}: {v}" for k, v in self.attention_kernels.items())
             lines.append(f"  attention kernels: {kernels}")
         lines.append(
-            "  from the roofline: elementwise ops, embedding, sampling, send/recv, CPU overhead"
+            "  from the roofline: elementwise ops, embedding, sampling, send/recv"
         )
+        if self._engine_cpu is not None:
+            lines.append(
+                f"  host overhead: engine profile {self.engine.key}"
+                + (" (overlapped with the GPU step)" if self._overlap else "")
+            )
+        else:
+            lines.append("  host overhead: the roofline's fitted CPU overhead")
         for op, why in self.fallbacks.items():
             lines.append(f"  fallback to roofline: {op} ({why})")
         return "\n".join(lines)

@@ -533,17 +533,6 @@ class RooflineEstimator:
 
     # ---------------------------------------------------------------- attention
 
-    def _prefill(self, npt: int, npf: int, pairs: float, kv_tokens: int) -> tuple[float, float]:
-        """(seconds, bytes) of one layer's prefill attention on one GPU."""
-        diag = 0.5 * (npt * npt / max(npf, 1) + npt)  # sum q (q + 1) / 2 for equal chunks
-        diag = min(diag, pairs)
-        comp = self._pf_sec_per_pair * (
-            pairs + self._pf_causal_m1 * diag + self._pf_ctx * (kv_tokens - npt) + self._pf_q * npt
-        )
-        b = kv_tokens * self._kv_row + npt * self._q_row2
-        mem = b * self._attn_sec_per_byte
-        return max(comp, mem) + self._attn_ovh, b
-
     def _attention(self, batch: BatchShape) -> tuple[float, float, float]:
         """(seconds, flops, bytes) of one layer's attention on one GPU."""
         t = 0.0
@@ -552,20 +541,35 @@ class RooflineEstimator:
         npt = batch.num_prefill_tokens
         if npt:
             pairs = batch.prefill_attn_pairs
-            t_pf, b = self._prefill(npt, batch.num_prefills, pairs, batch.prefill_kv_tokens)
-            t += t_pf
+            kvt = batch.prefill_kv_tokens
+            t += self._prefill_attn(npt, batch.num_prefills or 1, pairs, kvt)
             fl += self._attn_flops_per_pair * pairs
-            by += b
+            by += kvt * self._kv_row + npt * self._q_row2
         nd = batch.num_decodes
         if nd:
             dkv = batch.decode_kv_tokens
-            b = dkv * self._kv_row + nd * self._q_row2
-            mem = b * self._attn_sec_per_byte
-            comp = self._dec_sec_per_kv * dkv
-            t += (comp if comp > mem else mem) + self._attn_ovh
+            t += self._decode_attn(nd, dkv)
             fl += self._attn_flops_per_pair * dkv
-            by += b
+            by += dkv * self._kv_row + nd * self._q_row2
         return t, fl, by
+
+    def _prefill_attn(self, npt: int, npf: int, pairs: float, kv_tokens: int) -> float:
+        """Seconds of one layer's prefill attention on one GPU (the `batch_cost` hook)."""
+        diag = 0.5 * (npt * npt / npf + npt)  # sum q (q + 1) / 2 for equal chunks
+        if diag > pairs:
+            diag = pairs
+        comp = self._pf_sec_per_pair * (
+            pairs + self._pf_causal_m1 * diag + self._pf_ctx * (kv_tokens - npt) + self._pf_q * npt
+        )
+        mem = (kv_tokens * self._kv_row + npt * self._q_row2) * self._attn_sec_per_byte
+        return (comp if comp > mem else mem) + self._attn_ovh
+
+    def _decode_attn(self, nd: int, dkv: int) -> float:
+        """Seconds of one layer's decode attention on one GPU for `nd` sequences reading
+        `dkv` KV tokens in all (the `batch_cost` hook): a read of the KV cache."""
+        mem = (dkv * self._kv_row + nd * self._q_row2) * self._attn_sec_per_byte
+        comp = self._dec_sec_per_kv * dkv
+        return (comp if comp > mem else mem) + self._attn_ovh
 
     # ---------------------------------------------------------------- contract
 
@@ -582,29 +586,19 @@ class RooflineEstimator:
             entry = self._token_entry(nt, ns)
         base, hop, cpu, flops, nbytes = entry
 
-        # attention, inlined from _attention for speed
+        # attention: two narrow hooks (per-operator times), which backends override
         at = 0.0
         pairs = 0.0
         ab = 0.0
         if npt:
             pairs = batch.prefill_attn_pairs
             kvt = batch.prefill_kv_tokens
-            diag = 0.5 * (npt * npt / (batch.num_prefills or 1) + npt)  # equal-chunk estimate
-            if diag > pairs:
-                diag = pairs
-            comp = self._pf_sec_per_pair * (
-                pairs + self._pf_causal_m1 * diag + self._pf_ctx * (kvt - npt) + self._pf_q * npt
-            )
+            at = self._prefill_attn(npt, batch.num_prefills or 1, pairs, kvt)
             ab = kvt * self._kv_row + npt * self._q_row2
-            mem = ab * self._attn_sec_per_byte
-            at = (comp if comp > mem else mem) + self._attn_ovh
         if nd:
             dkv = batch.decode_kv_tokens
-            b = dkv * self._kv_row + nd * self._q_row2
-            mem = b * self._attn_sec_per_byte
-            comp = self._dec_sec_per_kv * dkv
-            at += (comp if comp > mem else mem) + self._attn_ovh
-            ab += b
+            at += self._decode_attn(nd, dkv)
+            ab += dkv * self._kv_row + nd * self._q_row2
             pairs += dkv
         a = self.layers_per_stage * at
         stages = (base[0] + a,) if self.pp == 1 else tuple([s + a for s in base])

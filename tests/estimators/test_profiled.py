@@ -196,3 +196,65 @@ def test_malformed_table_names_file_and_field(tmp_path, monkeypatch):
             aic.load_gemm("h100_sxm", "vllm")
     finally:
         aic.load_gemm.cache_clear()
+
+
+@needs_aic
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm", "vidur"])
+def test_host_overhead_is_the_engine_profiles_as_in_the_roofline(engine):
+    """The profiled backend times the GPU operators from its tables but takes the
+    per-iteration host work (CUDA-graph decode, overlap) from the engine profile, exactly
+    as the roofline does; it used to add the roofline's fitted eager-mode overhead."""
+    from estimators import load_engine
+
+    model = load_model("meta-llama/Llama-3.1-8B")
+    sku = load_catalog().get("b200")
+    profile = load_engine(engine)
+    prof = make_estimator("profiled", model, sku, tp=1, engine=profile)
+    roof = make_estimator("roofline", model, sku, tp=1, engine=profile)
+    for shape in (
+        BatchShape(num_decodes=64, decode_kv_tokens=64 * 2000),
+        BatchShape(num_prefill_tokens=8192, num_prefills=1, prefill_attn_pairs=8192 * 8193 / 2,
+                   prefill_kv_tokens=8192),
+    ):  # fmt: skip
+        p, r = prof.batch_cost(shape), roof.batch_cost(shape)
+        ovh = profile.iteration_overhead(shape.num_prefills == 0, shape.num_seqs)
+        if ovh is None:  # `vidur`: the roofline's fitted host overhead, in both backends
+            assert p.cpu_overhead == pytest.approx(r.cpu_overhead) and p.cpu_overhead > 0
+            continue
+        host = ovh.seconds(shape.num_seqs)
+        for cost in (p, r):
+            gpu = cost.stage_times[0]
+            want = max(host - gpu, 0.0) if profile.overlap else host
+            assert cost.cpu_overhead == pytest.approx(want)
+
+
+@needs_aic
+def test_decode_attention_is_the_generation_table_row():
+    """At a measured (batch, step) the per-layer decode attention equals the table's full-
+    attention row of the engine's kernel (70B at TP4: 16 query heads, 2 KV heads per GPU),
+    also inside `batch_cost`."""
+    model = load_model("meta-llama/Llama-3.1-70B")
+    sku = load_catalog().get("h200")
+    est = make_estimator("profiled", model, sku, tp=4, engine="vllm")
+    _, df = aic.load_attention(est.system, est.tables_engine, "generation", None)
+    kernel = est.attention_kernels["attn_decode"]
+    row = df[
+        (df["kernel_source"] == kernel)
+        & (df["num_heads"] == 16)
+        & (df["num_key_value_heads"] == 2)
+        & (df["head_dim"] == 128)
+        & (df["kv_cache_dtype"] == "bfloat16")
+        & (df["window_size"] == 0)
+        & (df["batch_size"] == 32)
+        & (df["step"] == 2047)
+    ]
+    assert len(row) >= 1
+    want = float(row["seconds"].median())
+    shape = BatchShape(num_decodes=32, decode_kv_tokens=32 * 2048)  # step + 1 tokens read
+    assert est.operator_times(shape)["attn_decode"] == pytest.approx(want, rel=1e-9)
+    # batch_cost: the layers' attention on top of the token-level part
+    attn = est.batch_cost(shape).stage_times[0] - est.batch_cost(
+        BatchShape(num_decodes=32, decode_kv_tokens=32)
+    ).stage_times[0]
+    short = est.operator_times(BatchShape(num_decodes=32, decode_kv_tokens=32))["attn_decode"]
+    assert attn == pytest.approx(model.num_layers * (want - short), rel=1e-6)
