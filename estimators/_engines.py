@@ -83,7 +83,7 @@ class EngineProfile:
     name: str  # vllm | sglang | trtllm | vidur
     version: str  # the profile's key: the first version it describes
     label: str
-    scheduler: str  # llmcap policy: sarathi | vllm | orca | static
+    scheduler: str  # llmcap policy: sarathi | sglang | vllm | orca | static
     token_budget_name: str
     batch_cap_name: str
     limit_tiers: tuple[Mapping[str, Any], ...]

@@ -114,7 +114,7 @@ def scheduler_values(
     limits = engine.limits(sku, tp)
     vidur = engine.is_vidur
     batches = list(sched.batch_size or [limits.batch_cap])
-    if kind is SchedulerKind.SARATHI:
+    if kind.chunked:
         chunks: list[int | None] = list(
             sched.chunk_size or [DEFAULT_CHUNK_SIZE if vidur else limits.token_budget]
         )

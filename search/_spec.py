@@ -97,17 +97,17 @@ class SpaceSpec(_Strict):
     @model_validator(mode="after")
     def _chunk_size_is_sarathi_only(self) -> SpaceSpec:
         for kind, space in (self.schedulers or {}).items():
-            if space.chunk_size is not None and kind is not SchedulerKind.SARATHI:
+            if space.chunk_size is not None and not kind.chunked:
                 raise ValueError(
-                    f"schedulers.{kind.value}.chunk_size: only sarathi takes a chunk size "
-                    "(vllm and orca take max_tokens)"
+                    f"schedulers.{kind.value}.chunk_size: only sarathi and sglang take a chunk "
+                    "size (vllm and orca take max_tokens)"
                 )
         return self
 
 
 def _scheduler_points(kind: SchedulerKind, space: SchedulerSpace) -> int:
     """Points of one scheduler's grid: batch sizes x chunk sizes (Sarathi) or token limits."""
-    other = space.chunk_size if kind is SchedulerKind.SARATHI else space.max_tokens
+    other = space.chunk_size if kind.chunked else space.max_tokens
     return len(space.batch_size or [None]) * len(other or [None])
 
 

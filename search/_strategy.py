@@ -67,7 +67,7 @@ def suggest(trial: optuna.Trial, spec: SearchSpec) -> ConfigPoint:
 
     batch = pick("batch_size", knobs.batch_size, batches)
     chunk = tokens = None
-    if kind is SchedulerKind.SARATHI:
+    if kind.chunked:
         chunk = pick("chunk_size", knobs.chunk_size, chunks)
     elif limits != [None]:
         tokens = pick("max_tokens", knobs.max_tokens, limits)

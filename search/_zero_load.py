@@ -21,7 +21,7 @@ from functools import lru_cache
 import numpy as np
 
 from estimators import BatchShape
-from simulator import SchedulerKind, weighted_percentiles
+from simulator import weighted_percentiles
 from simulator._deployment import PreparedDeployment
 from workloads import Workload
 
@@ -38,7 +38,7 @@ class _AloneCosts:
         self.estimator = prepared.estimator
         self.pp = prepared.cluster.pp
         sched = prepared.deployment.scheduler
-        self.chunk = sched.chunk_size if sched.kind is SchedulerKind.SARATHI else None
+        self.chunk = sched.chunk_size if sched.kind.chunked else None
         self.prefill = lru_cache(maxsize=None)(self._prefill)
         self.decode = lru_cache(maxsize=None)(self._decode)
 

@@ -148,10 +148,11 @@ def _choice(enum_values: list[str]) -> click.Choice:
 )
 @click.option(
     "--scheduler",
-    type=_choice(["vllm", "orca", "sarathi", "static"]),
+    type=_choice(["vllm", "orca", "sarathi", "sglang", "static"]),
     default=None,
     help="Replica batching policy: vllm (prefill-first), orca (iteration-level), "
-    "sarathi (chunked prefill), static (FasterTransformer-style) [the engine's].",
+    "sarathi (chunked prefill), sglang (chunked prefill and decode in separate iterations), "
+    "static (FasterTransformer-style) [the engine's].",
 )
 @click.option(
     "--batch-size",
@@ -164,8 +165,8 @@ def _choice(enum_values: list[str]) -> click.Choice:
     "--chunk-size",
     type=int,
     default=None,
-    help="Sarathi-Serve token budget per iteration (prefill chunk + decodes) [the engine's "
-    "token budget; vidur 512].",
+    help="Token budget per iteration of sarathi (prefill chunk + decodes) and sglang (prefill "
+    "chunk) [the engine's token budget; vidur 512].",
 )
 @click.option(
     "--max-tokens",

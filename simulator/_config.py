@@ -15,6 +15,15 @@ class SchedulerKind(StrEnum):
     ORCA = "orca"  # iteration-level: whole prompts mixed with decodes
     SARATHI = "sarathi"  # chunked prefill under a token budget; decodes never paused
     STATIC = "static"  # FasterTransformer-style: a new batch only when the last one drained
+    SGLANG = "sglang"  # prefill-only or decode-only iterations; prompts chunked at chunk_size
+
+    @property
+    def chunked(self) -> bool:
+        """Whether the policy chunks prompts at `chunk_size` (its token budget)."""
+        return self in _CHUNKED
+
+
+_CHUNKED = frozenset({SchedulerKind.SARATHI, SchedulerKind.SGLANG})
 
 
 class GlobalSchedulerKind(StrEnum):
@@ -35,7 +44,8 @@ class SchedulerConfig:
     """The batching policy of every replica.
 
     batch_size: most sequences in one batch (one micro-batch under pipeline parallelism).
-    chunk_size: Sarathi-Serve's token budget per iteration (prefill chunks plus decodes).
+    chunk_size: Sarathi-Serve's token budget per iteration (prefill chunks plus decodes);
+        SGLang's chunked_prefill_size (prefill tokens of one prefill-only iteration).
     max_tokens: most tokens per iteration for vLLM (and Orca when set); None = no limit.
     """
 
@@ -46,7 +56,7 @@ class SchedulerConfig:
 
     def token_budget(self) -> int | None:
         """Tokens one iteration may hold, or None where the policy sets no limit."""
-        if self.kind is SchedulerKind.SARATHI:
+        if self.kind.chunked:
             return self.chunk_size
         if self.kind is SchedulerKind.VLLM:
             return self.max_tokens or DEFAULT_VLLM_MAX_TOKENS

@@ -104,7 +104,7 @@ def engine_scheduler(
     return SchedulerConfig(
         kind,
         batch_size=batch_size or limits.batch_cap,
-        chunk_size=chunk_size or (budget if kind is SchedulerKind.SARATHI else DEFAULT_CHUNK_SIZE),
+        chunk_size=chunk_size or (budget if kind.chunked else DEFAULT_CHUNK_SIZE),
         max_tokens=max_tokens
         or (
             budget

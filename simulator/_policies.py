@@ -46,11 +46,17 @@ class Policy:
         raise NotImplementedError
 
     def rejection(self, req: Request) -> str | None:
-        """Why this policy can never serve `req`, or None."""
+        """Why this policy can never serve `req`, or None.
+
+        A token limit counts the tokens of one iteration: a whole prompt (its context
+        step), then one per decode step.  A policy that cannot chunk therefore refuses only
+        prompts longer than the limit, whatever the output length (vLLM v0's "prompt too
+        long" check, TensorRT-LLM's "prompt length should not exceed max_num_tokens").
+        """
         budget = self.token_budget
-        if budget is not None and req.total_tokens > budget:
+        if budget is not None and req.prompt_tokens > budget:
             return (
-                f"request of {req.total_tokens} tokens exceeds the {budget}-token iteration "
+                f"prompt of {req.prompt_tokens} tokens exceeds the {budget}-token iteration "
                 f"limit of the {self.config.kind.value} scheduler"
             )
         return None
@@ -94,7 +100,8 @@ class VllmPolicy(Policy):
         chunks: list[tuple[Request, int]] = []
         while waiting and lane.num_seqs < self.batch_size:
             req = waiting[0]
-            if req.prefill_target > budget or not replica.admit(req, lane):
+            # a recompute (prompt + generated) longer than the limit runs alone
+            if (req.prefill_target > budget and chunks) or not replica.admit(req, lane):
                 break
             chunks.append((req, req.prefill_target))
             budget -= req.prefill_target
@@ -116,7 +123,12 @@ class OrcaPolicy(Policy):
         chunks: list[tuple[Request, int]] = []
         while waiting and lane.num_seqs < self.batch_size:
             req = waiting[0]
-            if budget is not None and req.prefill_target > budget:
+            # a recompute (prompt + generated) longer than the limit runs alone
+            if (
+                budget is not None
+                and req.prefill_target > budget
+                and (chunks or lane.members or req.prefill_target <= self.token_budget)
+            ):
                 break
             if not replica.admit(req, lane):
                 break
@@ -126,6 +138,41 @@ class OrcaPolicy(Policy):
         if not chunks and not lane.members:
             return None
         return BatchPlan(bool(lane.members), chunks)
+
+
+class SglangPolicy(Policy):
+    """SGLang (default, mixed chunks off): an iteration prefills or decodes, never both.
+
+    Waiting prompts go first, as a prefill-only batch of at most `chunk_size` tokens
+    (SGLang's chunked_prefill_size): a prompt that does not fit is chunked, its rest
+    leading the next prefill batch.  Admission stops at the running-request cap or when
+    the KV blocks run out.  With no prefill to run, every running request decodes.
+    """
+
+    def rejection(self, req: Request) -> str | None:
+        return None  # chunking serves any length
+
+    def plan(self, lane: Lane, replica: Replica) -> BatchPlan | None:
+        budget = self.token_budget
+        chunks: list[tuple[Request, int]] = []
+        for req in lane.prefilling:  # the chunked prompt goes on first
+            if budget <= 0:
+                break
+            q = min(req.prefill_target - req.prefilled, budget)
+            chunks.append((req, q))
+            budget -= q
+        waiting = replica.waiting
+        while budget > 0 and waiting and lane.num_seqs < self.batch_size:
+            req = waiting[0]
+            if not replica.admit(req, lane):
+                break
+            q = min(req.prefill_target, budget)
+            chunks.append((req, q))
+            budget -= q
+        if chunks:
+            return BatchPlan(False, chunks)
+        replica.prepare_decodes(lane)
+        return BatchPlan(True, []) if lane.members else None
 
 
 class StaticPolicy(Policy):
@@ -161,6 +208,7 @@ POLICIES: dict[SchedulerKind, type[Policy]] = {
     SchedulerKind.VLLM: VllmPolicy,
     SchedulerKind.ORCA: OrcaPolicy,
     SchedulerKind.STATIC: StaticPolicy,
+    SchedulerKind.SGLANG: SglangPolicy,
 }
 
 

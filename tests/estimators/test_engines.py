@@ -182,14 +182,14 @@ def test_overlap_shows_what_the_gpu_step_does_not_hide(llama8b, h100):
     ("engine", "kind", "budget", "cap"),
     [
         ("vllm", SchedulerKind.SARATHI, 8192, 1024),  # max_num_batched_tokens, max_num_seqs
-        ("sglang", SchedulerKind.SARATHI, 8192, 4096),  # chunked_prefill_size
-        ("trtllm", SchedulerKind.SARATHI, 8192, 2048),  # max_num_tokens, max_batch_size
+        ("sglang", SchedulerKind.SGLANG, 8192, 4096),  # chunked_prefill_size
+        ("trtllm", SchedulerKind.ORCA, 8192, 2048),  # max_num_tokens, max_batch_size
         ("vidur", SchedulerKind.SARATHI, 512, 128),  # llmcap's historical defaults
     ],
 )
 def test_default_policy_and_limits(engine, kind, budget, cap, h100):
     sched = engine_scheduler(load_engine(engine), h100, 1)
-    assert (sched.kind, sched.chunk_size, sched.batch_size) == (kind, budget, cap)
+    assert (sched.kind, sched.token_budget(), sched.batch_size) == (kind, budget, cap)
 
 
 def test_vllm_limits_depend_on_the_gpu():

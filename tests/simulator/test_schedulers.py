@@ -84,10 +84,12 @@ def test_static_batching_admits_only_when_the_batch_drains():
     assert late.scheduled_at >= max(first.completed_at, second.completed_at)
 
 
-@pytest.mark.parametrize("kind", [SchedulerKind.SARATHI, SchedulerKind.VLLM, SchedulerKind.ORCA])
+@pytest.mark.parametrize(
+    "kind", [SchedulerKind.SARATHI, SchedulerKind.SGLANG, SchedulerKind.VLLM, SchedulerKind.ORCA]
+)
 def test_token_budget_is_never_exceeded(kind):
     est = LinearEstimator(record=True)
-    sched = {"chunk_size": 384} if kind is SchedulerKind.SARATHI else {"max_tokens": 3000}
+    sched = {"chunk_size": 384} if kind.chunked else {"max_tokens": 3000}
     sim = run(poisson_workload(400, 40, prompt=(10, 1500)), kind, est, **sched)
     budget = SchedulerConfig(kind, **sched).token_budget()
     assert max(b.num_tokens for b in est.calls) <= budget
@@ -138,6 +140,85 @@ def test_vllm_rejects_prompts_beyond_its_iteration_limit():
     sim = run(workload, SchedulerKind.VLLM, max_tokens=4096)
     assert sim.requests[1].rejected and "4096-token" in sim.requests[1].rejected
     assert sim.requests[0].completed_at > 0
+
+
+def shapes(seen):
+    """(decodes run, [(request id, chunk tokens)]) of every plan that ran, in order."""
+    return [(p.run_decodes, [(r.id, q) for r, q in p.prefills]) for _, p, _ in seen if p]
+
+
+def test_sglang_prefills_and_decodes_in_separate_iterations(monkeypatch):
+    # A decodes alone; B arrives meanwhile: its prefill runs as its own iteration, A's
+    # decode waits for it, and the two then decode together
+    seen = watch_plans(monkeypatch)
+    workload = make_workload([100, 200], [6, 3], arrivals=[0.0, 0.03])
+    sim = run(workload, SchedulerKind.SGLANG, chunk_size=512)
+    plans = shapes(seen)
+    assert plans[0] == (False, [(0, 100)])  # prefill-only
+    assert plans[1] == (True, [])  # decode-only
+    b = plans.index((False, [(1, 200)]))
+    assert all(decodes and not prefills for decodes, prefills in plans[1:b])
+    assert all(decodes and not prefills for decodes, prefills in plans[b + 1 :])
+    assert not any(decodes and prefills for decodes, prefills in plans)
+    assert sim.completed == 2
+
+
+def test_sglang_chunks_a_long_prompt_across_prefill_iterations(monkeypatch):
+    # a 1000-token prompt under a 256-token chunk: four prefill-only iterations; the
+    # chunked prompt leads each, and B (arrived meanwhile) fills the last one's room
+    seen = watch_plans(monkeypatch)
+    workload = make_workload([1000, 100], [4, 4], arrivals=[0.0, 0.001])
+    sim = run(workload, SchedulerKind.SGLANG, chunk_size=256)
+    plans = shapes(seen)
+    assert plans[:4] == [
+        (False, [(0, 256)]),
+        (False, [(0, 256)]),
+        (False, [(0, 256)]),
+        (False, [(0, 232), (1, 24)]),
+    ]
+    assert plans[4] == (False, [(1, 76)])  # B's rest before any decode
+    assert plans[5] == (True, [])
+    assert sim.completed == 2
+
+
+def test_sglang_caps_running_requests(monkeypatch):
+    seen = watch_plans(monkeypatch)
+    workload = make_workload([50] * 4, [5, 5, 5, 5])
+    sim = run(workload, SchedulerKind.SGLANG, batch_size=2, chunk_size=512)
+    plans = shapes(seen)
+    assert plans[0] == (False, [(0, 50), (1, 50)])  # two of the four: the cap
+    # the third is admitted only once the first two have finished
+    third = next(i for i, (_, prefills) in enumerate(plans) if (2, 50) in prefills)
+    assert all(decodes for decodes, _ in plans[1:third])
+    assert sim.requests[2].scheduled_at >= sim.requests[0].completed_at
+    assert sim.completed == 4
+
+
+@pytest.mark.parametrize("kind", [SchedulerKind.ORCA, SchedulerKind.VLLM])
+def test_token_limit_refuses_long_prompts_not_long_outputs(kind):
+    # a token limit counts one iteration's tokens: a 3000-token prompt with 2000 output
+    # tokens fits a 4096-token limit; a 5000-token prompt does not
+    workload = make_workload([3000, 5000, 100], [2000, 10, 10])
+    sim = run(workload, kind, max_tokens=4096)
+    assert sim.requests[0].rejected is None and sim.requests[0].completed_at > 0
+    assert "prompt of 5000 tokens" in sim.requests[1].rejected
+    assert sim.requests[2].completed_at > 0
+
+
+def test_chunking_policies_refuse_no_prompt_for_its_length():
+    workload = make_workload([20000, 100], [10, 10])
+    for kind in (SchedulerKind.SARATHI, SchedulerKind.SGLANG):
+        sim = run(workload, kind, chunk_size=512, blocks=8192)
+        assert sim.completed == 2
+
+
+def test_orca_recomputes_a_preempted_request_longer_than_its_limit():
+    # preempted after decoding, a request's recompute (prompt + generated) outgrows the
+    # 400-token limit: it runs alone instead of blocking the queue forever
+    workload = make_workload([300] * 4, [300] * 4)
+    sim = run(workload, SchedulerKind.ORCA, blocks=80, max_tokens=400, batch_size=4)
+    assert sum(r.preemptions for r in sim.requests) > 0
+    assert sim.completed == 4
 
 
 def test_pipeline_parallel_runs_micro_batches_concurrently():
