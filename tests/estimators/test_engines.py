@@ -183,7 +183,7 @@ def test_overlap_shows_what_the_gpu_step_does_not_hide(llama8b, h100):
     [
         ("vllm", SchedulerKind.SARATHI, 8192, 1024),  # max_num_batched_tokens, max_num_seqs
         ("sglang", SchedulerKind.SGLANG, 8192, 4096),  # chunked_prefill_size
-        ("trtllm", SchedulerKind.ORCA, 8192, 2048),  # max_num_tokens, max_batch_size
+        ("trtllm", SchedulerKind.SARATHI, 8192, 2048),  # max_num_tokens, max_batch_size
         ("vidur", SchedulerKind.SARATHI, 512, 128),  # llmcap's historical defaults
     ],
 )
