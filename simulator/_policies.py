@@ -61,16 +61,12 @@ class Policy:
             )
         return None
 
-
-class SarathiPolicy(Policy):
-    """Sarathi-Serve: decodes first, never paused; prompts fill the rest of the budget in chunks."""
-
-    def rejection(self, req: Request) -> str | None:
-        return None  # chunking serves any length
-
-    def plan(self, lane: Lane, replica: Replica) -> BatchPlan | None:
-        replica.prepare_decodes(lane)
-        budget = self.token_budget - lane.num_decodes
+    def _prompt_chunks(
+        self, lane: Lane, replica: Replica, budget: int
+    ) -> list[tuple[Request, int]]:
+        """Prompt chunks of at most `budget` tokens in all: the prompts being chunked
+        continue first, then waiting requests are admitted (while the batch cap and the KV
+        blocks allow), the last one chunked to what is left."""
         chunks: list[tuple[Request, int]] = []
         for req in lane.prefilling:
             if budget <= 0:
@@ -86,6 +82,18 @@ class SarathiPolicy(Policy):
             q = min(req.prefill_target, budget)
             chunks.append((req, q))
             budget -= q
+        return chunks
+
+
+class SarathiPolicy(Policy):
+    """Sarathi-Serve: decodes first, never paused; prompts fill the rest of the budget in chunks."""
+
+    def rejection(self, req: Request) -> str | None:
+        return None  # chunking serves any length
+
+    def plan(self, lane: Lane, replica: Replica) -> BatchPlan | None:
+        replica.prepare_decodes(lane)
+        chunks = self._prompt_chunks(lane, replica, self.token_budget - lane.num_decodes)
         if not chunks and not lane.members:
             return None
         return BatchPlan(bool(lane.members), chunks)
@@ -153,22 +161,7 @@ class SglangPolicy(Policy):
         return None  # chunking serves any length
 
     def plan(self, lane: Lane, replica: Replica) -> BatchPlan | None:
-        budget = self.token_budget
-        chunks: list[tuple[Request, int]] = []
-        for req in lane.prefilling:  # the chunked prompt goes on first
-            if budget <= 0:
-                break
-            q = min(req.prefill_target - req.prefilled, budget)
-            chunks.append((req, q))
-            budget -= q
-        waiting = replica.waiting
-        while budget > 0 and waiting and lane.num_seqs < self.batch_size:
-            req = waiting[0]
-            if not replica.admit(req, lane):
-                break
-            q = min(req.prefill_target, budget)
-            chunks.append((req, q))
-            budget -= q
+        chunks = self._prompt_chunks(lane, replica, self.token_budget)
         if chunks:
             return BatchPlan(False, chunks)
         replica.prepare_decodes(lane)
