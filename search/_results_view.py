@@ -45,7 +45,7 @@ def ranked_results(db, job_id: int | None, **filters) -> pd.DataFrame:
 
 
 def _fmt(value, scale: float = 1.0, digits: int = 1) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
+    if _missing(value):
         return "-"
     return f"{value * scale:,.{digits}f}"
 
