@@ -11,6 +11,8 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -44,16 +46,18 @@ def llmcap(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     )
 
 
-@pytest.fixture(scope="module")
-def ray_head():
-    """`ray start --head --block` on loopback; stopped by signalling only its own processes.
+@contextmanager
+def running_ray_head(env: dict[str, str], temp_dir: Path | None = None) -> Iterator[str]:
+    """`ray start --head --block` on loopback, yielding its dashboard URL; stopped by
+    signalling only its own processes.
 
     (Loopback comes from RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0; `--node-ip-address 127.0.0.1`
     leaves the job agent unregistered in Ray 2.60.)
     """
     dashboard = _free_port()
+    temp = [f"--temp-dir={temp_dir}"] if temp_dir is not None else []
     head = subprocess.Popen(
-        [str(BIN / "ray"), "start", "--head", "--block", f"--port={_free_port()}",
+        [str(BIN / "ray"), "start", "--head", "--block", f"--port={_free_port()}", *temp,
          "--dashboard-host=127.0.0.1", f"--dashboard-port={dashboard}",
          # its own agent ports: the session's local Ray may hold the default ones
          f"--dashboard-agent-listen-port={_free_port()}",
@@ -61,7 +65,7 @@ def ray_head():
          f"--runtime-env-agent-port={_free_port()}", f"--metrics-export-port={_free_port()}",
          f"--ray-client-server-port={_free_port()}",
          "--num-cpus=1", "--include-dashboard=true", "--disable-usage-stats"],
-        env=_env(), start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     url = f"http://127.0.0.1:{dashboard}"
     deadline = time.monotonic() + 120
@@ -75,13 +79,21 @@ def ray_head():
             if head.poll() is not None or time.monotonic() > deadline:
                 pytest.fail("ray start --head did not come up")
             time.sleep(1)
-    yield url
-    os.killpg(head.pid, signal.SIGTERM)
     try:
-        head.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        os.killpg(head.pid, signal.SIGKILL)
-        head.wait(timeout=30)
+        yield url
+    finally:
+        os.killpg(head.pid, signal.SIGTERM)
+        try:
+            head.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(head.pid, signal.SIGKILL)
+            head.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def ray_head():
+    with running_ray_head(_env()) as url:
+        yield url
 
 
 def test_submit_to_a_ray_cluster_and_follow_the_job(tmp_path, ray_head):

@@ -10,12 +10,7 @@ the unpacked working directories).
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -23,7 +18,7 @@ import yaml
 
 from search._ray_jobs import _client
 from tests.search.conftest import TINY_SPEC
-from tests.search.test_jobs_cli import BIN, _env, _free_port, llmcap
+from tests.search.test_jobs_cli import _env, _free_port, llmcap, running_ray_head
 
 SECRET = "S3cr3t-e8d1f0a7-not-for-logs"
 PASSWORD_VAR = "LLMCAP_TEST_DB_PASSWORD"
@@ -37,38 +32,9 @@ def head(tmp_path_factory):
     """A Ray head on loopback with its own temp dir, whose environment holds the password
     (as a Kubernetes secret would set it): yields (dashboard URL, Ray's temp dir)."""
     temp_dir = tmp_path_factory.mktemp("ray")
-    dashboard = _free_port()
     env = {**_env(), PASSWORD_VAR: SECRET, "LLMCAP_DB": DB_URL}
-    process = subprocess.Popen(
-        [str(BIN / "ray"), "start", "--head", "--block", f"--port={_free_port()}",
-         f"--temp-dir={temp_dir}",
-         "--dashboard-host=127.0.0.1", f"--dashboard-port={dashboard}",
-         f"--dashboard-agent-listen-port={_free_port()}",
-         f"--dashboard-agent-grpc-port={_free_port()}",
-         f"--runtime-env-agent-port={_free_port()}", f"--metrics-export-port={_free_port()}",
-         f"--ray-client-server-port={_free_port()}",
-         "--num-cpus=1", "--include-dashboard=true", "--disable-usage-stats"],
-        env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{dashboard}"
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            urllib.request.urlopen(f"{url}/api/version", timeout=2)
-            break
-        except urllib.error.HTTPError:  # it answers (401 without a token): it is up
-            break
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                pytest.fail("ray start --head did not come up")
-            time.sleep(1)
-    yield url, temp_dir
-    os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=30)
+    with running_ray_head(env, temp_dir) as url:
+        yield url, temp_dir
 
 
 def _spec_folder(tmp_path: Path) -> Path:
