@@ -95,7 +95,8 @@ def engine_scheduler(
     The engine's token budget (vLLM's max_num_batched_tokens, SGLang's chunked_prefill_size,
     TensorRT-LLM's max_num_tokens) becomes the policy's chunk size (Sarathi) or token limit
     (vLLM, Orca); its batch cap (max_num_seqs, max_running_requests, max_batch_size) the
-    batch size.  A `kind` other than the engine's keeps the engine's limits.  Under vidur the
+    batch size, and its KV admission rule whether a request reserves its whole length up front.
+    A `kind` other than the engine's keeps the engine's limits and admission rule.  Under vidur the
     defaults are llmcap's historical ones (Sarathi chunk 512, batch 128, vLLM 4096 tokens).
     """
     limits = engine.limits(sku, tp)
@@ -111,6 +112,7 @@ def engine_scheduler(
             if kind in (SchedulerKind.VLLM, SchedulerKind.ORCA) and not engine.is_vidur
             else None  # vidur: the policy's own default (vLLM 4096, Orca no limit)
         ),
+        reserve_full_length=engine.reserves_kv_full_length,
     )
 
 
