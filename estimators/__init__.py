@@ -7,6 +7,7 @@ backends such as the roofline model answer it.
 from __future__ import annotations
 
 from estimators._contract import BatchCost, BatchShape, ExecutionTimeEstimator
+from estimators._digest import cost_model_digest
 from estimators._engines import (
     DEFAULT_ENGINE,
     AllReduceCost,
@@ -68,6 +69,7 @@ __all__ = [
     "available_engines",
     "builtin_model_names",
     "check_fits",
+    "cost_model_digest",
     "format_model_table",
     "load_engine",
     "load_model",

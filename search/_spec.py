@@ -26,7 +26,14 @@ from pydantic import (
     model_validator,
 )
 
-from estimators import DEFAULT_ENGINE, ModelArchitecture, Precision, load_engine, load_model
+from estimators import (
+    DEFAULT_ENGINE,
+    ModelArchitecture,
+    Precision,
+    cost_model_digest,
+    load_engine,
+    load_model,
+)
 from search._errors import SpecError
 from search._limits import DEFAULT_MAX_CONFIGURATIONS, NumRequests, Replicas
 from simulator import SchedulerKind
@@ -306,6 +313,7 @@ class SearchSpec(_Strict):
             **_estimator_data(self.estimator),
             "block_size": self.block_size,
             "gpu_memory_utilization": self.gpu_memory_utilization,
+            "cost_model": cost_model_digest(),  # fitted constants and engine profiles
         }
         return sha256_json(decisive)
 

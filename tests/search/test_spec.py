@@ -82,6 +82,34 @@ def test_name_strategy_and_budget_leave_the_fingerprint_and_the_slo_does_not() -
     assert parse_spec(TINY_SPEC | {"slo": stricter}).fingerprint() != base
 
 
+def test_cost_model_data_decides_results(monkeypatch) -> None:
+    # a release that refits the roofline or changes an engine profile must not reuse answers
+    # the old numbers gave
+    import search._spec as spec_module
+
+    base = parse_spec(TINY_SPEC).fingerprint()
+    monkeypatch.setattr(spec_module, "cost_model_digest", lambda: "0" * 16)
+    assert parse_spec(TINY_SPEC).fingerprint() != base
+
+
+def test_cost_model_digest_follows_every_data_file(tmp_path) -> None:
+    from importlib import resources
+
+    from estimators._digest import data_digest
+
+    names = {p.name for p in resources.files("estimators").joinpath("data").iterdir()}
+    assert {"roofline.yaml", "engines.yaml"} <= names
+    (tmp_path / "roofline.yaml").write_text("defaults: {matmul: {eff_max: 0.75}}\n")
+    (tmp_path / "engines.yaml").write_text("engines: {}\n")
+    first = data_digest(tmp_path)
+    assert data_digest(tmp_path) == first and len(first) == 16
+    (tmp_path / "roofline.yaml").write_text("defaults: {matmul: {eff_max: 0.76}}\n")
+    refit = data_digest(tmp_path)
+    assert refit != first
+    (tmp_path / "notes.txt").write_text("not data")
+    assert data_digest(tmp_path) == refit
+
+
 def test_max_rejected_share_is_a_share_and_decides_results() -> None:
     base = parse_spec(TINY_SPEC)
     assert base.slo.max_rejected_share == 0.0
