@@ -197,10 +197,11 @@ def _note_unloaded(database, job_id: int, num_requests: int) -> None:
     longest workload the search lengthened to (capacity_kind "ceiling"); `num_requests`
     is the spec's workload.num_requests, where each search started.
     """
-    from search._pareto import CEILING, capacity_kinds
+    from search._capacity_kind import CAPACITY_CEILING
+    from search._pareto import capacity_kinds
 
     frame = database.results(job_id, status="done")
-    unloaded = frame[(capacity_kinds(frame) == CEILING) & frame["capacity_qps"].notna()]
+    unloaded = frame[(capacity_kinds(frame) == CAPACITY_CEILING) & frame["capacity_qps"].notna()]
     if len(unloaded):
         lengths = unloaded["num_requests"].dropna()
         longest = int(lengths.max()) if len(lengths) else num_requests

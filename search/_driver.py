@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 import optuna
 
 from search._capacity import LatencySLO
+from search._capacity_kind import CAPACITY_CEILING
 from search._db import (
     MAX_ATTEMPTS,
     ConfigRecord,
@@ -549,7 +550,8 @@ class SearchDriver:
         self.progress.done += 1
         # the live "best" is a measured one, as the recommendation is (a capacity resting on
         # the analytic ceiling shows in `_show_best` only when nothing measured passes)
-        if metrics and metrics.get("slo_passed") and metrics.get("capacity_kind") != "ceiling":
+        measured = metrics.get("capacity_kind") != CAPACITY_CEILING if metrics else False
+        if metrics and metrics.get("slo_passed") and measured:
             qpd = metrics.get("qps_per_dollar") or 0.0
             if qpd > self.progress.best_qps_per_dollar:
                 self.progress.best_qps_per_dollar = qpd

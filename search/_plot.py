@@ -32,8 +32,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from search._capacity_kind import CAPACITY_CEILING
 from search._errors import PlotError
-from search._pareto import CEILING, FRONTIERS, Frontier, capacity_kinds, pareto_front
+from search._pareto import FRONTIERS, Frontier, capacity_kinds, pareto_front
 
 __all__ = ["MATPLOTLIB_FORMATS", "PLOT_FORMATS", "plot_pareto"]
 
@@ -190,7 +191,7 @@ def _panels(
         raise PlotError(f"cannot plot: the results have no column {', '.join(missing)}")
     y_all = _floats(frame["qps_per_dollar"])
     passed_all = frame["slo_passed"].astype("boolean").fillna(False).to_numpy(dtype=bool)
-    ceiling_all = (capacity_kinds(frame) == CEILING).to_numpy(dtype=bool)
+    ceiling_all = (capacity_kinds(frame) == CAPACITY_CEILING).to_numpy(dtype=bool)
     labels_all = _labels(frame)
     hover_all = _hover(frame, labels_all, y_all, passed_all, ceiling_all)
     best_all = _best_position(frame, best_id)

@@ -10,8 +10,8 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
+from search._capacity_kind import CAPACITY_CEILING
 from search._pareto import (
-    CEILING,
     best_configuration,
     capacity_kinds,
     ceiling_rival,
@@ -193,7 +193,7 @@ def _capacity_line(best: pd.Series, max_rejected_share: float) -> str:
         if _missing(rejected) or not rejected
         else f"; {int(rejected):,} of them rejected (slo.max_rejected_share {max_rejected_share:g})"
     )
-    if best.get("capacity_kind") == CEILING:
+    if best.get("capacity_kind") == CAPACITY_CEILING:
         return (
             f"[yellow]rests on the analytic ceiling, not a measurement[/yellow]: it met the SLOs "
             f"at every rate probed{on}, and no configuration with a measured capacity meets "
