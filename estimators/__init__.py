@@ -32,6 +32,7 @@ from estimators._models import (
     builtin_model_names,
     format_model_table,
     load_model,
+    variant_note,
 )
 from estimators._profiled import ProfiledDataMissing, ProfiledEstimator, profiled_coverage
 from estimators._registry import (
@@ -79,4 +80,5 @@ __all__ = [
     "register_backend",
     "resolve_kv_precision",
     "validate_parallelism",
+    "variant_note",
 ]

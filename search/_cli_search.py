@@ -49,6 +49,7 @@ max_configurations_option = click.option(
 def validate(spec_file: Path, max_configurations: int | None) -> None:
     """Check a spec as `search run` does, and show how many configurations it holds and
     which cannot run.  Exit status 2 when the spec is invalid or nothing in it can run."""
+    from estimators import variant_note
     from search._errors import SpecError
     from search._space import candidates
     from search._spec import load_spec, search_workload
@@ -58,6 +59,9 @@ def validate(spec_file: Path, max_configurations: int | None) -> None:
     workload = search_workload(spec)  # reads the trace, draws the lengths: as `run` does
     feasible = [c for c in cands if c.feasible]
     console.print(f"[bold]{spec_file}[/bold]: {spec.name!r}, model {spec.model}")
+    note = variant_note(spec.model)
+    if note:
+        console.print(f"  {note}")
     console.print(f"workload: {spec.workload.source}, {len(workload):,} requests per probe")
     console.print(
         f"{len(cands)} configurations: {len(feasible)} feasible, "

@@ -36,6 +36,16 @@ def test_simulate_json_summary():
     assert 0 < data["latency_s"]["ttft"]["p50"] <= data["latency_s"]["ttft"]["p99"]
 
 
+def test_a_checkpoint_variant_runs_as_its_builtin_and_says_so():
+    result = invoke("simulate", *SMALL, "--model", "meta-llama/Llama-2-7b-chat-hf")
+    assert result.exit_code == 0, result.output
+    assert "has the architecture of built-in meta-llama/Llama-2-7b-hf" in result.output
+    data = json.loads(
+        invoke("simulate", *SMALL, "--model", "meta-llama/Llama-2-7b-chat-hf", "--json").stdout
+    )
+    assert data["deployment"]["model_architecture"] == "meta-llama/Llama-2-7b-hf"
+
+
 def test_config_file_with_command_line_override(tmp_path):
     config = tmp_path / "run.yaml"
     config.write_text(
