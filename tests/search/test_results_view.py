@@ -87,3 +87,52 @@ def test_exports_carry_kind_requests_and_rejected(db_url: str, tmp_path: Path, s
     assert rows.loc["ceiling one", "capacity_kind"] == "ceiling"
     assert rows["num_requests"].tolist() == [4000, 4000]
     assert sorted(rows["rejected_requests"].tolist()) == [0, 3]
+    # the order of `results list`; latencies named with their unit
+    assert frame["label"].tolist() == ["measured one", "ceiling one"]
+    assert rows.loc["measured one", "ttft_p90_s"] == 0.5 and "ttft_p90" not in frame.columns
+    params = rows.loc["measured one", "params"]
+    if suffix != ".json":  # flat formats: nested columns as JSON text
+        assert json.loads(params)["label"] == "measured one"
+        assert json.loads(rows.loc["measured one", "slo_detail"]) is not None
+    else:
+        assert params["label"] == "measured one"
+
+
+def test_best_as_json_names_the_recommendation_and_the_ceiling_rival(db_url: str) -> None:
+    result = CliRunner().invoke(cli, ["results", "best", "--db", db_url, "--json"])
+    assert result.exit_code == 0, result.output
+    answer = json.loads(result.output)
+    assert answer["recommended"]["label"] == "measured one"
+    assert answer["recommended"]["ttft_p90_s"] == 0.5
+    assert answer["not_recommended"]["label"] == "ceiling one"
+    budget = answer["for_budget"]
+    assert budget["gpus"] == budget["units"] * 1 <= budget["max_gpus"]
+    assert budget["capacity_qps"] == pytest.approx(10.0 * budget["units"])
+
+
+def test_best_exits_1_when_nothing_qualifies(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'none.db'}"
+    spec = parse_spec(TINY_SPEC)
+    db = open_database(url)
+    job = db.create_job("tiny", spec.model_dump_json(), spec.fingerprint())
+    (cid,) = db.register_configurations(job.id, spec.fingerprint(), [_config(1, "slow one")])
+    failing = _result(1.0, "measured", upper=1.05)
+    failing.slo_passed = False
+    db.record_result(cid, failing)
+    db.finish_job(job.id, "succeeded")
+    db.close()
+    plain = CliRunner().invoke(cli, ["results", "best", "--db", url])
+    assert plain.exit_code == 1 and "no configuration meets the SLOs" in plain.output
+    as_json = CliRunner().invoke(cli, ["results", "best", "--db", url, "--json"])
+    assert as_json.exit_code == 1
+    answer = json.loads(as_json.output)
+    assert answer["recommended"] is None and "meets the SLOs" in answer["why"]
+
+
+def test_list_as_json_carries_the_table_figures(db_url: str) -> None:
+    result = CliRunner().invoke(cli, ["results", "list", "--db", db_url, "--json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.output)
+    assert [r["label"] for r in rows] == ["measured one", "ceiling one"]
+    assert [r["capacity_qps"] for r in rows] == [10.0, 25.0]
+    assert rows[0]["tbt_p99_s"] == 0.05
