@@ -513,6 +513,12 @@ class ProfiledEstimator(RooflineEstimator):
             + (note if isinstance(self.op_tables, AicOpTables) else ""),
         ]
         lines += [f"    {t}" for t in self.tables]
+        meta = getattr(self.op_tables, "meta", None)
+        if meta is not None and not meta.sku:
+            lines.append(
+                f"  the tables name no catalog GPU (measured on {meta.gpu_name or meta.device}): "
+                f"used as measured for {self.sku.id}"
+            )
         if self.attention_kernels:
             kernels = ", ".join(f"{k}: {v}" for k, v in self.attention_kernels.items())
             lines.append(f"  attention kernels: {kernels}")

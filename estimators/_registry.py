@@ -148,21 +148,12 @@ def _profiled(
 
 
 def _auto(
-    model,
-    sku,
-    tp,
-    pp,
-    precision,
-    kv_precision,
-    engine=None,
-    engine_version=None,
-    op_tables=None,
-    **_: Any,
+    model, sku, tp, pp, precision, kv_precision, engine=None, **tables: Any
 ) -> ExecutionTimeEstimator:
+    """The profiled backend where the tables (`tables`: engine_version, op_tables) cover
+    the deployment, else the roofline with a warning."""
     try:
-        est = _profiled(
-            model, sku, tp, pp, precision, kv_precision, engine, engine_version, op_tables
-        )
+        est = _profiled(model, sku, tp, pp, precision, kv_precision, engine, **tables)
         est.selection_note = "auto: measured tables cover this GPU, precision and engine"
         return est
     except ProfiledDataMissing as exc:
