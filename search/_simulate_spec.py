@@ -49,6 +49,8 @@ class SimulateSpec(BaseModel):
     block_size: PositiveInt = 16
     gpu_memory_utilization: float | None = Field(None, gt=0.0, le=1.0)
     estimator: Literal["roofline", "profiled", "auto"] = "roofline"
+    # a directory of llmcap op tables (`llmcap profile`) for the profiled/auto estimator
+    op_tables: Path | None = None
     workload: WorkloadSpec = Field(default_factory=WorkloadSpec)
     qps: PositiveFloat | None = None
     concurrency: PositiveInt | None = None
@@ -81,6 +83,14 @@ class SimulateSpec(BaseModel):
             raise ValueError("give either qps (open loop) or concurrency (closed loop), not both")
         return self
 
+    @model_validator(mode="after")
+    def _tables_for_a_table_estimator(self) -> SimulateSpec:
+        if self.op_tables is not None and self.estimator == "roofline":
+            raise ValueError(
+                "op_tables are read by the profiled and auto estimators; add --estimator profiled"
+            )
+        return self
+
     def deployment(self) -> Deployment:
         catalog = load_catalog(self.catalog)
         sku = catalog.get(self.sku)
@@ -97,6 +107,7 @@ class SimulateSpec(BaseModel):
             gpu_memory_utilization=self.gpu_memory_utilization,
             global_scheduler=self.global_scheduler,
             estimator=self.estimator,
+            op_tables=str(self.op_tables) if self.op_tables is not None else None,
             engine=self.engine_profile,
         )
 
