@@ -18,6 +18,7 @@ from pydantic import (
 from estimators import DEFAULT_ENGINE, EngineProfile, Precision, load_engine, load_model
 from search._errors import SpecError
 from search._limits import NumRequests, Replicas
+from search._op_tables_input import check_op_tables
 from simulator import GlobalSchedulerKind, SchedulerConfig, SchedulerKind
 from simulator._deployment import Deployment, engine_scheduler
 from sku_catalog import YamlInputError, load_catalog, read_yaml_file
@@ -85,10 +86,7 @@ class SimulateSpec(BaseModel):
 
     @model_validator(mode="after")
     def _tables_for_a_table_estimator(self) -> SimulateSpec:
-        if self.op_tables is not None and self.estimator == "roofline":
-            raise ValueError(
-                "op_tables are read by the profiled and auto estimators; add --estimator profiled"
-            )
+        check_op_tables(self.estimator, self.op_tables, [])  # the SKU is checked on use
         return self
 
     def deployment(self) -> Deployment:

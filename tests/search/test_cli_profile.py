@@ -124,3 +124,49 @@ def test_profile_run_on_cpu_then_simulate_reads_the_tables(tmp_path: Path):
     assert "llmcap-profiler on" in data["estimator"]["label"]
     assert data["estimator"]["fallbacks"] == {}
     assert data["requests"]["completed"] == 40
+
+
+def _spec(tables: Path, skus: list[str], estimator: str = "profiled") -> dict:
+    return {
+        "name": "op-tables", "model": "meta-llama/Llama-2-7b-hf", "skus": skus,
+        "estimator": estimator, "op_tables": str(tables),
+        "workload": {"source": "chat", "num_requests": 60},
+        "space": {"tp": [1], "schedulers": {"sarathi": {"batch_size": [64], "chunk_size": [512]}}},
+    }  # fmt: skip
+
+
+def test_search_spec_op_tables_are_checked_and_fingerprinted(tmp_path: Path):
+    from estimators._op_tables import OpTablesMeta, write_op_tables
+    from search._errors import SpecError
+    from search._spec import parse_spec
+
+    gemm = pd.DataFrame({"dtype": ["bf16"] * 2, "m": [1, 8], "n": [4096] * 2, "k": [4096] * 2,
+                         "latency_ms": [0.01, 0.02]})  # fmt: skip
+    meta = OpTablesMeta(source="test", device="cuda", dtype="bf16", date="2026-01-01",
+                        sku="a100-80gb")  # fmt: skip
+    write_op_tables(tmp_path / "t", meta, {"gemm": gemm})
+    spec = parse_spec(_spec(tmp_path / "t", ["a100-80gb"]))
+    before = spec.fingerprint()
+    assert before != parse_spec(_spec(tmp_path / "t", ["a100-80gb"], "auto")).fingerprint()
+    write_op_tables(tmp_path / "t", meta, {"gemm": gemm.assign(latency_ms=[0.01, 0.03])})
+    assert parse_spec(_spec(tmp_path / "t", ["a100-80gb"])).fingerprint() != before
+    with pytest.raises(SpecError, match=r"measured on 'a100-80gb', not 'h100-sxm'"):
+        parse_spec(_spec(tmp_path / "t", ["a100-80gb", "h100-sxm"]))
+    parse_spec(_spec(tmp_path / "t", ["a100-80gb", "h100-sxm"], "auto"))  # roofline for H100
+    with pytest.raises(SpecError, match=r"op_tables are read by the profiled and auto"):
+        parse_spec(_spec(tmp_path / "t", ["a100-80gb"], "roofline"))
+    with pytest.raises(SpecError, match=r"nowhere: does not exist"):
+        parse_spec(_spec(tmp_path / "nowhere", ["a100-80gb"]))
+
+
+@needs_vidur
+def test_search_runs_on_imported_vidur_tables(vidur_a100: Path, tmp_path: Path):
+    import yaml
+
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump(_spec(vidur_a100, ["a100-80gb"])))
+    db = f"sqlite:///{tmp_path / 'r.db'}"
+    result = invoke("search", "run", spec, "--db", db, "--executor", "inline")
+    assert result.exit_code == 0, result.output
+    best = invoke("results", "best", "--db", db)
+    assert best.exit_code == 0 and "QPS" in best.output
