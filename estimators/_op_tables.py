@@ -128,6 +128,17 @@ class OpTableSource(ABC):
     def label(self) -> str:
         """One line naming the tables, for ``describe()``."""
 
+    @property
+    @abstractmethod
+    def sku(self) -> str | None:
+        """The catalog SKU id the tables were measured on; None when the device is not in
+        the catalog (the tables then stand for whichever SKU is simulated)."""
+
+    @property
+    @abstractmethod
+    def device_name(self) -> str:
+        """The device as measured (the GPU's name), for messages."""
+
     @abstractmethod
     def gemm_cube(self, dtype: str) -> tuple[str, GemmCube | None]:
         """(table label, cube of the GEMMs of `dtype` or None when none were measured);
@@ -298,12 +309,20 @@ class LlmcapOpTables(OpTableSource):
     @property
     def label(self) -> str:
         m = self.meta
-        where = m.gpu_name or m.device
+        where = self.device_name
         versions = ", ".join(
             f"{name} {v}" for name, v in (("torch", m.torch), ("CUDA", m.cuda)) if v
         )
         versions = f", {versions}" if versions else ""
         return f"llmcap op tables {self.directory} ({m.source} on {where}{versions}, {m.date})"
+
+    @property
+    def sku(self) -> str | None:
+        return self.meta.sku or None
+
+    @property
+    def device_name(self) -> str:
+        return self.meta.gpu_name or self.meta.device
 
     def gemm_dtypes(self) -> list[str]:
         return sorted(set(self._tables["gemm"]["dtype"]))

@@ -19,10 +19,9 @@ profile's (the roofline's fitted one for ``vidur``), applied by the roofline's
 hooks (``_prefill_attn``, ``_decode_attn``) and the token-level part.
 
 Interpolation (`estimators._curves`) is log-log inside the measured range (exact at
-measured points), and
-outside it: constant below the smallest size, linear in work above the largest
-(``t(x) = t(x_max) * x / x_max``; for prefill attention, work grows with the square of
-the prompt length).  Each measured curve is made monotone before use: a size never
+measured points), and outside it: constant below the smallest size, linear in work above
+the largest (``t(x) = t(x_max) * x / x_max``; for prefill attention, work grows with the
+square of the prompt length).  Each measured curve is made monotone before use: a size never
 takes longer than a larger measured size (``t(x) = min over x' >= x``), so measurement
 noise cannot make more work cheaper.
 
@@ -182,6 +181,14 @@ class AicOpTables(OpTableSource):
     def label(self) -> str:
         return f"aiconfigurator-core {self.system}, engine {self.engine} {self.resolved_version}"
 
+    @property
+    def sku(self) -> str | None:
+        return next((s for s, system in aic.SKU_SYSTEMS.items() if system == self.system), None)
+
+    @property
+    def device_name(self) -> str:
+        return self.system
+
     def gemm_cube(self, dtype: str) -> tuple[str, GemmCube | None]:
         ref, cube = _gemm_cube(self.system, self.engine, self.version, dtype)
         return ref.label, cube
@@ -264,17 +271,15 @@ def _precision_missing(precision: Precision, label: str, dtypes: list[str]) -> P
     )
 
 
-def own_tables_coverage(tables: OpTableSource, sku: GpuSku, precision: Precision) -> None:
+def tables_coverage(tables: OpTableSource, sku: GpuSku, precision: Precision) -> None:
     """Raise ProfiledDataMissing when `tables` were measured on another catalog SKU than
-    `sku` or hold no GEMM of `precision` (tables of a device outside the catalog, without
-    ``sku`` in their meta, stand for any SKU)."""
-    meta = getattr(tables, "meta", None)
-    measured_on = getattr(meta, "sku", None)
-    if measured_on and measured_on != sku.id:
+    `sku` or hold no GEMM of `precision` (tables of a device outside the catalog stand for
+    any SKU)."""
+    if tables.sku and tables.sku != sku.id:
         raise ProfiledDataMissing(
-            f"profiled estimator: the op tables {getattr(tables, 'directory', '')} were "
-            f"measured on {measured_on!r}, not {sku.id!r}; simulate --sku {measured_on}, or "
-            f"profile a {sku.id} with `llmcap profile run`"
+            f"profiled estimator: {tables.label} were measured on "
+            f"{tables.sku!r}, not {sku.id!r}; simulate --sku {tables.sku}, or profile a "
+            f"{sku.id} with `llmcap profile run`"
         )
     label, cube = tables.gemm_cube(_gemm_dtype(precision))
     if cube is None:
@@ -320,7 +325,7 @@ class ProfiledEstimator(RooflineEstimator):
         else:  # a directory in llmcap's own format (`llmcap profile`)
             if not isinstance(op_tables, OpTableSource):
                 op_tables = load_op_tables(op_tables)
-            own_tables_coverage(op_tables, sku, self.precision)
+            tables_coverage(op_tables, sku, self.precision)
             source, system, eng, version = op_tables, "op-tables", None, None
         self.op_tables = source
         self.system, self.tables_engine, self.tables_version = system, eng, version
@@ -513,10 +518,9 @@ class ProfiledEstimator(RooflineEstimator):
             + (note if isinstance(self.op_tables, AicOpTables) else ""),
         ]
         lines += [f"    {t}" for t in self.tables]
-        meta = getattr(self.op_tables, "meta", None)
-        if meta is not None and not meta.sku:
+        if not self.op_tables.sku:
             lines.append(
-                f"  the tables name no catalog GPU (measured on {meta.gpu_name or meta.device}): "
+                f"  the tables name no catalog GPU (measured on {self.op_tables.device_name}): "
                 f"used as measured for {self.sku.id}"
             )
         if self.attention_kernels:
