@@ -1,19 +1,20 @@
 """All-reduce over several GPUs of one machine: torch.distributed (NCCL), one process per GPU.
 
-Each TP degree ``n`` runs ``n`` processes (``torch.multiprocessing.spawn``) that all-reduce
-a bf16 buffer of each size ``warmup`` times, then ``repeats`` times timed with CUDA events;
-a size's time is the slowest rank's median (the collective ends when the last rank does).
-Rank 0 writes the rows to a JSON file that the parent reads back.
+Each TP degree ``n`` runs ``n`` processes (spawned: CUDA cannot be forked) that all-reduce
+a bf16 buffer of each size ``warmup`` times, then ``repeats`` times, each timed alone with
+CUDA events (`time_op`); a size's time is the slowest rank's median (the collective ends
+when the last rank does).  Rank 0 writes the rows to a JSON file that the parent reads.
 """
 
 from __future__ import annotations
 
 import json
 import socket
-import statistics
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from estimators.profiler._kernels import time_op
 
 __all__ = ["measure_allreduce"]
 
@@ -32,32 +33,26 @@ def _worker(
     warmup: int,
     repeats: int,
     out: str,
-) -> None:  # pragma: no cover - runs only on a machine with several GPUs
+    device: str,
+) -> None:
     import torch
     import torch.distributed as dist
 
-    torch.cuda.set_device(rank)
+    if device == "cuda":
+        torch.cuda.set_device(rank)
     dist.init_process_group(
-        "nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world
+        "nccl" if device == "cuda" else "gloo",
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=world,
     )
     rows = []
     try:
         for nbytes in sizes:
-            buf = torch.randn(nbytes // 2, device="cuda", dtype=torch.bfloat16)
-            for _ in range(warmup):
-                dist.all_reduce(buf)
-            torch.cuda.synchronize()
+            buf = torch.randn(nbytes // 2, device=device, dtype=torch.bfloat16)
             dist.barrier()
-            start = torch.cuda.Event(enable_timing=True)
-            end = torch.cuda.Event(enable_timing=True)
-            samples = []
-            for _ in range(repeats):
-                start.record()
-                dist.all_reduce(buf)
-                end.record()
-                end.synchronize()
-                samples.append(start.elapsed_time(end))
-            slowest = torch.tensor([statistics.median(samples)], device="cuda")
+            median = time_op(torch, device, lambda buf=buf: dist.all_reduce(buf), warmup, repeats)
+            slowest = torch.tensor([median * 1e3], device=device)
             dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
             rows.append({"num_gpus": world, "message_bytes": nbytes, "latency_ms": slowest.item()})
     finally:
@@ -67,20 +62,22 @@ def _worker(
 
 
 def measure_allreduce(
-    torch: Any, world: int, sizes: list[int], warmup: int, repeats: int
+    torch: Any, world: int, sizes: list[int], warmup: int, repeats: int, device: str = "cuda"
 ) -> list[dict[str, Any]]:
-    """Rows (num_gpus, message_bytes, latency_ms) of NCCL all-reduces over `world` GPUs."""
+    """Rows (num_gpus, message_bytes, latency_ms) of all-reduces over `world` GPUs (NCCL);
+    ``device="cpu"`` runs `world` CPU processes over gloo instead (for tests)."""
     import torch.multiprocessing as mp
 
     with tempfile.TemporaryDirectory() as tmp:
         out = str(Path(tmp) / "allreduce.json")
-        mp.spawn(
+        mp.start_processes(
             _worker,
-            args=(world, _free_port(), sizes, warmup, repeats, out),
+            args=(world, _free_port(), sizes, warmup, repeats, out, device),
             nprocs=world,
             join=True,
+            start_method="spawn" if device == "cuda" else "fork",  # CUDA cannot be forked
         )
         rows = json.loads(Path(out).read_text())
     for row in rows:
-        row["implementation"] = "nccl"
+        row["implementation"] = "nccl" if device == "cuda" else "gloo"
     return rows

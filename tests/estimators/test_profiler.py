@@ -109,3 +109,29 @@ def test_profiler_end_to_end_on_cpu_then_the_backend_reads_it(tiny_config: Path,
         cost = est.batch_cost(BatchShape(num_decodes=4, decode_kv_tokens=4 * 100))
         assert cost.stage_times[0] > 0
         assert "llmcap-profiler on" in est.describe()
+
+
+def test_kernels_run_at_the_shapes_they_time():
+    torch = pytest.importorskip("torch")
+    from estimators.profiler._kernels import decode_op, gemm_op, prefill_op
+
+    assert gemm_op(torch, "cpu", "bf16", 5, 64, 32)().shape == (5, 64)
+    assert decode_op(torch, "cpu", "bf16", 2, 40, 4, 2, 16)().shape == (2, 4, 1, 16)
+    # a chunk of 8 after 16 cached tokens: its last query sees all 24 keys, its first 17
+    out = prefill_op(torch, "cpu", "bf16", 2, 8, 16, 4, 2, 16)()
+    assert out.shape == (2, 4, 8, 16)
+    try:
+        fp8 = gemm_op(torch, "cpu", "fp8", 5, 64, 32)()
+    except (RuntimeError, NotImplementedError):
+        pytest.skip("this torch build has no fp8 GEMM on the CPU")
+    assert fp8.shape == (16, 64) and fp8.dtype == torch.bfloat16  # m padded to 16
+
+
+@pytest.mark.slow
+def test_allreduce_processes_time_every_size_and_report_the_slowest_rank():
+    torch = pytest.importorskip("torch")
+    from estimators.profiler._allreduce import measure_allreduce
+
+    rows = measure_allreduce(torch, 2, [1 << 10, 1 << 16], warmup=1, repeats=3, device="cpu")
+    assert [(r["num_gpus"], r["message_bytes"]) for r in rows] == [(2, 1024), (2, 65536)]
+    assert all(0 < r["latency_ms"] < 1e3 and r["implementation"] == "gloo" for r in rows)
