@@ -16,6 +16,8 @@ from estimators import (
     UnknownModelError,
 )
 from estimators._aic_tables import AicTableError
+from estimators._op_tables import OpTablesError
+from estimators.profiler import ProfilerError, VidurImportError
 from search._db import DatabaseError
 from search._executors import ExecutorError
 from search._ray_jobs import RayJobsError
@@ -56,6 +58,9 @@ USER_ERRORS: tuple[type[Exception], ...] = (
     DatasetError,
     ProfiledDataMissing,
     AicTableError,
+    OpTablesError,
+    VidurImportError,
+    ProfilerError,
 )
 
 

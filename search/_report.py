@@ -112,7 +112,7 @@ def estimator_label(prepared: PreparedDeployment) -> str:
     used = getattr(est, "backend_name", prepared.deployment.estimator)
     asked = prepared.deployment.estimator
     label = used if asked == used else f"{asked} -> {used}"
-    engine = getattr(est, "engine", None)
-    if used == "profiled" and engine:
-        label += f", {getattr(est, 'system', '')} {engine} {getattr(est, 'engine_version', '')}"
+    tables = getattr(est, "op_tables", None)
+    if used == "profiled" and tables is not None:
+        label += f", {tables.label}"
     return label

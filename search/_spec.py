@@ -36,6 +36,7 @@ from estimators import (
 )
 from search._errors import SpecError
 from search._limits import DEFAULT_MAX_CONFIGURATIONS, NumRequests, Replicas
+from search._op_tables_input import check_op_tables, op_tables_digest
 from simulator import SchedulerKind
 from sku_catalog import Catalog, YamlInputError, load_catalog, read_yaml_file
 from sku_catalog._yaml import shorten
@@ -212,6 +213,9 @@ class SearchSpec(_Strict):
     strategy: StrategySpec = Field(default_factory=StrategySpec)
     capacity: CapacitySpec = Field(default_factory=CapacitySpec)
     estimator: Literal["roofline", "profiled", "auto"] = "roofline"
+    # a directory of llmcap op tables (`llmcap profile`) that the profiled and auto
+    # estimators read instead of aiconfigurator-core's; readable where the workers run
+    op_tables: Path | None = None
     # the serving engine (NAME[@VERSION]): its policy, limits, memory plan, KV precision and
     # per-iteration overhead; `space.engines` makes it a search dimension
     engine: str = DEFAULT_ENGINE
@@ -284,6 +288,12 @@ class SearchSpec(_Strict):
             )
         return self
 
+    @model_validator(mode="after")
+    def _op_tables_cover_the_skus(self) -> SearchSpec:
+        ids = [self.sku_catalog.get(s).id for s in self.skus]
+        check_op_tables(self.estimator, self.op_tables, ids)
+        return self
+
     @cached_property
     def sku_catalog(self) -> Catalog:
         return load_catalog(self.catalog)
@@ -311,6 +321,7 @@ class SearchSpec(_Strict):
             "capacity": self.capacity.model_dump(mode="json"),
             "estimator": self.estimator,
             **_estimator_data(self.estimator),
+            **({"op_tables": op_tables_digest(self.op_tables)} if self.op_tables else {}),
             "block_size": self.block_size,
             "gpu_memory_utilization": self.gpu_memory_utilization,
             "cost_model": cost_model_digest(),  # fitted constants and engine profiles

@@ -10,6 +10,7 @@ from click.core import ParameterSource
 from rich.console import Console
 
 from search._cli_common import user_errors
+from search._cli_profile import profile_group
 from search._cli_results import pareto_group, results_group
 from search._cli_search import jobs_group, search_group
 from search._cli_validate import validate
@@ -29,6 +30,7 @@ def cli() -> None:
       llmcap catalog skus                    the GPUs you can deploy on, with prices
       llmcap catalog models                  the built-in model architectures
       llmcap validate                        the simulator against measured results
+      llmcap profile run --help              measure operator tables on your GPU
     """
 
 
@@ -76,6 +78,8 @@ Examples:
   llmcap simulate --workload chat --prompt-len lognormal:1000:0.8:8192 --output-len fixed:256 \\
       --concurrency 32
   llmcap simulate --config run.yaml --json > summary.json
+  llmcap simulate --model meta-llama/Llama-3.1-8B --sku h100-sxm --estimator profiled \\
+      --op-tables tables/h100-llama8b        # tables from `llmcap profile run`
 
 \b
 Workload sources: a built-in name (chat, code, summarization, fixed-1k-128), or a trace file:
@@ -211,8 +215,16 @@ def _choice(enum_values: list[str]) -> click.Choice:
     default="roofline",
     show_default=True,
     help="Cost model that times each iteration: roofline; profiled (measured operator tables "
-    "of the llmcap[aic] extra; exit 2 without data); auto (profiled where the tables cover "
-    "the GPU, precision and engine, else roofline with a warning).",
+    "of the llmcap[aic] extra, or --op-tables; exit 2 without data); auto (profiled where the "
+    "tables cover the GPU, precision and engine, else roofline with a warning).",
+)
+@click.option(
+    "--op-tables",
+    type=click.Path(path_type=Path),
+    default=None,
+    metavar="DIR",
+    help="Operator tables written by `llmcap profile run` or `llmcap profile import-vidur`, "
+    "read by --estimator profiled/auto instead of aiconfigurator-core's.",
 )
 @click.option(
     "--workload",
@@ -326,6 +338,7 @@ cli.add_command(jobs_group)
 cli.add_command(results_group)
 cli.add_command(pareto_group)
 cli.add_command(validate)
+cli.add_command(profile_group)
 
 
 def main() -> None:

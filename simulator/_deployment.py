@@ -48,6 +48,7 @@ class Deployment:
     gpu_memory_utilization: float | None = None  # None: the engine's (0.9 without one)
     global_scheduler: GlobalSchedulerKind = GlobalSchedulerKind.ROUND_ROBIN
     estimator: str = "roofline"
+    op_tables: str | None = None  # a directory of llmcap op tables for the profiled backend
     # the serving engine's profile (overhead, all-reduce, memory plan, KV precision);
     # None: Vidur's 2024 vLLM, llmcap's behaviour before engine profiles
     engine: EngineProfile | None = None
@@ -169,6 +170,7 @@ def prepare(deployment: Deployment) -> PreparedDeployment:
         d.precision,
         kv_precision=d.resolved_kv_precision(),
         engine=d.engine,
+        op_tables=d.op_tables,
     )
     cluster = ClusterConfig(
         num_replicas=d.num_replicas,
