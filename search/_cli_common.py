@@ -10,7 +10,7 @@ from typing import Any
 import click
 from pydantic import ValidationError
 
-from search._errors import USER_ERRORS, format_validation_error
+from search._errors import format_validation_error, is_user_error
 from sku_catalog._yaml import shorten
 
 EXIT_BAD_INPUT = 2
@@ -27,7 +27,9 @@ def user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
             click.echo(f"error: {format_validation_error(exc, 'input')}", err=True)
         except OSError as exc:  # a file the user named: missing, unwritable, a full disk
             click.echo(f"error: {describe_os_error(exc)}", err=True)
-        except USER_ERRORS as exc:
+        except Exception as exc:
+            if not is_user_error(exc):
+                raise
             message = exc.args[0] if exc.args else str(exc)
             click.echo(f"error: {message}", err=True)
         sys.exit(EXIT_BAD_INPUT)

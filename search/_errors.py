@@ -3,28 +3,11 @@
 from __future__ import annotations
 
 import reprlib
+import sys
 from types import UnionType
 from typing import Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
-
-from estimators import (
-    DoesNotFitError,
-    ModelConfigError,
-    ParallelismError,
-    ProfiledDataMissing,
-    UnknownModelError,
-)
-from estimators._aic_tables import AicTableError
-from estimators._op_tables import OpTablesError
-from estimators.profiler import ProfilerError, VidurImportError
-from search._db import DatabaseError
-from search._executors import ExecutorError
-from search._ray_jobs import RayJobsError
-from search._upload import UploadError
-from search._validate._aic_silicon import DatasetError
-from sku_catalog import CatalogError
-from workloads import WorkloadError
 
 
 class SpecError(ValueError):
@@ -39,29 +22,44 @@ class OutputError(ValueError):
     """An output file that cannot be written (unknown type, no such folder, not writable)."""
 
 
-# errors whose message is written for the user as it stands
-USER_ERRORS: tuple[type[Exception], ...] = (
-    CatalogError,
-    UnknownModelError,
-    ModelConfigError,
-    WorkloadError,
-    ParallelismError,
-    DoesNotFitError,
-    FileNotFoundError,
-    SpecError,
-    DatabaseError,
-    ExecutorError,
-    RayJobsError,
-    UploadError,
-    PlotError,
-    OutputError,
-    DatasetError,
-    ProfiledDataMissing,
-    AicTableError,
-    OpTablesError,
-    VidurImportError,
-    ProfilerError,
+# errors whose message is written for the user as it stands, by where they are defined: an
+# exception can only be of a class whose module is loaded, so checking needs no import (and a
+# command does not load the database, Ray or the validation datasets to report its errors)
+_USER_ERRORS = (
+    "sku_catalog._loader:CatalogError",
+    "estimators._models:UnknownModelError",
+    "estimators._models:ModelConfigError",
+    "estimators._memory:ParallelismError",
+    "estimators._memory:DoesNotFitError",
+    "estimators._profiled:ProfiledDataMissing",
+    "estimators._aic_tables:AicTableError",
+    "estimators._op_tables:OpTablesError",
+    "estimators.profiler._device:ProfilerError",
+    "estimators.profiler._vidur_import:VidurImportError",
+    "workloads._errors:WorkloadError",
+    "search._db.errors:DatabaseError",
+    "search._executors:ExecutorError",
+    "search._ray_jobs:RayJobsError",
+    "search._upload:UploadError",
+    "search._validate._aic_silicon:DatasetError",
 )
+
+
+def user_error_classes() -> list[str]:
+    """The module:Class paths of the errors written for the user (for tests)."""
+    return list(_USER_ERRORS)
+
+
+def is_user_error(exc: BaseException) -> bool:
+    """Whether `exc`'s message is written for the user (print it as it stands, exit 2)."""
+    if isinstance(exc, SpecError | PlotError | OutputError | FileNotFoundError):
+        return True
+    for path in _USER_ERRORS:
+        module_name, name = path.split(":")
+        module = sys.modules.get(module_name)
+        if module is not None and isinstance(exc, getattr(module, name)):
+            return True
+    return False
 
 
 def format_validation_error(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 from typing import Any
 
@@ -10,13 +11,67 @@ from click.core import ParameterSource
 from rich.console import Console
 
 from search._cli_common import user_errors
-from search._cli_profile import profile_group
-from search._cli_results import pareto_group, results_group
-from search._cli_search import jobs_group, search_group
-from search._cli_validate import validate
+
+# Command groups imported only when they run (the database, Ray, Optuna and plotting stay
+# unloaded for `llmcap --help` and `llmcap simulate`): name -> (module:attribute, the short
+# first line of its help, which `llmcap --help` lists; a test checks it against the command).
+LAZY_COMMANDS: dict[str, tuple[str, str]] = {
+    "search": (
+        "search._cli_search:search_group",
+        "Run search jobs: find the deployment with the most QPS per dollar within the SLOs.",
+    ),
+    "jobs": ("search._cli_search:jobs_group", "Search jobs recorded in the results database."),
+    "results": (
+        "search._cli_results:results_group",
+        "Query a job's results (JOB defaults to the latest job).",
+    ),
+    "pareto": (
+        "search._cli_results:pareto_group",
+        "Pareto frontiers of a job: QPS per dollar against latency.",
+    ),
+    "validate": (
+        "search._cli_validate:validate",
+        "Simulate measured deployments and print the error table.",
+    ),
+    "profile": (
+        "search._cli_profile:profile_group",
+        "Measure operator times on this machine, or import Vidur's, as op tables.",
+    ),
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+class LazyGroup(click.Group):
+    """A group whose `LAZY_COMMANDS` are imported when invoked (or asked for their help)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *LAZY_COMMANDS])
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in LAZY_COMMANDS:
+            module, attribute = LAZY_COMMANDS[cmd_name][0].split(":")
+            return getattr(importlib.import_module(module), attribute)
+        return super().get_command(ctx, cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            limit = formatter.width - 6 - len(name)
+            if name in LAZY_COMMANDS:
+                short = click.Command(name, help=LAZY_COMMANDS[name][1]).get_short_help_str(limit)
+                rows.append((name, short))
+                continue
+            command = super().get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, command.get_short_help_str(limit)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+@click.group(
+    cls=LazyGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 @click.version_option(package_name="llmcap")
 def cli() -> None:
     """llmcap: find the LLM deployment with the most queries per second per dollar.
@@ -333,12 +388,6 @@ def _merge_config(ctx: click.Context, config_file: Path | None, options: dict) -
     return merged
 
 
-cli.add_command(search_group)
-cli.add_command(jobs_group)
-cli.add_command(results_group)
-cli.add_command(pareto_group)
-cli.add_command(validate)
-cli.add_command(profile_group)
 
 
 def main() -> None:
