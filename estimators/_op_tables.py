@@ -50,15 +50,17 @@ import functools
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
-import pandas as pd
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from estimators._curves import Curve, GemmCube, Grid2D, cube_from_rows, grid_from_rows, monotone
 from estimators._types import ModelArchitecture
+
+if TYPE_CHECKING:  # pandas loads with the first table read, not with the estimators
+    import pandas as pd
 
 __all__ = [
     "FORMAT_NAME",
@@ -233,6 +235,8 @@ def _read_meta(path: Path) -> OpTablesMeta:
 def _read_table(path: Path, kind: str) -> pd.DataFrame:
     """The rows of one table, checked: every required field present, numbers positive
     (``cached_len`` may be 0), dtypes known; ``latency_ms`` becomes ``seconds``."""
+    import pandas as pd
+
     try:
         df = pd.read_csv(path)
     except (OSError, ValueError, pd.errors.ParserError) as exc:
@@ -280,6 +284,8 @@ def _filled_cube(gemm: pd.DataFrame) -> GemmCube:
     """The cube of measured (n, k) shapes on the union of their m grids.  A shape measured
     at other m than another is filled in along m by its own `Curve` (log-log between its
     points, constant below, linear above), so a shape is never lost for lack of an m."""
+    import pandas as pd
+
     med = gemm.groupby(["m", "n", "k"], sort=True)["seconds"].median().reset_index()
     all_m = np.unique(med["m"].to_numpy())
     parts = []

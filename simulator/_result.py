@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 from functools import cached_property
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from simulator._engine import Simulation
 from simulator._metrics import request_arrays, summarize
+
+if TYPE_CHECKING:  # pandas loads when a table is asked for, not for the summary
+    import pandas as pd
 
 
 class SimulationResult:
@@ -22,11 +24,15 @@ class SimulationResult:
     @cached_property
     def requests(self) -> pd.DataFrame:
         """One row per request (times in seconds from the start of the run)."""
+        import pandas as pd
+
         return pd.DataFrame(request_arrays(self.sim))
 
     @cached_property
     def batches(self) -> pd.DataFrame:
         """One row per batch (iteration) of every replica."""
+        import pandas as pd
+
         return pd.DataFrame(self.sim.batches.columns())
 
     def write_requests(self, path: str | Path) -> Path:
