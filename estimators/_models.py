@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from functools import cache, lru_cache
 from importlib import resources
@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from rich import box
 from rich.table import Table
 
 from estimators._types import ModelArchitecture
@@ -551,30 +552,38 @@ def load_model(name_or_path: str | os.PathLike[str]) -> ModelArchitecture:
     raise UnknownModelError(text, builtin_model_names())
 
 
-def format_model_table(models: Iterable[ModelArchitecture] | None = None) -> Table:
-    """A rich table of model shapes; the built-in models when ``models`` is None."""
+# (header, cell, shown only with --wide): the narrow set fits 80 columns
+_MODEL_COLUMNS: tuple[tuple[str, Callable[[ModelArchitecture], str], bool], ...] = (
+    ("name", lambda m: m.name, False),
+    ("layers", lambda m: str(m.num_layers), False),
+    ("hidden", lambda m: str(m.hidden_size), False),
+    ("heads", lambda m: str(m.num_attention_heads), False),
+    ("kv", lambda m: str(m.num_key_value_heads), False),
+    ("head dim", lambda m: str(m.head_dim), True),
+    ("intermediate", lambda m: str(m.intermediate_size), True),
+    ("vocab", lambda m: str(m.vocab_size), True),
+    ("params", lambda m: f"{m.num_params / 1e9:.2f}B", False),
+)
+
+
+def format_model_table(
+    models: Iterable[ModelArchitecture] | None = None, wide: bool = False
+) -> Table:
+    """A rich table of model shapes; the built-in models when ``models`` is None.  Names
+    never wrap or shorten (they are what a user types); `wide` adds head dim, intermediate
+    size and vocabulary."""
     if models is None:
         models = [load_model(name) for name in builtin_model_names()]
-    table = Table(title="Models", title_justify="left")
-    table.add_column("name", style="bold")
-    table.add_column("layers", justify="right")
-    table.add_column("hidden", justify="right")
-    table.add_column("heads", justify="right")
-    table.add_column("KV heads", justify="right")
-    table.add_column("head dim", justify="right")
-    table.add_column("intermediate", justify="right")
-    table.add_column("vocab", justify="right")
-    table.add_column("params (B)", justify="right")
-    for model in models:
-        table.add_row(
-            model.name,
-            str(model.num_layers),
-            str(model.hidden_size),
-            str(model.num_attention_heads),
-            str(model.num_key_value_heads),
-            str(model.head_dim),
-            str(model.intermediate_size),
-            str(model.vocab_size),
-            f"{model.num_params / 1e9:.2f}",
-        )
+    columns = [c for c in _MODEL_COLUMNS if wide or not c[2]]
+    rows = [[cell(model) for _, cell, _ in columns] for model in models]
+    table = Table(title="Models", title_justify="left", box=box.SIMPLE_HEAD)
+    for i, (header, _, _) in enumerate(columns):
+        name = header == "name"
+        table.add_column(
+            header, justify="left" if name else "right", no_wrap=True,
+            min_width=max([len(header), *(len(r[i]) for r in rows)]),  # never shortened
+            style="bold" if name else None,
+        )  # fmt: skip
+    for row in rows:
+        table.add_row(*row)
     return table

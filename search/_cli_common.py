@@ -37,6 +37,18 @@ def user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+def print_table(table: Any) -> None:
+    """Print a rich table whole: as wide as it needs, even past the terminal (a --wide table
+    in a pipe or an 80-column window loses no value to cropping)."""
+    from rich.console import Console
+
+    console = Console()
+    needed = Console(width=1_000).measure(table).maximum  # its natural width, unconstrained
+    if needed > console.width:
+        console = Console(width=needed)
+    console.print(table)
+
+
 def describe_os_error(exc: OSError) -> str:
     """What went wrong with which file, in words ("No space left on device: /dev/full")."""
     if exc.strerror is None:  # raised with a message of ours

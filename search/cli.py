@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import importlib
+import json
 from pathlib import Path
 from typing import Any
 
 import click
 from click.core import ParameterSource
-from rich.console import Console
 
-from search._cli_common import user_errors
+from search._cli_common import print_table, user_errors
 
 # Command groups imported only when they run (the database, Ray, Optuna and plotting stay
 # unloaded for `llmcap --help` and `llmcap simulate`): name -> (module:attribute, the short
@@ -105,20 +105,37 @@ def catalog() -> None:
     type=click.Path(dir_okay=False, path_type=Path),
     help="A YAML file that adds SKUs or overrides fields (e.g. prices); repeatable.",
 )
+@click.option("--wide", is_flag=True, help="Every column: names, links, price date and source.")
+@click.option("--json", "json_output", is_flag=True, help="Every field of every SKU as JSON.")
 @user_errors
-def catalog_skus(catalog_files: tuple[Path, ...]) -> None:
+def catalog_skus(catalog_files: tuple[Path, ...], wide: bool, json_output: bool) -> None:
     """GPU SKUs: memory, bandwidth, peak FLOP/s, node shapes and price per GPU-hour."""
+    from dataclasses import asdict
+
     from sku_catalog import format_sku_table, load_catalog
 
-    Console().print(format_sku_table(load_catalog(catalog_files)))
+    catalog = load_catalog(catalog_files)
+    if json_output:
+        click.echo(json.dumps([asdict(s) for s in catalog.skus()], indent=2, default=str))
+        return
+    print_table(format_sku_table(catalog, wide=wide))
 
 
 @catalog.command("models")
-def catalog_models() -> None:
+@click.option("--wide", is_flag=True, help="Also head dim, intermediate size and vocabulary.")
+@click.option("--json", "json_output", is_flag=True, help="Every field of every model as JSON.")
+def catalog_models(wide: bool, json_output: bool) -> None:
     """Built-in model architectures (any local HF config.json also works with --model PATH)."""
-    from estimators import format_model_table
+    from dataclasses import asdict
 
-    Console().print(format_model_table())
+    from estimators import builtin_model_names, format_model_table, load_model
+
+    if json_output:
+        models = [load_model(name) for name in builtin_model_names()]
+        rows = [asdict(m) | {"num_params": m.num_params} for m in models]
+        click.echo(json.dumps(rows, indent=2, default=str))
+        return
+    print_table(format_model_table(wide=wide))
 
 
 # -- simulate ----------------------------------------------------------------

@@ -132,6 +132,42 @@ def test_catalog_tables():
     assert models.exit_code == 0 and "Llama-2-70b-hf" in models.output
 
 
+def _at_80_columns(*args: str) -> str:
+    result = CliRunner().invoke(cli, list(args), env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_catalog_fits_80_columns_and_never_shortens_what_a_user_types():
+    from estimators import builtin_model_names, load_model
+    from sku_catalog import load_catalog
+
+    skus = _at_80_columns("catalog", "skus")
+    models = _at_80_columns("catalog", "models")
+    assert max(len(line) for line in (skus + models).splitlines()) <= 80
+    assert "…" not in skus + models
+    for sku in load_catalog().skus():
+        assert f" {sku.id} " in skus and f"{sku.price_per_gpu_hour:.2f}" in skus
+    for name in builtin_model_names():
+        model = load_model(name)
+        assert f" {model.name} " in models and f"{model.num_params / 1e9:.2f}B" in models
+
+
+def test_catalog_wide_and_json_carry_every_field():
+    from sku_catalog import load_catalog
+
+    wide = _at_80_columns("catalog", "skus", "--wide")
+    for sku in load_catalog().skus():
+        assert sku.price_source in wide and sku.name in wide  # whole, past 80 columns
+    rows = json.loads(_at_80_columns("catalog", "skus", "--json"))
+    assert {r["id"] for r in rows} == {s.id for s in load_catalog().skus()}
+    h100 = next(r for r in rows if r["id"] == "h100-sxm")
+    assert h100["fp8_tflops"] == 1979.0 and h100["price_per_gpu_hour"] > 0
+    models = json.loads(_at_80_columns("catalog", "models", "--json"))
+    llama = next(m for m in models if m["name"] == "meta-llama/Llama-3.1-8B")
+    assert (llama["num_layers"], llama["num_key_value_heads"]) == (32, 8)
+
+
 def test_simulate_names_its_engine_and_its_defaults():
     result = invoke("simulate", *SMALL, "--json", "--engine", "sglang", "--sku", "h100-sxm")
     assert result.exit_code == 0, result.output
