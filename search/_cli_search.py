@@ -52,7 +52,7 @@ def validate(spec_file: Path, max_configurations: int | None) -> None:
     from estimators import variant_note
     from search._errors import SpecError
     from search._space import candidates
-    from search._spec import load_spec, search_workload
+    from search._spec import load_spec, search_workload, slo_semantics
 
     spec = load_spec(spec_file, max_configurations=max_configurations)
     cands = candidates(spec)
@@ -63,6 +63,7 @@ def validate(spec_file: Path, max_configurations: int | None) -> None:
     if note:
         console.print(f"  {note}")
     console.print(f"workload: {spec.workload.source}, {len(workload):,} requests per probe")
+    console.print(f"SLOs: {slo_semantics(spec)}")
     console.print(
         f"{len(cands)} configurations: {len(feasible)} feasible, "
         f"{len(cands) - len(feasible)} dropped before simulation"

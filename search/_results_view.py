@@ -137,11 +137,45 @@ def why_no_recommendation(db, job_id: int, spec: SearchSpec) -> str:
             f"not yet run): see `llmcap results show {job_id}` for the errors, then run the "
             f"spec again."
         )
-    return (
+    head = (
         f"no configuration meets the SLOs "
         f"({', '.join(s.describe() for s in spec.slo.filters) or 'capacity only'}) among the "
-        f"{counts['done']} evaluated."
+        f"{counts['done']} evaluated"
     )
+    failures = filter_failures(db.results(job_id, status="done"), spec)
+    if not failures:
+        return head + "."
+    lines = [head + ":"]
+    for slo, failed, closest in failures:
+        lines.append(
+            f"  {slo.describe()}: missed by {failed} of {counts['done']}; the closest reached "
+            f"{closest:.3g} s ({closest / slo.max_s:.1f}x the bound)"
+        )
+    if not spec.slo.capacity_meets_filters:
+        lines.append(
+            f"  the filters are checked at each configuration's capacity "
+            f"({spec.slo.capacity.describe()}), where queues are already long; with "
+            "`slo: {capacity_meets_filters: true}` the capacity is the largest rate that meets "
+            "every filter, so a deployment that can meet them at a lower rate qualifies."
+        )
+    return "\n".join(lines)
+
+
+def filter_failures(frame: pd.DataFrame, spec: SearchSpec) -> list[tuple[object, int, float]]:
+    """(filter, configurations that missed it, the closest value any of them reached) for each
+    SLO filter some evaluated configuration missed, from the stored ``slo_detail``."""
+    out = []
+    for slo in spec.slo.filters:
+        values = [
+            detail[slo.column].get("value")
+            for detail in frame["slo_detail"]
+            if isinstance(detail, dict) and isinstance(detail.get(slo.column), dict)
+            and detail[slo.column].get("passed") is False
+        ]
+        values = [float(v) for v in values if v is not None and not _missing(v)]
+        if values:
+            out.append((slo, len(values), min(values)))
+    return out
 
 
 def recommendation(db, job_id: int | None) -> dict:

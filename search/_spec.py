@@ -329,6 +329,23 @@ class SearchSpec(_Strict):
         return sha256_json(decisive)
 
 
+def slo_semantics(spec: SearchSpec) -> str:
+    """What a configuration's capacity means under this spec's SLOs, in one line."""
+    slo = spec.slo
+    filters = ", ".join(f.describe() for f in slo.filters)
+    if not filters:
+        return f"capacity = the largest rate with {slo.capacity.describe()}"
+    if slo.capacity_meets_filters:
+        return (
+            f"capacity = the largest rate with {slo.capacity.describe()} and {filters} "
+            "(capacity_meets_filters: true)"
+        )
+    return (
+        f"capacity = the largest rate with {slo.capacity.describe()}; {filters} checked at that "
+        "rate (capacity_meets_filters: false; true makes the capacity meet them too)"
+    )
+
+
 def search_workload(spec: SearchSpec, num_requests: int | None = None) -> Workload:
     """The request stream every capacity probe of a search reuses, built as `search run`
     builds it (rate 1 req/s: each probe rescales the arrival times).  `num_requests`

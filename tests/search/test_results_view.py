@@ -118,11 +118,21 @@ def test_best_exits_1_when_nothing_qualifies(tmp_path: Path) -> None:
     (cid,) = db.register_configurations(job.id, spec.fingerprint(), [_config(1, "slow one")])
     failing = _result(1.0, "measured", upper=1.05)
     failing.slo_passed = False
+    failing.slo_detail = {
+        "ttft_p90": {"passed": False, "value": 3.1, "max_s": 2.0},
+        "tbt_p99": {"passed": True, "value": 0.05, "max_s": 0.2},
+    }
     db.record_result(cid, failing)
     db.finish_job(job.id, "succeeded")
     db.close()
-    plain = CliRunner().invoke(cli, ["results", "best", "--db", url])
+    plain = CliRunner().invoke(cli, ["results", "best", "--db", url], env={"COLUMNS": "250"})
     assert plain.exit_code == 1 and "no configuration meets the SLOs" in plain.output
+    # which filter failed, by how much, and the semantics that would let it qualify
+    assert "ttft_p90 < 2 s: missed by 1 of 1; the closest reached 3.1 s (1.6x the bound)" in (
+        plain.output
+    )
+    assert "tbt_p99 < 0.2 s: missed" not in plain.output
+    assert "capacity_meets_filters: true" in plain.output
     as_json = CliRunner().invoke(cli, ["results", "best", "--db", url, "--json"])
     assert as_json.exit_code == 1
     answer = json.loads(as_json.output)

@@ -142,6 +142,27 @@ def test_validate_reports_the_examples_space(example: str, total: int, dropped: 
     assert load_spec(EXAMPLES / example).fingerprint()[:16] in result.output
 
 
+def test_validate_states_the_slo_semantics_in_force() -> None:
+    from search._spec import slo_semantics
+
+    at_capacity = parse_spec(TINY_SPEC)
+    assert slo_semantics(at_capacity) == (
+        "capacity = the largest rate with scheduling_delay_p99 < 5 s; ttft_p90 < 2 s, "
+        "tbt_p99 < 0.2 s checked at that rate (capacity_meets_filters: false; true makes the "
+        "capacity meet them too)"
+    )
+    within = parse_spec(TINY_SPEC | {"slo": {**TINY_SPEC["slo"], "capacity_meets_filters": True}})
+    assert "and ttft_p90 < 2 s, tbt_p99 < 0.2 s (capacity_meets_filters: true)" in (
+        slo_semantics(within)
+    )
+    result = CliRunner().invoke(
+        cli, ["search", "validate", str(EXAMPLES / "quick.yaml")], env={"COLUMNS": "250"}
+    )
+    assert "SLOs: capacity = the largest rate with scheduling_delay_p99 < 5 s and" in (
+        result.output
+    )
+
+
 def test_validate_rejects_a_bad_spec_with_exit_2_and_no_traceback(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump(TINY_SPEC | {"skus": ["tpu-v5"]}))
