@@ -95,6 +95,29 @@ def _infeasible_reasons(cands) -> dict[str, tuple[int, str]]:
     return out
 
 
+@search_group.command("schema")
+@click.option(
+    "--markdown", is_flag=True,
+    help="The reference as Markdown tables (docs/spec.md) instead of JSON Schema.",
+)  # fmt: skip
+def schema(markdown: bool) -> None:
+    """Print the search spec's reference: every field, its type, default and meaning.
+
+    \b
+    JSON Schema by default (for editors and validators); --markdown gives docs/spec.md.
+      llmcap search schema > spec.schema.json
+      llmcap search schema --markdown
+    """
+    import json
+
+    from search._spec_reference import spec_json_schema, spec_markdown
+
+    if markdown:
+        click.echo(spec_markdown(), nl=False)
+    else:
+        click.echo(json.dumps(spec_json_schema(), indent=2))
+
+
 @search_group.command("run")
 @click.argument("spec_file", type=click.Path(dir_okay=False, path_type=Path))
 @db_option

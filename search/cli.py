@@ -84,6 +84,7 @@ def cli() -> None:
       llmcap pareto plot --out pareto.png    QPS per dollar against latency
       llmcap catalog skus                    the GPUs you can deploy on, with prices
       llmcap catalog models                  the built-in model architectures
+      llmcap catalog workloads               the built-in workloads and their lengths
       llmcap validate                        the simulator against measured results
       llmcap profile run --help              measure operator tables on your GPU
     """
@@ -136,6 +137,41 @@ def catalog_models(wide: bool, json_output: bool) -> None:
         click.echo(json.dumps(rows, indent=2, default=str))
         return
     print_table(format_model_table(wide=wide))
+
+
+@catalog.command("workloads")
+@click.option("--wide", is_flag=True, help="Also each workload's description and max lengths.")
+@click.option("--json", "json_output", is_flag=True, help="The statistics as JSON.")
+def catalog_workloads(wide: bool, json_output: bool) -> None:
+    """Built-in workloads (`workload: {source: NAME}`) and their length statistics."""
+    from rich import box
+    from rich.table import Table
+
+    from workloads import builtin_length_statistics
+
+    rows = builtin_length_statistics()
+    if json_output:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    table = Table(
+        title="Built-in workloads: prompt (in) and output (out) tokens, 20,000 draws",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+    )  # fmt: skip
+    columns = ["prompt_mean", "prompt_p50", "prompt_p99", "output_mean", "output_p50",
+               "output_p99"]  # fmt: skip
+    if wide:
+        columns += ["prompt_max", "output_max"]
+    table.add_column("name", style="bold", no_wrap=True)
+    for col in columns:
+        header = col.replace("prompt_", "in ").replace("output_", "out ")
+        table.add_column(header, justify="right", no_wrap=True)
+    if wide:
+        table.add_column("description")
+    for row in rows:
+        cells = [f"{row[c]:,.0f}" for c in columns]
+        table.add_row(str(row["name"]), *cells, *([str(row["description"])] if wide else []))
+    print_table(table)
 
 
 # -- simulate ----------------------------------------------------------------
