@@ -77,9 +77,14 @@ def format_validation_error(
             loc, message = loc[:-2], f"key {loc[-2]!r}: {message}"
         elif item["type"] == "extra_forbidden":
             message = "unknown field"
+            elsewhere = _paths_of_field(model, str(item["loc"][-1])) if model else []
+            if elsewhere:
+                message += f" (it belongs at {' or '.join(elsewhere)})"
             allowed = _fields_at(model, item["loc"][:-1]) if model else None
             if allowed:
                 message += f"; allowed: {', '.join(allowed)}"
+        elif model is not None and item["type"] != "missing":
+            message += _expected(model, item["loc"])
         got = item.get("input")
         shown = (
             "" if isinstance(got, dict) or item["type"] in _NO_INPUT else f" (got: {_brief(got)})"
@@ -99,6 +104,56 @@ _BRIEF.maxstring, _BRIEF.maxlong, _BRIEF.maxother = 120, 60, 120
 def _brief(value: object) -> str:
     """repr of a value, cut short: an input can be megabytes of text or deeply nested."""
     return _BRIEF.repr(value)
+
+
+def _paths_of_field(model: type[BaseModel], name: str) -> list[str]:
+    """Where in `model`'s sections a field called `name` lives (``strategy.trials``)."""
+    from search._model_fields import model_sections
+
+    return [
+        f"{path}.{name}" if path else name
+        for paths, section in model_sections(model)
+        if name in section.model_fields
+        for path in paths[:1]
+    ]
+
+
+def _expected(model: type[BaseModel], loc: tuple) -> str:
+    """"; expected TYPE (e.g. EXAMPLE)" for the field `loc` names, or "" for an element."""
+    from search._model_fields import type_name
+
+    parent = _model_at(model, loc[:-1])
+    field = parent.model_fields.get(str(loc[-1])) if parent is not None and loc else None
+    if field is None:
+        return ""
+    expected = type_name(field.annotation)
+    section = _model_at(model, loc)
+    if section is not None:  # a section: name its fields
+        expected = expected.replace("section", f"a section of {', '.join(section.model_fields)}")
+    text = f"; expected {expected}"
+    description = field.description or ""
+    if "e.g. " in description:
+        example = description.split("e.g. ", 1)[1].split("; ")[0].rstrip(".")
+        text += f", e.g. {example}"
+    return text
+
+
+def _model_at(model: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
+    """The model that `loc` points into (through lists and mappings), or None."""
+    annotation: object = model
+    for part in loc:
+        annotation = _without_none(annotation)
+        if _is_model(annotation):
+            field = annotation.model_fields.get(str(part))
+            if field is None:
+                return None
+            annotation = field.annotation
+        elif get_origin(annotation) in (list, tuple, set, frozenset, dict):
+            annotation = get_args(annotation)[-1]
+        else:
+            return None
+    annotation = _without_none(annotation)
+    return annotation if _is_model(annotation) else None
 
 
 def _fields_at(model: type[BaseModel], loc: tuple) -> list[str] | None:

@@ -364,11 +364,10 @@ class SearchSpec(_Strict):
     @model_validator(mode="after")
     def _known_skus(self) -> SearchSpec:
         catalog = self.sku_catalog
-        for i, sku in enumerate(self.skus):
-            if not _has_name(catalog, sku):
-                raise ValueError(
-                    f"skus.{i}: unknown GPU SKU {sku!r}; allowed: {', '.join(catalog.ids())}"
-                )
+        unknown = [f"skus.{i}: unknown GPU SKU {sku!r}" for i, sku in enumerate(self.skus)
+                   if not _has_name(catalog, sku)]  # fmt: skip
+        if unknown:  # every one at once
+            raise ValueError(f"{'; '.join(unknown)}; allowed: {', '.join(catalog.ids())}")
         return self
 
     @model_validator(mode="after")

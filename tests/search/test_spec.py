@@ -38,10 +38,25 @@ def test_an_unknown_nested_field_names_its_path_and_the_allowed_fields() -> None
     assert "workload.sorce: unknown field; allowed: source," in message
 
 
+def test_errors_show_the_expected_shape_and_where_a_misplaced_field_belongs() -> None:
+    message = _error(
+        TINY_SPEC
+        | {"trials": 40, "strategy": "tpe", "space": {"tp": 2, "schedulers": ["sarathi"]}}
+    )
+    assert "  trials: unknown field (it belongs at strategy.trials); allowed: name," in message
+    assert "strategy: Input should be a valid dictionary" in message
+    assert "expected a section of kind, trials, seed (got: 'tpe')" in message
+    assert "space.tp: Input should be a valid list; expected list of integer (got: 2)" in message
+    assert "space.schedulers: Input should be a valid dictionary; expected map" in message
+    assert "e.g. {sarathi: {batch_size: [64, 128], chunk_size: [512]}, vllm: {}}" in message
+
+
 def test_an_unknown_sku_lists_the_catalog() -> None:
     message = _error(TINY_SPEC | {"skus": ["a100-80gb", "tpu-v5"]})
     assert "skus.1: unknown GPU SKU 'tpu-v5'; allowed:" in message
     assert "h100-sxm" in message and "l40s" in message
+    both = _error(TINY_SPEC | {"skus": ["tpu-v5", "a100-80gb", "mi300x"]})
+    assert "skus.0: unknown GPU SKU 'tpu-v5'; skus.2: unknown GPU SKU 'mi300x'; allowed:" in both
 
 
 def test_an_unknown_scheduler_or_strategy_names_the_allowed_values() -> None:

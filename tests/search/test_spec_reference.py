@@ -8,8 +8,9 @@ from pathlib import Path
 import yaml
 from click.testing import CliRunner
 
+from search._model_fields import model_sections
 from search._spec import SearchSpec
-from search._spec_reference import DOC_PATH, _sections, spec_json_schema, spec_markdown
+from search._spec_reference import DOC_PATH, spec_json_schema, spec_markdown
 from search.cli import cli
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -23,7 +24,7 @@ def test_docs_spec_md_is_generated_from_the_models() -> None:
 
 
 def test_every_field_of_every_section_says_what_it_means() -> None:
-    sections = _sections(SearchSpec)
+    sections = model_sections(SearchSpec)
     paths = {p for ps, _ in sections for p in ps}
     assert {"workload", "space", "space.schedulers.<name>", "slo.filters[]", "capacity"} <= paths
     for path, model in sections:
@@ -45,7 +46,7 @@ def test_schema_command_prints_the_json_schema_and_the_markdown() -> None:
 
 def test_the_examples_use_only_fields_the_reference_documents() -> None:
     documented = {
-        name for _, model in _sections(SearchSpec) for name in model.model_fields
+        name for _, model in model_sections(SearchSpec) for name in model.model_fields
     } | {"sarathi", "vllm", "orca", "static", "sglang"}  # scheduler names as map keys
 
     def keys(node: object) -> set[str]:
