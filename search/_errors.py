@@ -158,20 +158,8 @@ def _model_at(model: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
 
 def _fields_at(model: type[BaseModel], loc: tuple) -> list[str] | None:
     """The field names of the model that `loc` points into (through lists and mappings)."""
-    annotation: object = model
-    for part in loc:
-        annotation = _without_none(annotation)
-        if _is_model(annotation):
-            field = annotation.model_fields.get(str(part))
-            if field is None:
-                return None
-            annotation = field.annotation
-        elif get_origin(annotation) in (list, tuple, set, frozenset, dict):
-            annotation = get_args(annotation)[-1]  # the element, or the mapping's value
-        else:
-            return None
-    annotation = _without_none(annotation)
-    return list(annotation.model_fields) if _is_model(annotation) else None
+    section = _model_at(model, loc)
+    return list(section.model_fields) if section is not None else None
 
 
 def _without_none(annotation: object) -> object:
