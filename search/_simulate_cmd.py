@@ -17,7 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from estimators import EstimatorFallbackWarning, variant_note
 from search._errors import SpecError, format_validation_error
 from search._outputs import check_output_file, writing
-from search._report import estimator_label, print_summary
+from search._report import estimator_label, overload_warning, print_summary
 from search._simulate_spec import SimulateSpec
 from simulator import RunOptions
 from simulator._deployment import prepare
@@ -100,6 +100,7 @@ def run_simulate(data: dict[str, Any]) -> None:
                 "fallbacks": getattr(prepared.estimator, "fallbacks", {}),
             },
             "workload": info,
+            "warnings": [w for w in (overload_warning(result.summary, info),) if w],
             **result.summary,
         }
         click.echo(json.dumps(payload, indent=2))

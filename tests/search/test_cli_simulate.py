@@ -20,7 +20,7 @@ def invoke(*args: str):
 def test_simulate_prints_a_metrics_table():
     result = invoke("simulate", *SMALL)
     assert result.exit_code == 0, result.output
-    for text in ("Latency (ms)", "TTFT", "TBT", "TPOT", "Scheduling delay", "MFU", "KV cache"):
+    for text in ("Latency", "TTFT", "TBT", "TPOT", "Scheduling delay", "MFU", "KV cache"):
         assert text in result.output
 
 
@@ -74,6 +74,33 @@ def test_records_and_trace_outputs(tmp_path):
     trace = json.loads(trace_path.read_text())
     spans = [e for e in trace["traceEvents"] if e["ph"] == "X"]
     assert {e["tid"] for e in spans} == {0, 1}  # both pipeline stages
+    # batches named by phase, with what they held
+    assert {e["name"] for e in spans} <= {"prefill", "decode", "mixed"}
+    assert {"prefill", "decode"} <= {e["name"] for e in spans}
+    for e in spans:
+        args = e["args"]
+        assert (args["prefills"] > 0) == (e["name"] != "decode")
+        assert (args["decodes"] > 0) == (e["name"] != "prefill")
+        assert args["prefill_tokens"] >= args["prefills"] and args["kv_blocks_used"] > 0
+    # every request a span from arrival to completion, with its first token
+    for phase in ("b", "e", "n"):
+        assert len([e for e in trace["traceEvents"] if e["ph"] == phase]) == 60
+    begins = {e["id"]: e["ts"] for e in trace["traceEvents"] if e["ph"] == "b"}
+    ends = {e["id"]: e["ts"] for e in trace["traceEvents"] if e["ph"] == "e"}
+    assert all(ends[i] > begins[i] for i in begins)
+
+
+def test_an_overloaded_run_says_so_and_long_times_read_in_seconds():
+    result = invoke("simulate", "--num-requests", "300", "--qps", "20")
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.replace("│", " ").split())
+    assert "warning: overloaded: offered" in text and "served" in text
+    assert "TTFT s " in text  # tens of seconds of queueing read in s
+    assert "TBT ms " in text and "Normalized ms/token" in text
+    data = json.loads(invoke("simulate", "--num-requests", "300", "--qps", "20", "--json").output)
+    assert len(data["warnings"]) == 1 and data["warnings"][0].startswith("overloaded")
+    calm = json.loads(invoke("simulate", *SMALL, "--json").output)
+    assert calm["warnings"] == []
 
 
 @pytest.mark.parametrize(
