@@ -93,6 +93,9 @@ def results_show(job, db) -> None:
         console.print(f"[red]error[/red]: {record.error}")
     frame = ranked_results(database, record.id).set_index("configuration_id", drop=False)
     points = database.pareto_points(record.id)
+    if points.empty:
+        console.print("Pareto frontiers: none (no configuration meets the SLOs on a measured "
+                      "capacity; `llmcap results best` says why)")  # fmt: skip
     for frontier, group in points.groupby("frontier", sort=True):
         ids = [i for i in group.sort_values("rank")["configuration_id"] if i in frame.index]
         console.print(results_table(frame.loc[ids], f"Pareto frontier {frontier}"))

@@ -44,7 +44,7 @@ from search._executors import Executor, ExecutorKind, make_executor
 from search._pareto import (
     FRONTIERS,
     best_configuration,
-    pareto_front,
+    job_frontier,
     refinement_contenders,
 )
 from search._space import Candidate, ConfigPoint, candidates
@@ -563,8 +563,7 @@ class SearchDriver:
     def store_frontiers(self, job_id: int) -> None:
         frame = self.db.results(job_id, status="done")
         for frontier in FRONTIERS:
-            front = pareto_front(frame, maximize=frontier.maximize, minimize=frontier.minimize)
-            ids = [int(frame.loc[i, "configuration_id"]) for i in front]
+            ids = [int(frame.loc[i, "configuration_id"]) for i in job_frontier(frame, frontier)]
             self.db.replace_pareto(job_id, frontier.name, ids)
 
 

@@ -37,7 +37,9 @@ __all__ = [
     "best_configuration",
     "capacity_kinds",
     "ceiling_rival",
+    "job_frontier",
     "pareto_front",
+    "qualifying",
     "rank_configurations",
     "refinement_contenders",
 ]
@@ -155,6 +157,18 @@ def capacity_kinds(frame: pd.DataFrame) -> pd.Series:
 
 def _on_ceiling(frame: pd.DataFrame) -> np.ndarray:
     return (capacity_kinds(frame) == CAPACITY_CEILING).to_numpy(dtype=bool)
+
+
+def qualifying(frame: pd.DataFrame) -> np.ndarray:
+    """Rows that could be recommended: they meet the SLOs on a measured capacity."""
+    passed = frame["slo_passed"].astype("boolean").fillna(False).to_numpy(dtype=bool)
+    return passed & ~_on_ceiling(frame)
+
+
+def job_frontier(frame: pd.DataFrame, frontier: Frontier) -> list[Hashable]:
+    """A job's stored and plotted Pareto frontier: over the qualifying rows only, so the
+    recommended configuration is on it, never below a point that misses the SLOs."""
+    return pareto_front(frame[qualifying(frame)], frontier.maximize, frontier.minimize)
 
 
 def rank_configurations(
