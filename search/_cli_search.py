@@ -11,7 +11,6 @@ from pathlib import Path
 
 import click
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from search._cli_common import db_option, open_db, user_errors
@@ -137,10 +136,15 @@ def schema(markdown: bool) -> None:
 )
 @click.option("--resume", "resume_job", type=int, default=None, help="Continue this job id.")
 @max_configurations_option
+@click.option(
+    "--progress-every", type=click.FloatRange(min=0.0), default=None, metavar="SECONDS",
+    help="Off a terminal (a pipe, `search logs`, cron), print a progress line this often "
+    "[10, or LLMCAP_PROGRESS_EVERY]; on a terminal a live bar shows it.",
+)  # fmt: skip
 @user_errors
 def run(
     spec_file: Path, db: str | None, executor: str, address: str | None, workers: int | None,
-    resume_job: int | None, max_configurations: int | None,
+    resume_job: int | None, max_configurations: int | None, progress_every: float | None,
 ) -> None:  # fmt: skip
     """Run a search job in the foreground and store its results.
 
@@ -151,31 +155,16 @@ def run(
     stops the job and records it cancelled; finished results stay.
     """
     from search._driver import JobCancelled, SearchDriver
+    from search._progress import job_progress
     from search._results_view import print_best
     from search._spec import load_spec
 
     spec = load_spec(spec_file, max_configurations=max_configurations)
     database = open_db(db)
-    columns = (
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("running {task.fields[running]}  failed {task.fields[failed]}"),
-        TextColumn("best {task.fields[best]}"),
-        TimeElapsedColumn(),
-    )
     driver = SearchDriver(spec, database, executor, address, workers)
     if resume_job is not None:
         driver.check_resumable(resume_job)
-    with Progress(*columns, console=console, transient=False) as progress:
-        task = progress.add_task("configurations", total=None, running=0, failed=0, best="-")
-
-        def show(p) -> None:
-            best = f"{p.best_qps_per_dollar:.3f} QPS/$ ({p.best_label})" if p.best_label else "-"
-            progress.update(
-                task, total=p.total, completed=p.done, running=p.running, failed=p.failed, best=best
-            )
-
+    with job_progress(console, progress_every) as show:
         driver.on_progress = show
         try:
             with _sigterm_raises(JobCancelled):
@@ -400,34 +389,55 @@ def jobs_group() -> None:
 @jobs_group.command("list")
 @db_option
 @click.option("--limit", type=int, default=20, show_default=True)
+@click.option("--json", "json_output", is_flag=True, help="Print the jobs as JSON records.")
 @user_errors
-def jobs_list(db: str | None, limit: int) -> None:
-    """Recent jobs, newest first."""
+def jobs_list(db: str | None, limit: int, json_output: bool) -> None:
+    """Recent jobs, newest first, with the time a running one has left at its pace so far."""
+    import json
+    from datetime import UTC, datetime
+
+    from search._cli_common import print_table
     from search._db.store import job_state
+    from search._progress import eta_seconds, format_duration
 
     database = open_db(db, create=False)
-    table = Table(title=f"Jobs in {database.url}", title_justify="left")
-    for name in ("id", "name", "status", "created", "finished", "configurations", "error"):
-        table.add_column(name)
-    interrupted = []
+    rows = []
+    now = datetime.now(UTC)
     for job in database.list_jobs(limit):
         counts = database.configuration_counts(job.id)
-        done = counts.get("done", 0)
-        total = sum(counts.values())
+        done, total = counts.get("done", 0), sum(counts.values())
         state = job_state(job)
-        if state == "interrupted":
-            interrupted.append(job.id)
+        eta = None
+        if state == "running" and job.created_at is not None:
+            created = job.created_at
+            created = created if created.tzinfo else created.replace(tzinfo=UTC)
+            eta = eta_seconds((now - created).total_seconds(), done, total)
+        rows.append({
+            "id": job.id, "name": job.name, "status": state,
+            "created": _when(job.created_at), "finished": _when(job.finished_at),
+            "done": done, "configurations": total,
+            "eta_s": None if eta is None else round(eta, 1), "error": job.error or "",
+        })  # fmt: skip
+    if json_output:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    table = Table(title=f"Jobs in {database.url}", title_justify="left")
+    for name in ("id", "name", "status", "created", "finished", "configurations", "ETA", "error"):
+        table.add_column(name, no_wrap=name in ("id", "created", "finished"))
+    for row in rows:
+        eta = "-" if row["eta_s"] is None else format_duration(row["eta_s"])
         table.add_row(
-            str(job.id), job.name, state, _when(job.created_at), _when(job.finished_at),
-            f"{done}/{total} done", (job.error or "")[:60],
+            str(row["id"]), row["name"], row["status"], row["created"], row["finished"],
+            f"{row['done']}/{row['configurations']} done", eta, row["error"][:60],
         )  # fmt: skip
-    console.print(table)
-    for job_id in interrupted:
-        console.print(
-            f"job {job_id} is interrupted: its driver stopped sending heartbeats (killed, or "
-            f"its machine went down). Continue it with `llmcap search run SPEC --resume "
-            f"{job_id}`; finished results are kept."
-        )
+    print_table(table)
+    for row in rows:
+        if row["status"] == "interrupted":
+            console.print(
+                f"job {row['id']} is interrupted: its driver stopped sending heartbeats (killed, "
+                f"or its machine went down). Continue it with `llmcap search run SPEC --resume "
+                f"{row['id']}`; finished results are kept."
+            )
 
 
 def _when(moment) -> str:

@@ -9,30 +9,10 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from search._db import ConfigRecord, ResultRecord, open_database
-from search._db.store import fingerprint_of
+from search._db import open_database
 from search._spec import parse_spec
 from search.cli import cli
-from tests.search.conftest import TINY_SPEC
-
-
-def _config(i: int, label: str) -> ConfigRecord:
-    params = {"sku": "h100-sxm", "scheduler": "sarathi", "tp": 1, "pp": 1, "batch_size": 64,
-              "i": i, "label": label}  # fmt: skip
-    return ConfigRecord(
-        fingerprint=fingerprint_of(params), sku="h100-sxm", tp=1, pp=1, replicas=1,
-        scheduler="sarathi", batch_size=64, chunk_size=512, precision="bf16", num_gpus=1,
-        cost_per_hour=2.0, params=params, feasible=True, infeasible_reason=None,
-    )  # fmt: skip
-
-
-def _result(qps: float, kind: str, *, upper: float | None, rejected: int = 0) -> ResultRecord:
-    return ResultRecord(
-        capacity_qps=qps, qps_per_dollar=qps / 2.0, num_simulations=5, wall_time_s=1.0,
-        capacity_upper_qps=upper, tolerance=0.05, capacity_kind=kind, num_requests=4000,
-        rejected_requests=rejected, slo_passed=True, ttft_p90=0.5, tbt_p99=0.05,
-        cost_per_million_output_tokens=1.0,
-    )  # fmt: skip
+from tests.search.conftest import TINY_SPEC, stored_config, stored_result
 
 
 @pytest.fixture
@@ -43,10 +23,12 @@ def db_url(tmp_path: Path) -> str:
     db = open_database(url)
     job = db.create_job("tiny", spec.model_dump_json(), spec.fingerprint())
     ids = db.register_configurations(
-        job.id, spec.fingerprint(), [_config(1, "measured one"), _config(2, "ceiling one")]
+        job.id,
+        spec.fingerprint(),
+        [stored_config(1, "measured one"), stored_config(2, "ceiling one")],
     )
-    db.record_result(ids[0], _result(10.0, "measured", upper=10.4, rejected=3))
-    db.record_result(ids[1], _result(25.0, "ceiling", upper=None))
+    db.record_result(ids[0], stored_result(10.0, "measured", upper=10.4, rejected=3))
+    db.record_result(ids[1], stored_result(25.0, "ceiling", upper=None))
     db.finish_job(job.id, "succeeded")
     db.close()
     return url
@@ -115,8 +97,8 @@ def test_best_exits_1_when_nothing_qualifies(tmp_path: Path) -> None:
     spec = parse_spec(TINY_SPEC)
     db = open_database(url)
     job = db.create_job("tiny", spec.model_dump_json(), spec.fingerprint())
-    (cid,) = db.register_configurations(job.id, spec.fingerprint(), [_config(1, "slow one")])
-    failing = _result(1.0, "measured", upper=1.05)
+    (cid,) = db.register_configurations(job.id, spec.fingerprint(), [stored_config(1, "slow one")])
+    failing = stored_result(1.0, "measured", upper=1.05)
     failing.slo_passed = False
     failing.slo_detail = {
         "ttft_p90": {"passed": False, "value": 3.1, "max_s": 2.0},
