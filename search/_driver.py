@@ -17,6 +17,7 @@ import contextlib
 import json
 import math
 import os
+import random
 import socket
 import threading
 import time
@@ -54,6 +55,7 @@ from search._strategy import (
     enqueue_grid,
     make_study,
     objective_values,
+    params_of,
     suggest,
 )
 from workloads import Workload
@@ -311,6 +313,12 @@ class SearchDriver:
         elsewhere: dict[int, list[optuna.Trial]] = {}  # claimed by another driver
         asked = 0
         simulated_this_job: set[int] = set()
+        # a sampler that asks for a configuration this job has already visited spends no
+        # trial of the budget: it is told the known answer, and the next trial is a random
+        # configuration not yet visited (`enqueue_trial`), until none is left
+        visited: set[ConfigPoint] = set()
+        unvisited = sorted((p for p, s in by_point.items() if s.status != "infeasible"), key=str)
+        rng = random.Random(self.spec.strategy.seed)
 
         def start(target: StoredConfiguration, trial: optuna.Trial) -> None:
             executor = self._executor_started()
@@ -326,18 +334,25 @@ class SearchDriver:
             executor = self._executor
             while asked < budget and (executor is None or executor.in_flight() < executor.slots):
                 trial = study.ask()
+                point = suggest(trial, self.spec)
+                target = by_point.get(point)
+                if point in visited:
+                    self._tell_repeat(study, trial, results.get(target.id) if target else None)
+                    unvisited = [p for p in unvisited if p not in visited]
+                    if not unvisited:  # the whole space is visited: nothing left to ask
+                        budget = asked
+                        self.progress.total = self.progress.done + self.progress.running
+                        continue
+                    study.enqueue_trial(params_of(unvisited.pop(rng.randrange(len(unvisited)))))
+                    continue
+                visited.add(point)
                 asked += 1
-                target = by_point.get(suggest(trial, self.spec))
                 if target is None or target.status == "infeasible":
                     self._tell(study, trial, None)
                     self._advance()
                     continue
                 if target.id in results:  # done earlier: reuse, never re-simulate
                     self._reuse(study, trial, results[target.id], target, report)
-                    continue
-                if target.id in simulated_this_job:  # a sampler asked again: in flight
-                    self._tell(study, trial, None)
-                    self._advance()
                     continue
                 if target.id in elsewhere or not self._claim(target.id, "pending", "failed"):
                     elsewhere.setdefault(target.id, []).append(trial)
@@ -540,6 +555,16 @@ class SearchDriver:
         for row in frame.to_dict("records"):
             out[int(row["configuration_id"])] = row
         return out
+
+    def _tell_repeat(
+        self, study: optuna.Study, trial: optuna.Trial, metrics: dict | None
+    ) -> None:
+        """A configuration the job visited before: its answer again, or, while it is still
+        being evaluated, a failed trial (which samplers ignore) rather than a made-up one."""
+        if metrics is None:
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        else:
+            self._tell(study, trial, metrics)
 
     def _tell(self, study: optuna.Study, trial: optuna.Trial, metrics: dict | None) -> None:
         trial.set_constraint("slo", constraint_value(metrics, self.spec))

@@ -122,8 +122,15 @@ def test_samplers_never_simulate_a_configuration_twice(tmp_path, kind, monkeypat
     _, db, report = run_job(path, f"sqlite:///{tmp_path / 'r.db'}")
     assert len(explored) == len(set(explored)) == report.evaluated
     assert len(simulated) == len(set(simulated)) == report.simulations
-    assert 1 <= report.evaluated <= 8
+    # a repeat spends no trial: 14 trials on an 8-configuration space visit all 8, then stop
+    assert report.evaluated == 8 and report.cached == 0
     assert db.configuration_counts(report.job_id)["done"] == report.evaluated
+
+
+def test_a_sampler_budget_counts_distinct_configurations(tmp_path):
+    path = write_spec(tmp_path, strategy={"kind": "tpe", "trials": 5, "seed": 1})
+    _, _, report = run_job(path, f"sqlite:///{tmp_path / 'r.db'}")
+    assert report.evaluated + report.cached == 5  # five different configurations, no repeats
 
 
 def test_capacity_can_be_bound_by_the_slo_filters(tmp_path):
