@@ -19,6 +19,8 @@ from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from search._ray_auth import AUTH_HINT, token_auth_from_environment, token_available
+
 ExecutorKind = Literal["ray", "local", "inline"]
 LOOPBACK_ONLY_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"  # "0": a local Ray binds to 127.0.0.1
 WAIT_SLICE_S = 0.5  # longest a wait for Ray tasks blocks the driver's signal handlers
@@ -139,6 +141,11 @@ class ProcessPoolExecutorAdapter:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
 
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 class RayExecutor:
     """Ray tasks (`ray.remote` + `ray.wait`) on a cluster, or on a local Ray started here."""
 
@@ -147,6 +154,8 @@ class RayExecutor:
             # a throwaway local Ray listens on loopback only, not on the machine's network
             # address (Ray reads this when it is first imported)
             os.environ.setdefault(LOOPBACK_ONLY_ENV, "0")
+        else:
+            token_auth_from_environment()  # a cluster's head wants its token (Ray 2.60)
         import ray
 
         self._ray = ray
@@ -154,15 +163,17 @@ class RayExecutor:
         if not ray.is_initialized():
             try:
                 if address:
-                    ray.init(address=address, log_to_driver=False)
+                    ray.init(address=address, log_to_driver=False)  # token mode: set above
                 else:
                     ray.init(address="local", include_dashboard=False, log_to_driver=False)
                     self._started_here = True
             except Exception as exc:
                 raise ExecutorError(
-                    f"cannot reach the Ray cluster at {address!r}: {exc}. Is `ray start --head` "
-                    "running there, and is the address HOST:6379 (or ray://HOST:10001)? "
-                    "Use --executor local to run without Ray."
+                    f"cannot reach the Ray cluster at {address!r}: {_first_line(exc)}. Is `ray "
+                    "start --head` running there, and is the address HOST:6379 (or "
+                    "ray://HOST:10001, or auto on a cluster node)? "
+                    + ("" if token_available() else AUTH_HINT + ". ")
+                    + "Use --executor local to run without Ray."
                     if address
                     else f"cannot start a local Ray instance: {exc}. "
                     "Use --executor local to run without Ray."

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
+
+from search._ray_auth import AUTH_HINT, token_auth_from_environment, token_available
 
 AGENT_WAIT_S = 60.0  # how long to wait for a new cluster's job agent
 
@@ -13,21 +14,8 @@ class RayJobsError(Exception):
     """The Ray Jobs API could not be reached or refused; the message says how to fix it."""
 
 
-def _token_auth_from_environment() -> None:
-    """Ray 2.60 clusters require a token by default; a client must opt in to send one.
-
-    When the user has a token (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token)
-    and has not chosen a mode, use token mode.
-    """
-    if os.environ.get("RAY_AUTH_MODE"):
-        return
-    token_file = Path(os.environ.get("RAY_AUTH_TOKEN_PATH", Path.home() / ".ray" / "auth_token"))
-    if os.environ.get("RAY_AUTH_TOKEN") or token_file.is_file():
-        os.environ["RAY_AUTH_MODE"] = "token"
-
-
 def _client(address: str):
-    _token_auth_from_environment()  # before Ray reads its configuration
+    token_auth_from_environment()  # before Ray reads its configuration
     from ray.job_submission import JobSubmissionClient
 
     try:
@@ -35,9 +23,8 @@ def _client(address: str):
     except Exception as exc:
         raise RayJobsError(
             f"cannot reach the Ray Jobs API at {address}: {exc}. Give the dashboard address "
-            "(http://HEAD:8265) of a cluster started with `ray start --head --dashboard-host ...`; "
-            "with token authentication on (Ray's default), set RAY_AUTH_TOKEN or use the token "
-            "file the cluster created."
+            "(http://HEAD:8265) of a cluster started with `ray start --head --dashboard-host ...`"
+            f"{'' if token_available() else '; ' + AUTH_HINT}."
         ) from None
 
 
