@@ -33,8 +33,10 @@ under its bound.  `find_capacity` finds it by simulation:
   later can pull the percentile back, so the probe stops there and counts as
   failed, the verdict the full run would give.  This holds for SLOs on
   scheduling delay, TTFT and e2e latency, the capacity SLO and the `also` ones
-  alike (the first certain to fail stops the run); TBT, TPOT and normalised
-  latency are judged at the end.
+  alike (the first certain to fail stops the run).  TBT likewise, on token gaps: a
+  decode step lasting the bound or more gives each of its decodes a gap at least that
+  long (`_SlowGapCounter`), and the run has sum(output - 1) gaps in all, known up
+  front.  TPOT and normalised latency are judged at the end.
 
 Everything here is a pure function of plain data (no Ray, Optuna or SQL), so a
 worker can run it in any process.
@@ -45,6 +47,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 import numpy as np
 
@@ -308,6 +311,38 @@ class _LateCounter:
         self.ptr = i
         self.late = late
         return late >= self.limit
+
+
+class _SlowGapCounter:
+    """The run's on_progress hook for a TBT bound: stops it once enough token gaps are
+    certain to reach the bound.
+
+    A decode step (a batch) that lasts `bound` or more gives each of its decode requests a
+    gap at least that long: its previous token was emitted no later than the step began.
+    So the count of such steps' decodes is a lower bound on the gaps >= bound, exact enough
+    to stop on (`late_limit` of all the run's gaps): the full run would fail too.  Batches
+    are logged at dispatch with their end, visited once each.
+    """
+
+    __slots__ = ("bound", "limit", "ptr", "slow")
+
+    def __init__(self, bound: float, limit: int) -> None:
+        self.bound = bound
+        self.limit = limit
+        self.slow = 0
+        self.ptr = 0
+
+    def __call__(self, sim: Simulation) -> bool:
+        rows = sim.batches.rows
+        bound = self.bound
+        slow = self.slow
+        for i in range(self.ptr, len(rows)):
+            row = rows[i]  # (replica, start, end, prefill tokens, prefills, decodes, ...)
+            if row[2] - row[1] >= bound:
+                slow += row[5]
+        self.ptr = len(rows)
+        self.slow = slow
+        return slow >= self.limit
 
 
 def _request_metric_values(sim: Simulation, metric: str) -> np.ndarray:
@@ -591,6 +626,12 @@ class _Search:
     def exhausted(self) -> bool:
         return len(self.probes) >= self.options.max_simulations
 
+    @cached_property
+    def _num_gaps(self) -> int:
+        """Token gaps of the run (TBT's population): output - 1 of each servable request."""
+        outputs = self.workload.output_tokens[servable(self.prepared, self.workload)]
+        return int(np.maximum(outputs - 1, 0).sum())
+
     def _early_stop(self) -> tuple[list[LatencySLO], object]:
         """The SLOs whose late requests are counted as the run goes, and the run's hook.
 
@@ -598,13 +639,17 @@ class _Search:
         soon as any one of them is certain to fail.  The hook records which did first.
         """
         watched = [
-            s for s in (self.options.slo, *self.options.also) if s.metric in _EVENT_OF_METRIC
+            s
+            for s in (self.options.slo, *self.options.also)
+            if s.metric in _EVENT_OF_METRIC or s.metric == "tbt"
         ]
         if not self.options.early_stop or not watched:
             return [], None
         n = len(self.workload)
         counters = [
             _LateCounter(_EVENT_OF_METRIC[s.metric], s.max_s, late_limit(n, s.percentile))
+            if s.metric in _EVENT_OF_METRIC
+            else _SlowGapCounter(s.max_s, late_limit(self._num_gaps, s.percentile))
             for s in watched
         ]
         tripped: list[LatencySLO] = []
@@ -626,7 +671,13 @@ class _Search:
         options = RunOptions(on_progress=hook, progress_every=PROGRESS_EVERY)
         sim = self.prepared.simulation(workload, options).run()
         if sim.stopped_early:
-            value = _stopped_value(sim, tripped[0])
+            stopper = tripped[0]
+            # TBT: the percentile of the gaps so far (the full run's is no lower than the bound)
+            value = (
+                _stopped_value(sim, stopper)
+                if stopper.metric in _EVENT_OF_METRIC
+                else max(_slo_value(sim, stopper), stopper.max_s)
+            )
             passed = False
         else:
             value = _slo_value(sim, slo)

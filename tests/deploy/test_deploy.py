@@ -89,8 +89,11 @@ def _resolve(argv: list[str]) -> tuple[click.Command, list[str]]:
     command: click.Command = cli
     rest = list(argv)
     while isinstance(command, click.Group):
-        assert rest and rest[0] in command.commands, f"no command {rest[:1]} in {command.name}"
-        command = command.commands[rest.pop(0)]
+        ctx = click.Context(command)
+        found = command.get_command(ctx, rest[0]) if rest else None  # lazy groups load here
+        assert found is not None, f"no command {rest[:1]} in {command.name}"
+        rest.pop(0)
+        command = found
     return command, rest
 
 
