@@ -37,14 +37,15 @@ def user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-def print_table(table: Any) -> None:
-    """Print a rich table whole: as wide as it needs, even past the terminal (a --wide table
-    in a pipe or an 80-column window loses no value to cropping)."""
+def print_table(table: Any, whole: bool = True) -> None:
+    """Print a rich table.  `whole`: as wide as it needs, even past the terminal (a --wide
+    table in a pipe or an 80-column window loses no value to cropping); else in the
+    terminal's width, text columns wrapping (numbers and ids never do)."""
     from rich.console import Console
 
     console = Console()
     needed = Console(width=1_000).measure(table).maximum  # its natural width, unconstrained
-    if needed > console.width:
+    if whole and needed > console.width:
         console = Console(width=needed)
     console.print(table)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from search._cli_common import db_option, open_db, user_errors
+from search._cli_common import db_option, open_db, print_table, user_errors
 from search._outputs import check_output_file, writing
 from search._plot import PLOT_FORMATS
 
@@ -55,8 +55,9 @@ def results_group() -> None:
     "--json", "json_output", is_flag=True,
     help="Print the rows as JSON records (latencies in seconds, as in exports).",
 )  # fmt: skip
+@click.option("--wide", is_flag=True, help="Every column (engine, GPUs, cost, capacity kind...).")
 @user_errors
-def results_list(job, db, sku, scheduler, slo, limit, json_output: bool) -> None:
+def results_list(job, db, sku, scheduler, slo, limit, json_output: bool, wide: bool) -> None:
     """Configurations ranked by QPS per dollar (SLO-passing first)."""
     from search._results_view import ranked_results, records_json, results_table
 
@@ -67,14 +68,15 @@ def results_list(job, db, sku, scheduler, slo, limit, json_output: bool) -> None
         return
     job_id = database.get_job(job).id
     title = f"Job {job_id}: {len(frame)} configurations with results"
-    console.print(results_table(frame.head(limit), title))
+    print_table(results_table(frame.head(limit), title, wide=wide), whole=wide)
 
 
 @results_group.command("show")
 @job_argument
 @db_option
+@click.option("--wide", is_flag=True, help="Every column of the frontier tables.")
 @user_errors
-def results_show(job, db) -> None:
+def results_show(job, db, wide: bool) -> None:
     """A job: its spec, status, counts and Pareto frontiers."""
     from search._db.store import job_state
     from search._results_view import job_spec, ranked_results, results_table
@@ -98,7 +100,9 @@ def results_show(job, db) -> None:
                       "capacity; `llmcap results best` says why)")  # fmt: skip
     for frontier, group in points.groupby("frontier", sort=True):
         ids = [i for i in group.sort_values("rank")["configuration_id"] if i in frame.index]
-        console.print(results_table(frame.loc[ids], f"Pareto frontier {frontier}"))
+        print_table(
+            results_table(frame.loc[ids], f"Pareto frontier {frontier}", wide=wide), whole=wide
+        )
 
 
 @results_group.command("best")

@@ -7,6 +7,7 @@ import math
 from collections import Counter
 
 import pandas as pd
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -79,32 +80,39 @@ def _rejected(row: dict) -> str:
     return "-" if _missing(value) else str(int(value))
 
 
-def results_table(frame: pd.DataFrame, title: str) -> Table:
-    table = Table(title=title, title_justify="left")
-    for name, justify in (
-        ("rank", "right"), ("configuration", "left"), ("engine", "left"), ("GPUs", "right"),
-        ("$/h", "right"),
-        ("capacity QPS", "right"), ("capacity", "left"), ("rejected", "right"),
-        ("QPS/$", "right"), ("TTFT P90 ms", "right"),
-        ("TBT P99 ms", "right"), ("$/M out tok", "right"), ("SLOs", "center"),
-    ):  # fmt: skip
-        table.add_column(name, justify=justify)
-    for row in frame.to_dict("records"):
-        table.add_row(
-            str(row.get("rank", "")),
-            row["label"],
-            "vidur@2024" if _missing(row.get("engine")) else str(row["engine"]),
-            str(row["num_gpus"]),
-            _fmt(row["cost_per_hour"], digits=2),
-            _fmt(row["capacity_qps"], digits=2),
-            _kind(row),
-            _rejected(row),
-            _fmt(row["qps_per_dollar"], digits=3),
-            _fmt(row["ttft_p90"], 1e3),
-            _fmt(row["tbt_p99"], 1e3),
-            _fmt(row["cost_per_million_output_tokens"], digits=2),
-            "pass" if row["slo_passed"] is True else "FAIL",
-        )
+# (header, cell, right-aligned, shown only with --wide): the narrow set fits 80 columns
+_RESULT_COLUMNS = (
+    ("rank", lambda r: str(r.get("rank", "")), True, False),
+    ("configuration", lambda r: r["label"], False, False),
+    ("engine", lambda r: "vidur@2024" if _missing(r.get("engine")) else str(r["engine"]),
+     False, True),
+    ("GPUs", lambda r: str(r["num_gpus"]), True, True),
+    ("$/h", lambda r: _fmt(r["cost_per_hour"], digits=2), True, True),
+    ("QPS", lambda r: _fmt(r["capacity_qps"], digits=2), True, True),
+    ("capacity", _kind, False, True),
+    ("rejected", _rejected, True, True),
+    ("QPS/$", lambda r: _fmt(r["qps_per_dollar"], digits=3), True, False),
+    ("TTFT P90 s", lambda r: _fmt(r["ttft_p90"], digits=2), True, False),
+    ("TBT P99 ms", lambda r: _fmt(r["tbt_p99"], 1e3), True, False),
+    ("$/M out tok", lambda r: _fmt(r["cost_per_million_output_tokens"], digits=2), True, True),
+    ("SLOs", lambda r: "pass" if r["slo_passed"] is True else "FAIL", False, False),
+)  # fmt: skip
+
+
+def results_table(frame: pd.DataFrame, title: str, wide: bool = False) -> Table:
+    """Ranked results as a table: numbers never shortened; the narrow set (rank,
+    configuration, QPS/$, TTFT, TBT, SLOs) fits 80 columns, `wide` adds the rest."""
+    columns = [c for c in _RESULT_COLUMNS if wide or not c[3]]
+    rows = [[cell(row) for _, cell, _, _ in columns] for row in frame.to_dict("records")]
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD)
+    for i, (header, _, right, _) in enumerate(columns):
+        table.add_column(
+            header, justify="right" if right else "left", no_wrap=right,
+            min_width=max([len(header), *(len(r[i]) for r in rows)]) if right else None,
+            overflow="fold",
+        )  # fmt: skip
+    for row in rows:
+        table.add_row(*row)
     return table
 
 

@@ -119,7 +119,7 @@ def catalog_skus(catalog_files: tuple[Path, ...], wide: bool, json_output: bool)
     if json_output:
         click.echo(json.dumps([asdict(s) for s in catalog.skus()], indent=2, default=str))
         return
-    print_table(format_sku_table(catalog, wide=wide))
+    print_table(format_sku_table(catalog, wide=wide), whole=wide)
 
 
 @catalog.command("models")
@@ -136,7 +136,7 @@ def catalog_models(wide: bool, json_output: bool) -> None:
         rows = [asdict(m) | {"num_params": m.num_params} for m in models]
         click.echo(json.dumps(rows, indent=2, default=str))
         return
-    print_table(format_model_table(wide=wide))
+    print_table(format_model_table(wide=wide), whole=wide)
 
 
 @catalog.command("workloads")
@@ -171,7 +171,7 @@ def catalog_workloads(wide: bool, json_output: bool) -> None:
     for row in rows:
         cells = [f"{row[c]:,.0f}" for c in columns]
         table.add_row(str(row["name"]), *cells, *([str(row["description"])] if wide else []))
-    print_table(table)
+    print_table(table, whole=wide)
 
 
 # -- simulate ----------------------------------------------------------------

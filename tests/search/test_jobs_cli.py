@@ -173,7 +173,7 @@ def test_results_commands_on_a_finished_job(tmp_path):
     assert ran.returncode == 0, ran.stderr
     # the run says which capacities rest on the ceiling
     assert "rests on that ceiling, not a measurement" in " ".join(ran.stdout.split())
-    listing = llmcap("results", "list", "--db", db_url, "--sku", "h100-sxm")
+    listing = llmcap("results", "list", "--db", db_url, "--sku", "h100-sxm", "--wide")
     assert listing.returncode == 0 and "h100-sxm" in listing.stdout and "a100" not in listing.stdout
     assert "ceiling 150" in listing.stdout and "measured 150" in listing.stdout
     best = llmcap("results", "best", "--db", db_url)

@@ -49,7 +49,7 @@ def test_best_recommends_the_measured_one_and_names_the_ceiling_one(db_url: str)
 
 
 def test_list_shows_kind_and_rejected(db_url: str) -> None:
-    out = _run("results", "list", "--db", db_url)
+    out = _run("results", "list", "--db", db_url, "--wide")
     assert "measured 4000" in out and "ceiling 4000" in out
     assert out.index("measured one") < out.index("ceiling one")  # measured ranks first
 
@@ -119,6 +119,15 @@ def test_best_exits_1_when_nothing_qualifies(tmp_path: Path) -> None:
     assert as_json.exit_code == 1
     answer = json.loads(as_json.output)
     assert answer["recommended"] is None and "meets the SLOs" in answer["why"]
+
+
+def test_list_fits_80_columns_with_every_number_whole(db_url: str) -> None:
+    result = CliRunner().invoke(cli, ["results", "list", "--db", db_url], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    assert max(len(line) for line in result.output.splitlines()) <= 80
+    assert "…" not in result.output
+    for figure in ("5.000", "12.500", "0.50", "50.0", "pass"):  # QPS/$, TTFT s, TBT ms
+        assert figure in result.output
 
 
 def test_list_as_json_carries_the_table_figures(db_url: str) -> None:
