@@ -79,10 +79,15 @@ def validate(plan_file: Path, catalog_files: tuple[Path, ...]) -> None:
     "--executor", type=click.Choice(["local", "ray", "inline"]), default="local",
     show_default=True, help="Where the searches simulate: a process pool, Ray, this process.",
 )  # fmt: skip
+@click.option(
+    "--address", default=None,
+    help="Ray cluster to join with --executor ray (HOST:6379, ray://HOST:10001 or auto).",
+)  # fmt: skip
 @click.option("--workers", type=int, default=None, help="Process-pool size [cores].")
 @user_errors
 def run(plan_file: Path, db: str | None, out_dir: Path, catalog_files: tuple[Path, ...],
-        webhook: str | None, executor: str, workers: int | None) -> None:  # fmt: skip
+        webhook: str | None, executor: str, address: str | None,
+        workers: int | None) -> None:  # fmt: skip
     """Run a plan: search (or reuse), size the fleets, report, compare with the last run.
 
     Exit status 0 when nothing crossed a threshold, 3 when something did, 2 on bad input.
@@ -97,7 +102,9 @@ def run(plan_file: Path, db: str | None, out_dir: Path, catalog_files: tuple[Pat
     check_plan(plan)
     database = open_db(db)
     previous = next(iter(database.plan_runs(plan.name, limit=1)), None)
-    summary, counts, frames = run_plan(plan, database, executor, workers)  # type: ignore[arg-type]
+    summary, counts, frames = run_plan(
+        plan, database, executor, address, workers  # type: ignore[arg-type]
+    )
     changes = compare(previous.summary if previous else None, summary, plan.alerts)
     status = EXIT_CHANGED if changes else 0
     searches = {"evaluated": counts.evaluated, "refined": counts.refined,

@@ -58,6 +58,7 @@ def run_plan(
     plan: Plan,
     db: Database,
     executor: ExecutorKind = "local",
+    address: str | None = None,
     workers: int | None = None,
     today: dt.date | None = None,
     on_progress: Callable[[str, JobProgress], None] | None = None,
@@ -69,7 +70,7 @@ def run_plan(
     services = []
     frames: dict[str, pd.DataFrame] = {}
     for service in plan.services:
-        driver = SearchDriver(service.search, db, executor, workers=workers)
+        driver = SearchDriver(service.search, db, executor, address, workers)
         if on_progress is not None:
             driver.on_progress = lambda p, name=service.name: on_progress(name, p)
         report = driver.run()

@@ -278,6 +278,14 @@ def test_an_unknown_plan_field_and_a_bad_webhook_exit_2(ran, tmp_path: Path) -> 
     assert code == 2 and "--webhook" in output
 
 
+def test_an_unreachable_database_exits_2_and_writes_no_report(ran, tmp_path: Path) -> None:
+    plan, _, _ = ran
+    reports = tmp_path / "fresh-reports"
+    code, output = run_plan(plan, f"sqlite:///{tmp_path}/no/such/dir/results.db", reports)
+    assert code == 2 and "no/such/dir" in output and "Traceback" not in output
+    assert not reports.exists()
+
+
 def test_demand_forecasts() -> None:
     today = dt.date(2026, 11, 24)
     growth = DemandSpec(peak_qps=10, monthly_growth=0.05, horizon_months=2).forecast(today)
