@@ -11,7 +11,7 @@ from rich.table import Table
 
 from search._cli_common import db_option, open_db, print_table, user_errors
 
-console = Console()
+console = Console(soft_wrap=True)  # whole lines in logs (cron, journald)
 EXIT_CHANGED = 3
 
 catalog_option = click.option(

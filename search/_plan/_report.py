@@ -95,7 +95,10 @@ def _service_blocks(service: dict, pareto_svg: str | None) -> list[Block]:
             rows.append([r["deployment"], f"{r['qps_per_dollar']:.3f}",
                          str(r["replicas_at_horizon"]), _money(r["cost_per_month_at_horizon"]),
                          _money(r["extra_cost_per_month"]), _price(r["price"])])  # fmt: skip
-        out += [Block("h3", "Runner-ups"), Block("table", rows=rows)]
+        out += [Block("h3", "Runner-ups"), Block("table", rows=rows), Block("p", (
+            "Extra $/month: the runner-up's fleet at the horizon against the pick's; below "
+            "zero where whole replicas make it cheaper at that demand."
+        ))]  # fmt: skip
     daily = service["daily"]
     if daily:
         out += [Block("h3", "Over the day"), Block("p", (

@@ -1,9 +1,10 @@
 """Sizing a fleet from a search's results: replicas per forecast date, cost, runner-ups.
 
-The stored results keep the price each configuration was registered with; a plan prices
-them again from the catalog in force (a changed price changes the answer without a new
-simulation).  Replicas are copies of the recommended deployment unit, enough that the
-forecast peak is at most ``headroom`` of their capacity.
+Every dollar figure is computed here from the catalog the plan runs with (its price, date
+and source go into the report), not read from the stored results: the plan's figures then
+follow the catalog in force whatever price a result was stored with.  Replicas are copies
+of the recommended deployment unit, enough that the forecast peak is at most ``headroom`` of
+their capacity.
 """
 
 from __future__ import annotations

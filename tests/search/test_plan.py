@@ -195,6 +195,49 @@ def test_the_report_renders_in_a_headless_browser(ran, tmp_path: Path) -> None:
     assert blue.sum() > 50
 
 
+def test_a_changed_workload_exits_3_and_names_it(ran, tmp_path: Path) -> None:
+    _, db, reports = ran
+    plan = write_plan(tmp_path, workload={"source": "code", "num_requests": 100})
+    code, output = run_plan(plan, db, reports)
+    assert code == 3, output
+    changes = report_json(reports)["changes"]
+    assert "workload" in {c["kind"] for c in changes}
+    assert "search inputs changed" in output
+
+
+def _summary(deployment: str | None, qps_per_dollar: float = 2.0, cost: float = 1000.0,
+             price: float = 2.0, short: bool = False) -> dict:  # fmt: skip
+    recommended = None if deployment is None else {
+        "deployment": deployment, "qps_per_dollar": qps_per_dollar}  # fmt: skip
+    short_on = [{"date": "2027-01-01", "peak_qps": 3.0, "replicas_needed": 3}]
+    fleet = {"deployment": "x", "replicas": 1, "serves_qps": 1.0, "why": "", "short_on": short_on}
+    return {"services": [{
+        "service": "s", "spec_fingerprint": "f", "recommended": recommended,
+        "fleet": [{"date": "2027-01-01", "cost_per_month": cost}] if deployment else [],
+        "prices": {"h100-sxm": {"price_per_gpu_hour": price, "price_date": "2026-01-01",
+                                "price_source": "list"}},
+        "current_fleet": fleet if short else None, "why": "no SLO met",
+    }]}  # fmt: skip
+
+
+def test_compare_flags_only_what_crossed_a_threshold() -> None:
+    from search._plan import compare
+    from search._plan._spec import AlertSpec
+
+    alerts = AlertSpec(qps_per_dollar_change=0.05, fleet_cost_change=0.10)
+    kinds = lambda a, b: [c["kind"] for c in compare(a, b, alerts)]  # noqa: E731
+    assert kinds(_summary("A"), _summary("A", qps_per_dollar=2.09, cost=1090)) == []
+    assert kinds(_summary("A"), _summary("A", qps_per_dollar=2.11, cost=1110)) == [
+        "qps_per_dollar", "fleet_cost"]  # fmt: skip
+    assert kinds(_summary("A"), _summary("B")) == ["deployment"]
+    assert kinds(_summary("A"), _summary("A", price=2.5)) == ["price"]
+    assert kinds(_summary("A"), _summary(None)) == ["slo"]
+    assert kinds(None, _summary(None)) == ["no_recommendation"]
+    assert kinds(None, _summary("A")) == []
+    (short,) = compare(_summary("A"), _summary("A", short=True), alerts)
+    assert short["kind"] == "current_fleet" and "needs 3 replicas" in short["message"]
+
+
 def _webhook_server() -> tuple[HTTPServer, list[dict]]:
     received: list[dict] = []
 
