@@ -7,13 +7,12 @@ runs the searches through the search driver and returns the run's summary (JSON-
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pandas as pd
 
 from search._db import Database
-from search._driver import JobProgress, SearchDriver
+from search._driver import SearchDriver
 from search._errors import SpecError
 from search._executors import ExecutorKind
 from search._plan._sizing import price_of, repriced, size_service
@@ -61,7 +60,6 @@ def run_plan(
     address: str | None = None,
     workers: int | None = None,
     today: dt.date | None = None,
-    on_progress: Callable[[str, JobProgress], None] | None = None,
 ) -> tuple[dict, SearchCounts, dict[str, pd.DataFrame]]:
     """Run (or reuse) every service's search and size its fleet: the run's summary, what
     the searches did, and each service's results priced as the plan prices them."""
@@ -71,8 +69,6 @@ def run_plan(
     frames: dict[str, pd.DataFrame] = {}
     for service in plan.services:
         driver = SearchDriver(service.search, db, executor, address, workers)
-        if on_progress is not None:
-            driver.on_progress = lambda p, name=service.name: on_progress(name, p)
         report = driver.run()
         counts.evaluated += report.evaluated
         counts.refined += report.refined
