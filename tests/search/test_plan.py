@@ -329,6 +329,15 @@ def test_an_unreachable_database_exits_2_and_writes_no_report(ran, tmp_path: Pat
     assert not reports.exists()
 
 
+def test_validate_describes_the_example_plan() -> None:
+    example = Path(__file__).resolve().parents[2] / "examples" / "capacity_plan.yaml"
+    code, output = invoke("plan", "validate", str(example))
+    assert code == 0, output
+    assert "chat: meta-llama/Llama-2-7b-hf on a100-80gb, h100-sxm; 7 forecast date(s)" in output
+    assert "daily profile; current fleet 8 x h100-sxm" in output
+    assert "code: meta-llama/Llama-2-7b-hf on a100-80gb;" in output  # its dates pass by
+
+
 def test_demand_forecasts() -> None:
     today = dt.date(2026, 11, 24)
     growth = DemandSpec(peak_qps=10, monthly_growth=0.05, horizon_months=2).forecast(today)
