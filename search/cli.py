@@ -33,6 +33,10 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
         "search._cli_validate:validate",
         "Simulate measured deployments and print the error table.",
     ),
+    "plan": (
+        "search._cli_plan:plan_group",
+        "Capacity plans: fleets and costs for forecast traffic, and what changed since last run.",
+    ),
     "profile": (
         "search._cli_profile:profile_group",
         "Measure operator times on this machine, or import Vidur's, as op tables.",
@@ -87,6 +91,7 @@ def cli() -> None:
       llmcap catalog workloads               the built-in workloads and their lengths
       llmcap validate                        the simulator against measured results
       llmcap profile run --help              measure operator tables on your GPU
+      llmcap plan run examples/capacity_plan.yaml  fleets and costs for forecast traffic
     """
 
 

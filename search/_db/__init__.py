@@ -26,6 +26,7 @@ from search._db.models import (
     Job,
     JobConfiguration,
     ParetoPoint,
+    PlanRun,
 )
 from search._db.schema import MIGRATIONS_DIR, ensure_schema, head_revision
 from search._db.store import (
@@ -55,6 +56,7 @@ __all__ = [
     "Job",
     "JobConfiguration",
     "ParetoPoint",
+    "PlanRun",
     "ResultRecord",
     "StoredConfiguration",
     "ensure_schema",

@@ -1,6 +1,6 @@
 """The results schema: SQLAlchemy 2 typed declarative models.
 
-Five tables:
+Six tables:
 
 - ``jobs``: one search job (a spec run once, possibly resumed), with its driver's heartbeat.
 - ``configurations``: one deployment configuration of a spec. A configuration is identified by
@@ -14,6 +14,8 @@ Five tables:
   Every answer for a job covers these only.
 - ``capacity_results``: the capacity search's answer for one configuration (at most one row).
 - ``pareto_points``: the Pareto frontiers of one job, one row per point, ordered by ``rank``.
+- ``plan_runs``: one run of a capacity plan (`llmcap plan run`): its inputs' fingerprints and
+  prices, its headline figures, what changed since the previous run, and its exit status.
 
 Any change here needs a new migration in ``migrations/versions/`` (written by hand; the test
 suite checks that the migrations and these models agree).
@@ -270,3 +272,23 @@ class ParetoPoint(Base):
             f"ParetoPoint(job_id={self.job_id!r}, frontier={self.frontier!r}, "
             f"rank={self.rank!r}, configuration_id={self.configuration_id!r})"
         )
+
+
+class PlanRun(Base):
+    """One run of a capacity plan: what went in, what came out, what changed."""
+
+    __tablename__ = "plan_runs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    plan_name: Mapped[str] = mapped_column(String(100), index=True)
+    plan_fingerprint: Mapped[str] = mapped_column(String(64))  # the plan and catalog files
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    exit_status: Mapped[int] = mapped_column(Integer)  # 0 nothing to act on, 3 something
+    # per service: its search's spec fingerprint and job, and the prices used
+    inputs: Mapped[dict[str, Any]] = mapped_column(JSONDocument)
+    summary: Mapped[dict[str, Any]] = mapped_column(JSONDocument)  # the report's data
+    changes: Mapped[list[Any]] = mapped_column(JSONDocument)  # against the previous run
+    report_dir: Mapped[str | None] = mapped_column(Text)
+
+    def __repr__(self) -> str:
+        return f"PlanRun(id={self.id!r}, plan_name={self.plan_name!r})"

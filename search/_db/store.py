@@ -57,6 +57,7 @@ from search._db.models import (
     Job,
     JobConfiguration,
     ParetoPoint,
+    PlanRun,
     utcnow,
 )
 from search._db.schema import current_revisions, ensure_schema, llmcap_version
@@ -733,6 +734,31 @@ class Database:
         if frontier is not None:
             statement = statement.where(ParetoPoint.frontier == frontier)
         return self._frame(statement)
+
+    # ------------------------------------------------------------ plan runs
+
+    def record_plan_run(self, run: PlanRun) -> PlanRun:
+        """Store one run of a capacity plan (written once, never updated)."""
+        with self._transaction() as session:
+            session.add(run)
+        return run
+
+    def plan_runs(self, plan_name: str, limit: int | None = 20) -> list[PlanRun]:
+        """The runs of a plan, newest first."""
+        statement = (
+            select(PlanRun).where(PlanRun.plan_name == plan_name)
+            .order_by(PlanRun.id.desc()).limit(limit)
+        )  # fmt: skip
+        with self._transaction(write=False) as session:
+            return list(session.scalars(statement))
+
+    def get_plan_run(self, run_id: int) -> PlanRun:
+        with self._transaction(write=False) as session:
+            run = session.get(PlanRun, run_id)
+        if run is None:
+            raise DatabaseError(f"no plan run {run_id} in {self.url}; `llmcap plan history "
+                                "PLAN` lists the runs of a plan")  # fmt: skip
+        return run
 
     def _frame(self, statement: Select[Any]) -> pd.DataFrame:
         with self._transaction(write=False) as session:

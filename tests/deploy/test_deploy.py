@@ -12,8 +12,7 @@ import click
 import pytest
 import yaml
 
-from search._space import candidates
-from search._spec import parse_spec
+from search._plan import check_plan, load_plan
 from search.cli import cli
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -88,9 +87,8 @@ def _containers(doc: dict) -> list[dict]:
 def _resolve(argv: list[str]) -> tuple[click.Command, list[str]]:
     command: click.Command = cli
     rest = list(argv)
-    while isinstance(command, click.Group):
-        ctx = click.Context(command)
-        found = command.get_command(ctx, rest[0]) if rest else None  # lazy groups load here
+    while isinstance(command, click.Group):  # get_command: lazily loaded groups too
+        found = command.get_command(click.Context(command), rest[0]) if rest else None
         assert found is not None, f"no command {rest[:1]} in {command.name}"
         rest.pop(0)
         command = found
@@ -99,7 +97,7 @@ def _resolve(argv: list[str]) -> tuple[click.Command, list[str]]:
 
 def test_deploy_runs_llmcap_commands() -> None:
     kinds = {" ".join(argv[:2]) for _, argv in _command_lines()}
-    assert {"search submit", "search run", "results best", "pareto plot"} <= kinds
+    assert {"search submit", "results best", "plan run", "plan history", "plan diff"} <= kinds
 
 
 @pytest.mark.parametrize(("where", "argv"), _command_lines(), ids=lambda x: str(x)[:60])
@@ -130,15 +128,39 @@ def test_manifests_are_kubernetes_objects() -> None:
         assert doc["apiVersion"] and doc["metadata"]["name"], doc
 
 
-def test_the_shipped_planning_spec_validates_and_has_feasible_configurations() -> None:
+def test_the_cron_job_runs_the_shipped_example_plan_and_fails_on_exit_3() -> None:
     (config_map,) = [d for d in _documents() if d["kind"] == "ConfigMap"]
-    spec = parse_spec(yaml.safe_load(config_map["data"]["plan.yaml"]), source="plan.yaml")
-    assert any(c.feasible for c in candidates(spec))
+    example = ROOT / "examples" / "capacity_plan.yaml"
+    assert config_map["data"]["plan.yaml"] == example.read_text()
+    check_plan(load_plan(example))
     (cron_job,) = [d for d in _documents() if d["kind"] == "CronJob"]
-    pod = cron_job["spec"]["jobTemplate"]["spec"]["template"]["spec"]
-    (mount,) = pod["containers"][0]["volumeMounts"]
-    assert f"{mount['mountPath']}/plan.yaml" in pod["containers"][0]["command"]
-    assert pod["volumes"][0]["configMap"]["name"] == config_map["metadata"]["name"]
+    job = cron_job["spec"]["jobTemplate"]["spec"]
+    pod = job["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["command"][:3] == ["llmcap", "plan", "run"]
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    assert f"{mounts['plans']}/plan.yaml" in container["command"]
+    out = container["command"][container["command"].index("--out") + 1]
+    assert out == mounts["reports"]  # the reports are kept on the volume
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["plans"]["configMap"]["name"] == config_map["metadata"]["name"]
+    (claim,) = [d for d in _documents() if d["kind"] == "PersistentVolumeClaim"]
+    assert volumes["reports"]["persistentVolumeClaim"]["claimName"] == claim["metadata"]["name"]
+    # exit 3 fails the Job at once: a retry would compare with this run and find nothing new
+    assert pod["restartPolicy"] == "Never"
+    (rule,) = job["podFailurePolicy"]["rules"]
+    assert rule["action"] == "FailJob" and 3 in rule["onExitCodes"]["values"]
+    assert rule["onExitCodes"]["containerName"] == container["name"]
+
+
+def test_systemd_and_cron_run_the_plan() -> None:
+    service = _unit(DEPLOY / "systemd" / "llmcap-plan.service")["Service"]
+    (start,) = service["ExecStart"]
+    assert start.split()[1:4] == ["plan", "run", "/etc/llmcap/plan.yaml"]
+    assert "SuccessExitStatus" not in service  # exit 3 leaves the unit failed
+    readme = (DEPLOY / "README.md").read_text()
+    (cron,) = [line for line in readme.splitlines() if line.startswith("0 2 * * *")]
+    assert "llmcap plan run /etc/llmcap/plan.yaml" in cron and "|| tail" in cron
 
 
 def _dockerfile_ray_version() -> str:
