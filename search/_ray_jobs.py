@@ -8,6 +8,7 @@ from pathlib import Path
 from search._ray_auth import AUTH_HINT, token_auth_from_environment, token_available
 
 AGENT_WAIT_S = 60.0  # how long to wait for a new cluster's job agent
+DEFAULT_AGENT_PORT = 52365  # Ray's dashboard agent (job agent) HTTP port
 
 
 class RayJobsError(Exception):
@@ -50,9 +51,19 @@ def submit_job(
             )
         except Exception as exc:
             # a cluster that has just started has no job agent for a few seconds
-            if "try again later" in str(exc) and time.monotonic() < deadline:
+            agent_missing = "try again later" in str(exc)
+            if agent_missing and time.monotonic() < deadline:
                 time.sleep(1.0)
                 continue
+            if agent_missing:
+                raise RayJobsError(
+                    f"the Ray cluster at {address} has no job agent after {AGENT_WAIT_S:.0f} s. "
+                    f"On a host with another Ray (a stale head, another user's), the agent's "
+                    f"port ({DEFAULT_AGENT_PORT} by default) is often taken: stop the other one "
+                    "(`ray stop`), or start this head on free ports, e.g. `ray start --head "
+                    "--dashboard-agent-listen-port 52400 --dashboard-agent-grpc-port 52401 "
+                    "--metrics-export-port 52402`"
+                ) from None
             raise RayJobsError(f"the Ray cluster at {address} refused the job: {exc}") from None
 
 

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
 from search._ray_auth import AUTH_HINT, token_auth_from_environment, token_available
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -55,3 +58,20 @@ def test_jobs_api_error_says_how_to_authenticate(clean_env) -> None:
     message = str(info.value)
     assert "cannot reach the Ray Jobs API at http://127.0.0.1:9" in message
     assert AUTH_HINT in message
+
+
+def test_a_missing_job_agent_names_the_port_and_how_to_pick_another(monkeypatch) -> None:
+    pytest.importorskip("ray")
+    import search._ray_jobs as ray_jobs
+
+    class AgentNeverUp:
+        def submit_job(self, **_):
+            raise RuntimeError("No available agent to submit job, please try again later.")
+
+    monkeypatch.setattr(ray_jobs, "_client", lambda address: AgentNeverUp())
+    monkeypatch.setattr(ray_jobs, "AGENT_WAIT_S", 0.0)
+    with pytest.raises(ray_jobs.RayJobsError) as info:
+        ray_jobs.submit_job("http://127.0.0.1:8265", "llmcap --help", ROOT)
+    message = str(info.value)
+    assert "no job agent after 0 s" in message and "52365" in message
+    assert "--dashboard-agent-listen-port" in message and "ray stop" in message
