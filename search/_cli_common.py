@@ -37,6 +37,51 @@ def user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+def records_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """--json / --csv: the command's rows for scripts, instead of its table (as `fmt`)."""
+    func = click.option(
+        "--csv", "fmt", flag_value="csv", help="Print the rows as CSV (nested values as JSON)."
+    )(func)
+    return click.option("--json", "fmt", flag_value="json", help="Print the rows as JSON.")(func)
+
+
+def emit_records(rows: list[dict[str, Any]], fmt: str) -> None:
+    """Write `rows` to stdout as JSON (a list of objects) or CSV (one header, nested values
+    as JSON text)."""
+    import json
+
+    rows = [_plain(row) for row in rows]
+    if fmt == "json":
+        click.echo(json.dumps(rows, indent=2, default=str))
+        return
+    import csv
+    import io
+
+    out = io.StringIO()
+    fields = list(dict.fromkeys(key for row in rows for key in row))
+    writer = csv.DictWriter(out, fieldnames=fields, lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({
+            k: json.dumps(v, default=str) if isinstance(v, dict | list) else v
+            for k, v in row.items()
+        })  # fmt: skip
+    click.echo(out.getvalue(), nl=False)
+
+
+def _plain(value: Any) -> Any:
+    """JSON-ready: enums as their values, tuples as lists, through dicts and lists."""
+    import enum
+
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
 def print_table(table: Any, whole: bool = True) -> None:
     """Print a rich table.  `whole`: as wide as it needs, even past the terminal (a --wide
     table in a pipe or an 80-column window loses no value to cropping); else in the

@@ -8,7 +8,14 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from search._cli_common import db_option, open_db, print_table, user_errors
+from search._cli_common import (
+    db_option,
+    emit_records,
+    open_db,
+    print_table,
+    records_options,
+    user_errors,
+)
 from search._outputs import check_output_file, writing
 from search._plot import PLOT_FORMATS
 
@@ -51,20 +58,19 @@ def results_group() -> None:
 @db_option
 @filter_options
 @click.option("--limit", type=int, default=30, show_default=True, help="Rows to show.")
-@click.option(
-    "--json", "json_output", is_flag=True,
-    help="Print the rows as JSON records (latencies in seconds, as in exports).",
-)  # fmt: skip
+@records_options
 @click.option("--wide", is_flag=True, help="Every column (engine, GPUs, cost, capacity kind...).")
 @user_errors
-def results_list(job, db, sku, scheduler, slo, limit, json_output: bool, wide: bool) -> None:
-    """Configurations ranked by QPS per dollar (SLO-passing first)."""
+def results_list(job, db, sku, scheduler, slo, limit, fmt: str | None, wide: bool) -> None:
+    """Configurations ranked by QPS per dollar (SLO-passing first).
+
+    With --json or --csv, every field of each row (latencies in seconds, as in exports)."""
     from search._results_view import ranked_results, records_json, results_table
 
     database = open_db(db, create=False)
     frame = ranked_results(database, job, **_filters(sku, scheduler, slo))
-    if json_output:
-        click.echo(records_json(frame.head(limit)))
+    if fmt:
+        emit_records(json.loads(records_json(frame.head(limit))), fmt)
         return
     job_id = database.get_job(job).id
     title = f"Job {job_id}: {len(frame)} configurations with results"
@@ -75,15 +81,31 @@ def results_list(job, db, sku, scheduler, slo, limit, json_output: bool, wide: b
 @job_argument
 @db_option
 @click.option("--wide", is_flag=True, help="Every column of the frontier tables.")
+@click.option("--json", "json_output", is_flag=True, help="The job, counts and frontiers as JSON.")
 @user_errors
-def results_show(job, db, wide: bool) -> None:
+def results_show(job, db, wide: bool, json_output: bool) -> None:
     """A job: its spec, status, counts and Pareto frontiers."""
     from search._db.store import job_state
-    from search._results_view import job_spec, ranked_results, results_table
+    from search._results_view import job_spec, ranked_results, records_json, results_table
 
     database = open_db(db, create=False)
     record, spec = job_spec(database, job)
     counts = database.configuration_counts(record.id)
+    if json_output:
+        frame = ranked_results(database, record.id).set_index("configuration_id", drop=False)
+        points = database.pareto_points(record.id)
+        frontiers = {
+            name: json.loads(records_json(frame.loc[
+                [i for i in group.sort_values("rank")["configuration_id"] if i in frame.index]
+            ]))
+            for name, group in points.groupby("frontier", sort=True)
+        }  # fmt: skip
+        click.echo(json.dumps({
+            "job_id": record.id, "name": record.name, "status": job_state(record),
+            "model": spec.model, "skus": spec.skus, "strategy": spec.strategy.kind,
+            "configurations": counts, "error": record.error, "frontiers": frontiers,
+        }, indent=2, default=str))  # fmt: skip
+        return
     console.print(
         f"[bold]job {record.id}[/bold] {record.name!r}: {job_state(record)}; model {spec.model}; "
         f"SKUs {', '.join(spec.skus)}; strategy {spec.strategy.kind}"

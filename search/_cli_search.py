@@ -13,7 +13,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from search._cli_common import db_option, open_db, user_errors
+from search._cli_common import db_option, emit_records, open_db, records_options, user_errors
 from search._upload import DEFAULT_MAX_BYTES
 
 console = Console()
@@ -389,11 +389,10 @@ def jobs_group() -> None:
 @jobs_group.command("list")
 @db_option
 @click.option("--limit", type=int, default=20, show_default=True)
-@click.option("--json", "json_output", is_flag=True, help="Print the jobs as JSON records.")
+@records_options
 @user_errors
-def jobs_list(db: str | None, limit: int, json_output: bool) -> None:
+def jobs_list(db: str | None, limit: int, fmt: str | None) -> None:
     """Recent jobs, newest first, with the time a running one has left at its pace so far."""
-    import json
     from datetime import UTC, datetime
 
     from search._cli_common import print_table
@@ -418,8 +417,8 @@ def jobs_list(db: str | None, limit: int, json_output: bool) -> None:
             "done": done, "configurations": total,
             "eta_s": None if eta is None else round(eta, 1), "error": job.error or "",
         })  # fmt: skip
-    if json_output:
-        click.echo(json.dumps(rows, indent=2))
+    if fmt:
+        emit_records(rows, fmt)
         return
     table = Table(title=f"Jobs in {database.url}", title_justify="left")
     for name in ("id", "name", "status", "created", "finished", "configurations", "ETA", "error"):

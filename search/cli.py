@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import importlib
-import json
 from pathlib import Path
 from typing import Any
 
 import click
 from click.core import ParameterSource
 
-from search._cli_common import print_table, user_errors
+from search._cli_common import emit_records, print_table, records_options, user_errors
 
 # Command groups imported only when they run (the database, Ray, Optuna and plotting stay
 # unloaded for `llmcap --help` and `llmcap simulate`): name -> (module:attribute, the short
@@ -112,42 +111,41 @@ def catalog() -> None:
     help="A YAML file that adds SKUs or overrides fields (e.g. prices); repeatable.",
 )
 @click.option("--wide", is_flag=True, help="Every column: names, links, price date and source.")
-@click.option("--json", "json_output", is_flag=True, help="Every field of every SKU as JSON.")
+@records_options
 @user_errors
-def catalog_skus(catalog_files: tuple[Path, ...], wide: bool, json_output: bool) -> None:
+def catalog_skus(catalog_files: tuple[Path, ...], wide: bool, fmt: str | None) -> None:
     """GPU SKUs: memory, bandwidth, peak FLOP/s, node shapes and price per GPU-hour."""
     from dataclasses import asdict
 
     from sku_catalog import format_sku_table, load_catalog
 
     catalog = load_catalog(catalog_files)
-    if json_output:
-        click.echo(json.dumps([asdict(s) for s in catalog.skus()], indent=2, default=str))
+    if fmt:
+        emit_records([asdict(s) for s in catalog.skus()], fmt)
         return
     print_table(format_sku_table(catalog, wide=wide), whole=wide)
 
 
 @catalog.command("models")
 @click.option("--wide", is_flag=True, help="Also head dim, intermediate size and vocabulary.")
-@click.option("--json", "json_output", is_flag=True, help="Every field of every model as JSON.")
-def catalog_models(wide: bool, json_output: bool) -> None:
+@records_options
+def catalog_models(wide: bool, fmt: str | None) -> None:
     """Built-in model architectures (any local HF config.json also works with --model PATH)."""
     from dataclasses import asdict
 
     from estimators import builtin_model_names, format_model_table, load_model
 
-    if json_output:
+    if fmt:
         models = [load_model(name) for name in builtin_model_names()]
-        rows = [asdict(m) | {"num_params": m.num_params} for m in models]
-        click.echo(json.dumps(rows, indent=2, default=str))
+        emit_records([asdict(m) | {"num_params": m.num_params} for m in models], fmt)
         return
     print_table(format_model_table(wide=wide), whole=wide)
 
 
 @catalog.command("workloads")
 @click.option("--wide", is_flag=True, help="Also each workload's description and max lengths.")
-@click.option("--json", "json_output", is_flag=True, help="The statistics as JSON.")
-def catalog_workloads(wide: bool, json_output: bool) -> None:
+@records_options
+def catalog_workloads(wide: bool, fmt: str | None) -> None:
     """Built-in workloads (`workload: {source: NAME}`) and their length statistics."""
     from rich import box
     from rich.table import Table
@@ -155,8 +153,8 @@ def catalog_workloads(wide: bool, json_output: bool) -> None:
     from workloads import builtin_length_statistics
 
     rows = builtin_length_statistics()
-    if json_output:
-        click.echo(json.dumps(rows, indent=2))
+    if fmt:
+        emit_records(rows, fmt)
         return
     table = Table(
         title="Built-in workloads: prompt (in) and output (out) tokens, 20,000 draws",

@@ -10,8 +10,9 @@ import pytest
 import yaml
 from sqlalchemy import MetaData, create_engine
 
-from search._db import ConfigRecord, ResultRecord
+from search._db import ConfigRecord, ResultRecord, open_database
 from search._db.store import fingerprint_of
+from search._spec import parse_spec
 
 PG_ENV = "LLMCAP_TEST_POSTGRES_URL"  # a PostgreSQL database the tests may wipe
 
@@ -115,3 +116,22 @@ def stored_result(
         rejected_requests=rejected, slo_passed=True, ttft_p90=0.5, tbt_p99=0.05,
         cost_per_million_output_tokens=1.0,
     )  # fmt: skip
+
+
+@pytest.fixture
+def finished_job_db(tmp_path: Path) -> str:
+    """A finished job: a measured configuration, and a better-looking one on the ceiling."""
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    spec = parse_spec(TINY_SPEC)
+    db = open_database(url)
+    job = db.create_job("tiny", spec.model_dump_json(), spec.fingerprint())
+    ids = db.register_configurations(
+        job.id,
+        spec.fingerprint(),
+        [stored_config(1, "measured one"), stored_config(2, "ceiling one")],
+    )
+    db.record_result(ids[0], stored_result(10.0, "measured", upper=10.4, rejected=3))
+    db.record_result(ids[1], stored_result(25.0, "ceiling", upper=None))
+    db.finish_job(job.id, "succeeded")
+    db.close()
+    return url

@@ -15,49 +15,32 @@ from search.cli import cli
 from tests.search.conftest import TINY_SPEC, stored_config, stored_result
 
 
-@pytest.fixture
-def db_url(tmp_path: Path) -> str:
-    """A finished job: a measured configuration, and a better-looking one on the ceiling."""
-    url = f"sqlite:///{tmp_path / 'r.db'}"
-    spec = parse_spec(TINY_SPEC)
-    db = open_database(url)
-    job = db.create_job("tiny", spec.model_dump_json(), spec.fingerprint())
-    ids = db.register_configurations(
-        job.id,
-        spec.fingerprint(),
-        [stored_config(1, "measured one"), stored_config(2, "ceiling one")],
-    )
-    db.record_result(ids[0], stored_result(10.0, "measured", upper=10.4, rejected=3))
-    db.record_result(ids[1], stored_result(25.0, "ceiling", upper=None))
-    db.finish_job(job.id, "succeeded")
-    db.close()
-    return url
-
-
 def _run(*args: str) -> str:
     result = CliRunner().invoke(cli, list(args), env={"COLUMNS": "250"})
     assert result.exit_code == 0, result.output
     return " ".join(result.output.split())
 
 
-def test_best_recommends_the_measured_one_and_names_the_ceiling_one(db_url: str) -> None:
-    out = _run("results", "best", "--db", db_url)
+def test_best_recommends_the_measured_one_and_names_the_ceiling_one(finished_job_db: str) -> None:
+    out = _run("results", "best", "--db", finished_job_db)
     assert "Recommended measured one" in out
     assert "measured on 4,000 requests; 3 of them rejected" in out
     assert "Not recommended ceiling one" in out
     assert "rests on the analytic ceiling, not a measurement" in out
 
 
-def test_list_shows_kind_and_rejected(db_url: str) -> None:
-    out = _run("results", "list", "--db", db_url, "--wide")
+def test_list_shows_kind_and_rejected(finished_job_db: str) -> None:
+    out = _run("results", "list", "--db", finished_job_db, "--wide")
     assert "measured 4000" in out and "ceiling 4000" in out
     assert out.index("measured one") < out.index("ceiling one")  # measured ranks first
 
 
 @pytest.mark.parametrize("suffix", [".csv", ".json", ".parquet"])
-def test_exports_carry_kind_requests_and_rejected(db_url: str, tmp_path: Path, suffix) -> None:
+def test_exports_carry_kind_requests_and_rejected(
+    finished_job_db: str, tmp_path: Path, suffix
+) -> None:
     out = tmp_path / f"all{suffix}"
-    _run("results", "export", "--db", db_url, "--out", str(out))
+    _run("results", "export", "--db", finished_job_db, "--out", str(out))
     if suffix == ".csv":
         frame = pd.read_csv(out)
     elif suffix == ".json":
@@ -80,8 +63,8 @@ def test_exports_carry_kind_requests_and_rejected(db_url: str, tmp_path: Path, s
         assert params["label"] == "measured one"
 
 
-def test_best_as_json_names_the_recommendation_and_the_ceiling_rival(db_url: str) -> None:
-    result = CliRunner().invoke(cli, ["results", "best", "--db", db_url, "--json"])
+def test_best_as_json_names_the_recommendation_and_the_ceiling_rival(finished_job_db: str) -> None:
+    result = CliRunner().invoke(cli, ["results", "best", "--db", finished_job_db, "--json"])
     assert result.exit_code == 0, result.output
     answer = json.loads(result.output)
     assert answer["recommended"]["label"] == "measured one"
@@ -107,22 +90,23 @@ def test_best_exits_1_when_nothing_qualifies(tmp_path: Path) -> None:
     db.record_result(cid, failing)
     db.finish_job(job.id, "succeeded")
     db.close()
-    plain = CliRunner().invoke(cli, ["results", "best", "--db", url], env={"COLUMNS": "250"})
-    assert plain.exit_code == 1 and "no configuration meets the SLOs" in plain.output
+    plain = CliRunner().invoke(cli, ["results", "best", "--db", url])
+    said = " ".join(plain.output.split())  # as wrapped at whatever width the console has
+    assert plain.exit_code == 1 and "no configuration meets the SLOs" in said
     # which filter failed, by how much, and the semantics that would let it qualify
-    assert "ttft_p90 < 2 s: missed by 1 of 1; the closest reached 3.1 s (1.6x the bound)" in (
-        plain.output
-    )
-    assert "tbt_p99 < 0.2 s: missed" not in plain.output
-    assert "capacity_meets_filters: true" in plain.output
+    assert "ttft_p90 < 2 s: missed by 1 of 1; the closest reached 3.1 s (1.6x the bound)" in said
+    assert "tbt_p99 < 0.2 s: missed" not in said
+    assert "capacity_meets_filters: true" in said
     as_json = CliRunner().invoke(cli, ["results", "best", "--db", url, "--json"])
     assert as_json.exit_code == 1
     answer = json.loads(as_json.output)
     assert answer["recommended"] is None and "meets the SLOs" in answer["why"]
 
 
-def test_list_fits_80_columns_with_every_number_whole(db_url: str) -> None:
-    result = CliRunner().invoke(cli, ["results", "list", "--db", db_url], env={"COLUMNS": "80"})
+def test_list_fits_80_columns_with_every_number_whole(finished_job_db: str) -> None:
+    result = CliRunner().invoke(
+        cli, ["results", "list", "--db", finished_job_db], env={"COLUMNS": "80"}
+    )
     assert result.exit_code == 0, result.output
     assert max(len(line) for line in result.output.splitlines()) <= 80
     assert "…" not in result.output
@@ -130,8 +114,8 @@ def test_list_fits_80_columns_with_every_number_whole(db_url: str) -> None:
         assert figure in result.output
 
 
-def test_list_as_json_carries_the_table_figures(db_url: str) -> None:
-    result = CliRunner().invoke(cli, ["results", "list", "--db", db_url, "--json"])
+def test_list_as_json_carries_the_table_figures(finished_job_db: str) -> None:
+    result = CliRunner().invoke(cli, ["results", "list", "--db", finished_job_db, "--json"])
     assert result.exit_code == 0, result.output
     rows = json.loads(result.output)
     assert [r["label"] for r in rows] == ["measured one", "ceiling one"]
