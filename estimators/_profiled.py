@@ -14,6 +14,9 @@ profile's (the roofline's fitted one for ``vidur``), applied by the roofline's
 ``batch_cost``, which this backend reuses: it overrides only the per-operator attention
 hooks (``_prefill_attn``, ``_decode_attn``) and the token-level part.
 
+A GEMM shape whose bracketing (n, k) corners were not all measured at every m comes from
+a regressor fitted to the whole table (`estimators._gemm_regressor`, cached on disk;
+listed in ``regressed``).
 Interpolation is log-log inside the measured range (exact at measured points), and
 outside it: constant below the smallest size, linear in work above the largest
 (``t(x) = t(x_max) * x / x_max``; for prefill attention, work grows with the square of
@@ -52,6 +55,7 @@ __all__ = [
     "gemm_curve",
     "monotone",
     "profiled_coverage",
+    "regressed_gemm_curve",
 ]
 
 DEFAULT_ENGINE = "vllm"
@@ -150,6 +154,15 @@ def _gemm_cube(system: str, engine: str, version: str | None, dtype: str) -> Any
         np.searchsorted(ks, best["k"].to_numpy()),
     ] = np.log(best["seconds"].to_numpy())
     return ref, (ms, ns, ks, cube)
+
+
+def regressed_gemm_curve(cube: Any, n: int, k: int) -> Curve:
+    """Seconds of an ``[m, k] x [k, n]`` GEMM as a function of m from the table's
+    regressor (`estimators._gemm_regressor`): monotone in m, n and k."""
+    from estimators._gemm_regressor import gemm_regressor
+
+    ms = cube[0].astype(float)
+    return Curve(ms, monotone(gemm_regressor(cube).seconds(ms, n, k)), work_exp=1.0)
 
 
 def _bracket(vals: np.ndarray, x: float) -> tuple[int, int, float, float]:
@@ -368,15 +381,19 @@ class ProfiledEstimator(RooflineEstimator):
         self.tables.append(ref.label)
         shapes = self._gemm_shapes()
         self._gemm_curves: dict[str, Curve] = {}
+        self.regressed: dict[str, str] = {}  # GEMMs the table does not bracket
         for name, (n, k) in shapes.items():
             curve = gemm_curve(cube, n, k)
-            if curve is None:
-                self.fallbacks[name] = f"no measured GEMM around n={n}, k={k}"
-            else:
-                self._gemm_curves[name] = curve
+            if curve is None:  # a corner unmeasured at some m: the table's regressor
+                curve = regressed_gemm_curve(cube, n, k)
+                self.regressed[name] = f"n={n}, k={k}: regressor on {ref.label}"
+            self._gemm_curves[name] = curve
         _, cube16 = _gemm_cube(system, eng, engine_version, "bfloat16")
         vocab = -(-model.vocab_size // tp)
         head = gemm_curve(cube16, vocab, model.hidden_size) if cube16 is not None else None
+        if head is None and cube16 is not None:
+            head = regressed_gemm_curve(cube16, vocab, model.hidden_size)
+            self.regressed["lm_head"] = f"n={vocab}, k={model.hidden_size}: regressor"
         if head is None:
             self.fallbacks["lm_head"] = "no measured 16-bit GEMM for the LM head"
         self._head_curve = head
@@ -569,9 +586,7 @@ class ProfiledEstimator(RooflineEstimator):
         if self.attention_kernels:
             kernels = ", ".join(f"{k}: {v}" for k, v in self.attention_kernels.items())
             lines.append(f"  attention kernels: {kernels}")
-        lines.append(
-            "  from the roofline: elementwise ops, embedding, sampling, send/recv"
-        )
+        lines.append("  from the roofline: elementwise ops, embedding, sampling, send/recv")
         if self._engine_cpu is not None:
             lines.append(
                 f"  host overhead: engine profile {self.engine.key}"
@@ -579,6 +594,8 @@ class ProfiledEstimator(RooflineEstimator):
             )
         else:
             lines.append("  host overhead: the roofline's fitted CPU overhead")
+        for op, why in self.regressed.items():
+            lines.append(f"  GEMM off the measured grid: {op} ({why})")
         for op, why in self.fallbacks.items():
             lines.append(f"  fallback to roofline: {op} ({why})")
         return "\n".join(lines)

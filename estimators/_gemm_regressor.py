@@ -1,0 +1,117 @@
+"""A regressor for GEMM shapes that a measured table does not bracket.
+
+The profiled backend interpolates a GEMM table bilinearly in (log n, log k) between the
+four measured (n, k) shapes around a model's shape; where one of them was not measured at
+every m (TensorRT-LLM's tables miss a few large-m cells of 43 shapes), it has no answer.
+There a gradient-boosted regressor (scikit-learn's ``HistGradientBoostingRegressor``)
+fitted to every measured cell of that table and dtype predicts ``log seconds`` from
+``(log m, log n, log k)`` and logs of the work they imply (FLOPs, bytes), constrained to
+increase in every feature, hence in m, n and k (more work is never faster), so the curve
+in m it gives is monotone like the interpolated ones.
+
+A fit takes a few seconds; it is stored under `cache_dir()` / ``gemm-regressors``, named
+by a hash of the table's cells and the regressor's settings, and loaded on later runs.
+`FITS` counts the fits of this process (loads from the cache do not count).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pickle
+from typing import Any
+
+import numpy as np
+
+from estimators._cache import cache_dir
+
+__all__ = ["FITS", "SETTINGS", "GemmRegressor", "features", "gemm_regressor"]
+
+SETTINGS: dict[str, Any] = {
+    "max_iter": 600,
+    "learning_rate": 0.1,
+    "max_leaf_nodes": 63,
+    "min_samples_leaf": 2,
+    "l2_regularization": 0.0,
+    "monotonic_cst": [1] * 8,  # increasing in every feature (see `features`)
+    "early_stopping": False,
+    "random_state": 0,
+}
+FITS = [0]  # fits in this process (a list so tests can read the live value)
+_LOADED: dict[str, GemmRegressor] = {}
+
+
+class GemmRegressor:
+    """Seconds of ``[m, k] x [k, n]`` GEMMs predicted from one table's measured cells."""
+
+    __slots__ = ("digest", "model")
+
+    def __init__(self, model: Any, digest: str) -> None:
+        self.model = model
+        self.digest = digest
+
+    def seconds(self, m: Any, n: float, k: float) -> np.ndarray:
+        m = np.atleast_1d(np.asarray(m, dtype=float))
+        return np.exp(self.model.predict(features(m, np.full(len(m), n), np.full(len(m), k))))
+
+
+def features(m: np.ndarray, n: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """log m, n, k and logs of work that grow with each: FLOPs, bytes moved, and the
+    pairwise products; every one increases with m, n and k, so a model increasing in
+    each feature is increasing in m, n and k."""
+    lm, ln, lk = np.log(m), np.log(n), np.log(k)
+    nbytes = np.log(n * k + m * (n + k))
+    return np.column_stack([lm, ln, lk, lm + ln + lk, nbytes, lm + ln, lm + lk, ln + lk])
+
+
+def _digest(ms: np.ndarray, ns: np.ndarray, ks: np.ndarray, log_cube: np.ndarray) -> str:
+    import sklearn
+
+    h = hashlib.sha256(json.dumps([SETTINGS, sklearn.__version__]).encode())
+    for arr in (ms, ns, ks, log_cube):
+        h.update(np.ascontiguousarray(arr, dtype=float).tobytes())
+    return h.hexdigest()[:32]
+
+
+def _fit(ms: np.ndarray, ns: np.ndarray, ks: np.ndarray, log_cube: np.ndarray) -> Any:
+    from sklearn.ensemble import HistGradientBoostingRegressor
+
+    im, i_n, ik = np.nonzero(~np.isnan(log_cube))
+    x = features(ms[im].astype(float), ns[i_n].astype(float), ks[ik].astype(float))
+    y = log_cube[im, i_n, ik]
+    model = HistGradientBoostingRegressor(**SETTINGS)
+    model.fit(x, y)
+    FITS[0] += 1
+    return model
+
+
+def gemm_regressor(cube: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]) -> GemmRegressor:
+    """The regressor of a GEMM cube ``(ms, ns, ks, log seconds [m, n, k], NaN unmeasured)``:
+    from this process, else from the disk cache, else fitted (and stored)."""
+    ms, ns, ks, log_cube = cube
+    digest = _digest(ms, ns, ks, log_cube)
+    hit = _LOADED.get(digest)
+    if hit is not None:
+        return hit
+    path = cache_dir() / "gemm-regressors" / f"{digest}.pkl"
+    model = None
+    if path.is_file():
+        try:
+            with path.open("rb") as fh:
+                model = pickle.load(fh)  # our own cache directory, written below
+        except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError):
+            model = None  # a damaged or stale entry is refitted
+    if model is None:
+        model = _fit(ms, ns, ks, log_cube)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            with tmp.open("wb") as fh:
+                pickle.dump(model, fh)
+            tmp.replace(path)
+        except OSError:
+            pass  # a read-only cache costs a refit next time, nothing else
+    reg = GemmRegressor(model, digest)
+    _LOADED[digest] = reg
+    return reg
