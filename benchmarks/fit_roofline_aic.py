@@ -8,6 +8,13 @@ with ``--write`` stores them as roofline.yaml's ``engines:`` layers.
 
     python benchmarks/fit_roofline_aic.py            # print the fits and their errors
     python benchmarks/fit_roofline_aic.py --write    # and update estimators/data/roofline.yaml
+    python benchmarks/fit_roofline_aic.py --deployments   # and the iteration check below
+
+``--deployments``: for every deployment of the aic-silicon points (GPU, model, precision,
+TP, engine; the shapes only, never their measured latencies), the GPU time of one decode
+iteration (C sequences at ISL + OSL/2 context) and of one prefill chunk (min(ISL, 8192)
+tokens) by the roofline, before (packaged base layers only) and after (with the engine
+layers), against the profiled backend, which reads the same tables directly.
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ def main() -> int:
     parser.add_argument("--engines", default=",".join(FIT_ENGINES))
     parser.add_argument("--skus", default=",".join(FIT_SKUS))
     parser.add_argument("--write", action="store_true", help=f"update {YAML_PATH.name}")
+    parser.add_argument("--deployments", action="store_true", help="the iteration check")
     args = parser.parse_args()
     if not aic.aic_available():
         print("needs the llmcap[aic] extra (aiconfigurator-core)", file=sys.stderr)
@@ -77,7 +85,55 @@ def main() -> int:
     if args.write:
         write_engine_layer(YAML_PATH, fits, "python benchmarks/fit_roofline_aic.py --write")
         print(f"wrote the engine layers of {YAML_PATH.relative_to(ROOT)}")
+    if args.deployments:
+        deployment_check()
     return 0
+
+
+def deployment_check() -> None:
+    """Roofline / profiled - 1 of one iteration's GPU time at each aic-silicon deployment."""
+    import numpy as np
+
+    from estimators import BatchShape, load_engine, load_model, make_estimator
+    from estimators._roofline import _roofline_yaml, roofline_table
+    from search._validate import load_aic_silicon
+
+    base = {k: v for k, v in _roofline_yaml().items() if k != "engines"}
+    catalog = load_catalog()
+    seen: dict[tuple, list[tuple[str, float, float]]] = {}
+    for p in load_aic_silicon().points:
+        shapes = seen.setdefault((p.sku, p.model, p.precision, p.tp, p.engine), [])
+        for shape in (
+            ("decode", p.concurrency, p.isl + p.osl // 2),
+            ("prefill", 1, min(p.isl, 8192)),
+        ):
+            if shape not in shapes:
+                shapes.append(shape)
+    ratios: dict[str, dict[str, list[float]]] = {"before": {}, "after": {}}
+    for (sku_id, model, precision, tp, engine), shapes in sorted(seen.items()):
+        m, sku, eng = load_model(model), catalog.get(sku_id), load_engine(engine)
+        after = make_estimator("roofline", m, sku, tp, 1, precision, engine=eng)
+        with roofline_table(base):
+            before = make_estimator("roofline", m, sku, tp, 1, precision, engine=eng)
+        prof = make_estimator("profiled", m, sku, tp, 1, precision, engine=eng)
+        for kind, n, length in shapes:
+            if kind == "decode":
+                b = BatchShape(num_decodes=n, decode_kv_tokens=n * length)
+            else:
+                b = BatchShape(length, 1, length * (length + 1) / 2, length)
+            ref = prof.batch_cost(b).stage_times[0]
+            for name, est in (("before", before), ("after", after)):
+                r = est.batch_cost(b).stage_times[0] / ref - 1.0
+                ratios[name].setdefault(f"{kind} {sku_id}", []).append(r)
+                ratios[name].setdefault(f"{kind} {engine}", []).append(r)
+                ratios[name].setdefault(f"{kind} all", []).append(r)
+    print("\none iteration's GPU time, roofline / profiled - 1: MAPE (median signed), n")
+    for group in sorted(ratios["after"], key=lambda g: (g.split()[0], g.split()[1] != "all", g)):
+        cells = []
+        for name in ("before", "after"):
+            r = np.array(ratios[name][group])
+            cells.append(f"{name} {100 * np.abs(r).mean():5.1f}% ({100 * np.median(r):+5.1f}%)")
+        print(f"  {group:18s} {'  '.join(cells)}  n={len(r)}")
 
 
 if __name__ == "__main__":

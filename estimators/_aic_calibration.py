@@ -5,9 +5,12 @@ the measured tables of aiconfigurator-core (the ``llmcap[aic]`` extra, read from
 installed package, see `estimators._aic_tables`) give:
 
 * GEMMs: seconds of ``[m, k] x [k, n]`` by dtype; the rows with ``n, k >= MIN_DIM``
-  (the shapes of models' TP-sharded projections and LM heads) fit the matmul constants,
+  (the shapes of models' TP-sharded projections and LM heads), plus rows at the built-in
+  models' own TP-sharded shapes interpolated from the table (the profiled backend's
+  bilinear interpolation, inside the measured range), fit the matmul constants,
   16-bit rows the 16-bit ones, FP8 rows the FP8 ones, each row's squared log error
   weighted by the square root of its time (an iteration's time is the sum of its GEMMs');
+  each shape's times are made non-decreasing in m first, as the profiled backend does;
 * attention: seconds of one layer's context (prefill, causal, no cached prefix) and
   generation (decode) attention of the engine's main kernel, 16-bit KV cache, full
   attention, at the per-GPU head shapes of the built-in models (TP 1, 2, 4, 8) that the
@@ -43,6 +46,7 @@ from estimators._cache import cache_dir
 from estimators._calibration import _log_sq, fit_group
 from estimators._engines import load_engine
 from estimators._models import builtin_model_names, load_model
+from estimators._profiled import monotone
 from estimators._roofline import (
     _ACT_BYTES,
     AttentionRows,
@@ -80,7 +84,7 @@ MIN_DIM = 512  # GEMM n and k from which the table's shapes are a model's projec
 TP_DEGREES = (1, 2, 4, 8)
 HOLD_GEMM_EVERY = 5  # every 5th (n, k) shape is held out
 HOLD_ATTN_EVERY = 4  # every 4th per-GPU head shape is held out
-FIT_VERSION = "aic-roofline-1"  # part of every cache key: change it when the method changes
+FIT_VERSION = "aic-roofline-2"  # part of every cache key: change it when the method changes
 
 MATMUL = ("matmul_eff_max", "matmul_m_half", "matmul_mem_eff", "matmul_overhead_us")
 MATMUL_FP8 = (
@@ -204,6 +208,46 @@ def _builtin_head_shapes() -> frozenset[tuple[int, int, int]]:
     return frozenset(out)
 
 
+@functools.cache
+def _builtin_gemm_shapes() -> tuple[tuple[int, int], ...]:
+    """(n, k) per GPU of every built-in model's projections at TP 1, 2, 4, 8."""
+    out: set[tuple[int, int]] = set()
+    for name in builtin_model_names():
+        out |= model_shapes(load_model(name))[0]
+    return tuple(sorted(out))
+
+
+def _with_model_shapes(
+    grid: GemmRows, system: str, engine: str, version: str | None, dtype: str
+) -> GemmRows:
+    """`grid` plus rows at the built-in models' (n, k) off the grid, interpolated from the
+    table as the profiled backend does (bilinear in log n, log k; inside the measured range
+    only), at every measured m: the fit then weighs the shapes models run."""
+    from estimators._profiled import _gemm_cube, gemm_curve
+
+    _, cube = _gemm_cube(system, engine, version, dtype)
+    if cube is None:
+        return grid
+    ms, ns, ks, _ = cube
+    on_grid = set(zip(grid.n.tolist(), grid.k.tolist(), strict=True))
+    parts = [grid]
+    for n, k in _builtin_gemm_shapes():
+        if (n, k) in on_grid or not (ns[0] <= n <= ns[-1] and ks[0] <= k <= ks[-1]):
+            continue
+        if n < MIN_DIM or k < MIN_DIM:
+            continue
+        curve = gemm_curve(cube, n, k)
+        if curve is None:
+            continue
+        m = ms.astype(float)
+        parts.append(
+            GemmRows(m, np.full(len(m), float(n)), np.full(len(m), float(k)), curve.many(m))
+        )
+    return GemmRows(
+        *(np.concatenate([getattr(p, f) for p in parts]) for f in ("m", "n", "k", "seconds"))
+    )
+
+
 def load_tables(sku: GpuSku, engine: str) -> SkuEngineTables | None:
     """The GEMM and attention rows of `sku` under `engine` (None: the package has none)."""
     system = aic.system_for_sku(sku.id)
@@ -222,7 +266,13 @@ def load_tables(sku: GpuSku, engine: str) -> SkuEngineTables | None:
         if sub.empty:
             continue
         best = sub.groupby(["m", "n", "k"], sort=True)["seconds"].min().reset_index()
-        gemm[dtype] = GemmRows(*(best[c].to_numpy(dtype=float) for c in ("m", "n", "k", "seconds")))
+        # more work is never faster: a shape's time at m is at most its time at any larger m
+        # (measurement spikes removed, as the profiled backend reads the table)
+        best["seconds"] = best.groupby(["n", "k"], sort=False)["seconds"].transform(
+            lambda t: monotone(t.to_numpy())
+        )
+        grid = GemmRows(*(best[c].to_numpy(dtype=float) for c in ("m", "n", "k", "seconds")))
+        gemm[dtype] = _with_model_shapes(grid, system, engine, version, dtype)
     phases = []
     for phase in ("context", "generation"):
         try:
@@ -629,8 +679,10 @@ def write_engine_layer(path: Path, fits: Sequence[FitResult], command: str) -> N
         *[f"#   {label}" for label in sources],
         "# Method (estimators/_aic_calibration.py): per GPU and engine, Nelder-Mead over the log",
         "# of the constants, mean squared log error of the roofline's own formulas against",
-        "# - GEMM rows with n, k >= 512 (16-bit -> matmul.*, FP8 -> matmul.fp8_*; FP8 against",
-        "#   the FP8 tensor peak, 1-byte weights; fastest kernel per shape), each row's squared",
+        "# - GEMM rows with n, k >= 512 and rows at the built-in models' TP-sharded (n, k),",
+        "#   interpolated from the table (16-bit -> matmul.*, FP8 -> matmul.fp8_*; FP8 against",
+        "#   the FP8 tensor peak, 1-byte weights; fastest kernel per shape, made non-decreasing",
+        "#   in m as the profiled backend reads the table), each row's squared",
         "#   log error weighted by the square root of its measured time (an iteration's time",
         "#   is the sum of its GEMMs': long GEMMs count more, short ones still count); FP8",
         "#   constants are kept only where they beat the 16-bit ones on the held-out FP8 rows;",

@@ -5,7 +5,8 @@ four measured (n, k) shapes around a model's shape; where one of them was not me
 every m (TensorRT-LLM's tables miss a few large-m cells of 43 shapes), it has no answer.
 There a gradient-boosted regressor (scikit-learn's ``HistGradientBoostingRegressor``)
 fitted to every measured cell of that table and dtype predicts ``log seconds`` from
-``(log m, log n, log k)`` and logs of the work they imply (FLOPs, bytes), constrained to
+``(log m, log n, log k)`` and logs of the work they imply (FLOPs, bytes, blends of
+both), constrained to
 increase in every feature, hence in m, n and k (more work is never faster), so the curve
 in m it gives is monotone like the interpolated ones.
 
@@ -34,7 +35,7 @@ SETTINGS: dict[str, Any] = {
     "max_leaf_nodes": 63,
     "min_samples_leaf": 2,
     "l2_regularization": 0.0,
-    "monotonic_cst": [1] * 8,  # increasing in every feature (see `features`)
+    "monotonic_cst": [1] * 12,  # increasing in every feature (see `features`)
     "early_stopping": False,
     "random_state": 0,
 }
@@ -56,19 +57,26 @@ class GemmRegressor:
         return np.exp(self.model.predict(features(m, np.full(len(m), n), np.full(len(m), k))))
 
 
+RIDGES = (32.0, 128.0, 512.0, 2048.0)  # tokens at which compute overtakes the weight read
+
+
 def features(m: np.ndarray, n: np.ndarray, k: np.ndarray) -> np.ndarray:
-    """log m, n, k and logs of work that grow with each: FLOPs, bytes moved, and the
-    pairwise products; every one increases with m, n and k, so a model increasing in
-    each feature is increasing in m, n and k."""
+    """log m, n, k and logs of work that grows with each: FLOPs, bytes moved, pairwise
+    products, and ``bytes + FLOPs / ridge`` blends (a roofline whose compute and memory
+    terms cross at `RIDGES` tokens).  Every one increases with m, n and k, so a model
+    increasing in each feature is increasing in m, n and k."""
     lm, ln, lk = np.log(m), np.log(n), np.log(k)
-    nbytes = np.log(n * k + m * (n + k))
-    return np.column_stack([lm, ln, lk, lm + ln + lk, nbytes, lm + ln, lm + lk, ln + lk])
+    nbytes = n * k + m * (n + k)
+    blends = [np.log(m * n * k / r + nbytes) for r in RIDGES]
+    return np.column_stack(
+        [lm, ln, lk, lm + ln + lk, np.log(nbytes), lm + ln, lm + lk, ln + lk, *blends]
+    )
 
 
 def _digest(ms: np.ndarray, ns: np.ndarray, ks: np.ndarray, log_cube: np.ndarray) -> str:
     import sklearn
 
-    h = hashlib.sha256(json.dumps([SETTINGS, sklearn.__version__]).encode())
+    h = hashlib.sha256(json.dumps([SETTINGS, RIDGES, sklearn.__version__]).encode())
     for arr in (ms, ns, ks, log_cube):
         h.update(np.ascontiguousarray(arr, dtype=float).tobytes())
     return h.hexdigest()[:32]
