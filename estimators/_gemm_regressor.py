@@ -88,8 +88,13 @@ def _fit(ms: np.ndarray, ns: np.ndarray, ks: np.ndarray, log_cube: np.ndarray) -
     im, i_n, ik = np.nonzero(~np.isnan(log_cube))
     x = features(ms[im].astype(float), ns[i_n].astype(float), ks[ik].astype(float))
     y = log_cube[im, i_n, ik]
+    from threadpoolctl import threadpool_limits  # installed with scikit-learn
+
     model = HistGradientBoostingRegressor(**SETTINGS)
-    model.fit(x, y)
+    # one thread: on a few tens of thousands of rows OpenMP costs more than it gives, and
+    # on a shared, loaded machine its spinning threads made a 1 s fit take 40 s
+    with threadpool_limits(limits=1):
+        model.fit(x, y)
     FITS[0] += 1
     return model
 

@@ -105,7 +105,8 @@ points again: the "held out" table beside the normal one.
     default=None,
     metavar="gpu,model",
     help="Also score each GPU's (model's) points with the roofline's engine constants "
-    "refitted without that GPU's operator tables (that model's shapes): leave-one-out.",
+    "refitted without that GPU's operator tables (that model's shapes): leave-one-out. "
+    "With --estimator profiled only the roofline's fallbacks use those constants.",
 )
 @click.option(
     "--workers",

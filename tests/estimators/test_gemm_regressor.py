@@ -84,3 +84,24 @@ def test_profiled_backend_uses_it_where_the_table_has_no_bracketing_shape(cache)
     assert t == sorted(t)
     # a 1 GB bf16 weight read at 3.35 TB/s is at least 0.31 ms; at most a few times that
     assert 0.3e-3 < t[0] < 1.5e-3
+
+
+@pytest.mark.skipif(not HAVE_AIC, reason="needs the aic extra")
+def test_on_a_real_table_it_is_close_at_measured_cells_and_fits_in_seconds(cache):
+    import time
+
+    from estimators._profiled import _gemm_cube
+
+    _, cube = _gemm_cube("h100_sxm", "trtllm", None, "bfloat16")
+    started = time.perf_counter()
+    reg = gr.gemm_regressor(cube)
+    assert time.perf_counter() - started < 30
+    ms, ns, ks, lc = cube
+    errs = []
+    for j, i in itertools.product(range(len(ns)), range(len(ks))):
+        ok = ~np.isnan(lc[:, j, i])
+        if ok.any():
+            pred = reg.seconds(ms[ok].astype(float), ns[j], ks[i])
+            errs.append(np.abs(pred / np.exp(lc[ok, j, i]) - 1))
+    errs = np.concatenate(errs)
+    assert np.median(errs) < 0.05 and errs.mean() < 0.07  # measured 3.5% and 4.9%
