@@ -7,6 +7,7 @@ backends such as the roofline model answer it.
 from __future__ import annotations
 
 from estimators._contract import BatchCost, BatchShape, ExecutionTimeEstimator
+from estimators._digest import cost_model_digest
 from estimators._engines import (
     DEFAULT_ENGINE,
     AllReduceCost,
@@ -31,6 +32,7 @@ from estimators._models import (
     builtin_model_names,
     format_model_table,
     load_model,
+    variant_note,
 )
 from estimators._profiled import ProfiledDataMissing, ProfiledEstimator, profiled_coverage
 from estimators._registry import (
@@ -68,6 +70,7 @@ __all__ = [
     "available_engines",
     "builtin_model_names",
     "check_fits",
+    "cost_model_digest",
     "format_model_table",
     "load_engine",
     "load_model",
@@ -77,4 +80,5 @@ __all__ = [
     "register_backend",
     "resolve_kv_precision",
     "validate_parallelism",
+    "variant_note",
 ]

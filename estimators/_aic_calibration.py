@@ -44,9 +44,9 @@ import pandas as pd
 from estimators import _aic_tables as aic
 from estimators._cache import cache_dir
 from estimators._calibration import _log_sq, fit_group
+from estimators._curves import gemm_curve, monotone
 from estimators._engines import load_engine
 from estimators._models import builtin_model_names, load_model
-from estimators._profiled import monotone
 from estimators._roofline import (
     _ACT_BYTES,
     AttentionRows,
@@ -223,7 +223,7 @@ def _with_model_shapes(
     """`grid` plus rows at the built-in models' (n, k) off the grid, interpolated from the
     table as the profiled backend does (bilinear in log n, log k; inside the measured range
     only), at every measured m: the fit then weighs the shapes models run."""
-    from estimators._profiled import _gemm_cube, gemm_curve
+    from estimators._profiled import _gemm_cube
 
     _, cube = _gemm_cube(system, engine, version, dtype)
     if cube is None:

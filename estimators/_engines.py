@@ -8,6 +8,8 @@ A profile is not a code path: it is the numbers an engine brings to one deployme
 * its all-reduce (custom kernels, fitted to measured tables, per GPU family);
 * its default batching policy and limits, under the engine's own names;
 * its memory plan (the fraction it takes and of what, reserves);
+* how it admits a request against the KV cache (`kv_admission`: blocks for the prompt, growing
+  and evicting under pressure, or the whole length reserved up front);
 * the KV-cache precision it uses with FP8 weights.
 
 ``load_engine("vllm@0.12.0")`` returns the profile covering that version; `vidur` reproduces
@@ -28,8 +30,15 @@ import yaml
 from estimators._types import Precision
 from sku_catalog._types import GpuSku
 
+KV_ON_DEMAND = "on_demand"
+KV_RESERVE_FULL_LENGTH = "reserve_full_length"
+KV_ADMISSIONS = (KV_ON_DEMAND, KV_RESERVE_FULL_LENGTH)
+
 __all__ = [
     "DEFAULT_ENGINE",
+    "KV_ADMISSIONS",
+    "KV_ON_DEMAND",
+    "KV_RESERVE_FULL_LENGTH",
     "AllReduceCost",
     "EngineLimits",
     "EngineProfile",
@@ -100,6 +109,10 @@ class EngineProfile:
     sampler_rows: int
     graph_reserve_gib: float
     kv_precision_fp8_weights: Precision
+    # "on_demand": blocks for the prompt at admission, more as it decodes, preemption when they
+    # run out (vLLM, SGLang); "reserve_full_length": blocks for prompt + max output reserved
+    # before a request starts, so it is never evicted (TensorRT-LLM GUARANTEED_NO_EVICT)
+    kv_admission: str = KV_ON_DEMAND
 
     @property
     def key(self) -> str:
@@ -109,6 +122,11 @@ class EngineProfile:
     @property
     def is_vidur(self) -> bool:
         return self.name == "vidur"
+
+    @property
+    def reserves_kv_full_length(self) -> bool:
+        """Whether a request starts only once KV blocks for its whole length are reserved."""
+        return self.kv_admission == KV_RESERVE_FULL_LENGTH
 
     # ------------------------------------------------------------ per deployment
 
@@ -267,6 +285,12 @@ def _overhead(value: Any) -> IterationOverhead | None:
     return IterationOverhead(float(value["base_ms"]), float(value["per_seq_ms"]))
 
 
+def _kv_admission(value: Any) -> str:
+    if value not in KV_ADMISSIONS:
+        raise ValueError(f"kv_admission {value!r} is not one of {', '.join(KV_ADMISSIONS)}")
+    return str(value)
+
+
 def _build(name: str, key: str, body: Mapping[str, Any]) -> EngineProfile:
     where = f"engines.yaml {name}.{key}"
     try:
@@ -296,6 +320,7 @@ def _build(name: str, key: str, body: Mapping[str, Any]) -> EngineProfile:
             sampler_rows=int(memory.get("sampler_rows", 256)),
             graph_reserve_gib=float(memory.get("graph_reserve_gib", 0.0)),
             kv_precision_fp8_weights=Precision(body.get("kv_precision_fp8_weights", "bf16")),
+            kv_admission=_kv_admission(body.get("kv_admission", KV_ON_DEMAND)),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"{where}: malformed profile ({exc!r})") from None

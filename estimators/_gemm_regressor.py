@@ -26,8 +26,16 @@ from typing import Any
 import numpy as np
 
 from estimators._cache import cache_dir
+from estimators._curves import Curve, monotone
 
-__all__ = ["FITS", "SETTINGS", "GemmRegressor", "features", "gemm_regressor"]
+__all__ = [
+    "FITS",
+    "SETTINGS",
+    "GemmRegressor",
+    "features",
+    "gemm_regressor",
+    "regressed_gemm_curve",
+]
 
 SETTINGS: dict[str, Any] = {
     "max_iter": 600,
@@ -128,3 +136,10 @@ def gemm_regressor(cube: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]) 
     reg = GemmRegressor(model, digest)
     _LOADED[digest] = reg
     return reg
+
+
+def regressed_gemm_curve(cube: tuple, n: int, k: int) -> Curve:
+    """Seconds of an ``[m, k] x [k, n]`` GEMM as a function of m (the cube's measured m)
+    from the cube's regressor: monotone in m, n and k."""
+    ms = np.asarray(cube[0], dtype=float)
+    return Curve(ms, monotone(gemm_regressor(cube).seconds(ms, n, k)), work_exp=1.0)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from functools import cache, lru_cache
 from importlib import resources
@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from rich import box
 from rich.table import Table
 
 from estimators._types import ModelArchitecture
@@ -366,6 +367,46 @@ def _normalise(name: str) -> str:
     return name.strip().lower()
 
 
+# checkpoint variants that keep the base model's shapes: instruction or chat tuning changes the
+# weights, quantised checkpoints their precision (given separately), never the architecture
+VARIANT_SUFFIXES = (
+    "-instruct", "-chat", "-it", "-hf", "-fp8", "-fp8-dynamic", "-nvfp4", "-fp4", "-awq",
+    "-gptq", "-int4", "-int8", "-w8a8", "-w4a16",
+)  # fmt: skip
+
+
+def builtin_variant(name: str) -> tuple[str, tuple[str, ...]] | None:
+    """(built-in HF id, suffixes dropped) for a model ID that differs from a built-in only by
+    variant suffixes (``nvidia/Llama-3.1-8B-Instruct-FP8`` -> ``meta-llama/Llama-3.1-8B``,
+    ("-instruct", "-fp8")); None when no built-in matches that way or the name is one."""
+    lookup = _builtins().lookup
+    if _normalise(name) in lookup:
+        return None
+    short = _normalise(name).rsplit("/", 1)[-1]
+    dropped: list[str] = []
+    while True:
+        suffix = next((s for s in VARIANT_SUFFIXES if short.endswith(s)), None)
+        if suffix is None or short == suffix:
+            return None
+        short = short[: -len(suffix)]
+        dropped.insert(0, suffix)
+        hf_id = lookup.get(short)
+        if hf_id is not None:
+            return hf_id, tuple(dropped)
+
+
+def variant_note(name: str) -> str | None:
+    """One line saying which built-in architecture a variant model ID resolves to, or None."""
+    found = builtin_variant(name)
+    if found is None:
+        return None
+    hf_id, dropped = found
+    return (
+        f"model {name!r} has the architecture of built-in {hf_id} ({', '.join(dropped)}: a "
+        "tuned, converted or quantised checkpoint of the same shapes)"
+    )
+
+
 def _aliases(hf_id: str) -> set[str]:
     short = hf_id.rsplit("/", 1)[-1].lower()
     names = {hf_id.lower(), short}
@@ -467,7 +508,9 @@ def load_model(name_or_path: str | os.PathLike[str]) -> ModelArchitecture:
     """The architecture of a built-in model or of a HuggingFace ``config.json`` on disk.
 
     ``name_or_path`` is a built-in name in any case (``"meta-llama/Llama-2-7b-hf"``,
-    ``"Llama-2-7b-hf"``, ``"llama-2-7b"``, ``"llama-3.1-70b"``, ...), or the path to a
+    ``"Llama-2-7b-hf"``, ``"llama-2-7b"``, ``"llama-3.1-70b"``, ...) or a variant of one that
+    differs only by suffixes such as ``-Instruct`` or ``-FP8`` (`variant_note` says which
+    built-in it resolved to), or the path to a
     ``config.json`` or to the directory holding one (a local path wins over a built-in name,
     as in HuggingFace). Never downloads anything.
 
@@ -501,35 +544,46 @@ def load_model(name_or_path: str | os.PathLike[str]) -> ModelArchitecture:
         return _load_builtin(hf_id)
     if path.is_dir():
         raise ModelConfigError(f"{path} is a directory without a config.json")
+    variant = builtin_variant(text)
+    if variant is not None:  # e.g. -Instruct, -FP8: the built-in's shapes (`variant_note`)
+        return _load_builtin(variant[0])
     if _looks_like_path(text):
         raise ModelConfigError(f"model config file not found: {path}")
     raise UnknownModelError(text, builtin_model_names())
 
 
-def format_model_table(models: Iterable[ModelArchitecture] | None = None) -> Table:
-    """A rich table of model shapes; the built-in models when ``models`` is None."""
+# (header, cell, shown only with --wide): the narrow set fits 80 columns
+_MODEL_COLUMNS: tuple[tuple[str, Callable[[ModelArchitecture], str], bool], ...] = (
+    ("name", lambda m: m.name, False),
+    ("layers", lambda m: str(m.num_layers), False),
+    ("hidden", lambda m: str(m.hidden_size), False),
+    ("heads", lambda m: str(m.num_attention_heads), False),
+    ("kv", lambda m: str(m.num_key_value_heads), False),
+    ("head dim", lambda m: str(m.head_dim), True),
+    ("intermediate", lambda m: str(m.intermediate_size), True),
+    ("vocab", lambda m: str(m.vocab_size), True),
+    ("params", lambda m: f"{m.num_params / 1e9:.2f}B", False),
+)
+
+
+def format_model_table(
+    models: Iterable[ModelArchitecture] | None = None, wide: bool = False
+) -> Table:
+    """A rich table of model shapes; the built-in models when ``models`` is None.  Names
+    never wrap or shorten (they are what a user types); `wide` adds head dim, intermediate
+    size and vocabulary."""
     if models is None:
         models = [load_model(name) for name in builtin_model_names()]
-    table = Table(title="Models", title_justify="left")
-    table.add_column("name", style="bold")
-    table.add_column("layers", justify="right")
-    table.add_column("hidden", justify="right")
-    table.add_column("heads", justify="right")
-    table.add_column("KV heads", justify="right")
-    table.add_column("head dim", justify="right")
-    table.add_column("intermediate", justify="right")
-    table.add_column("vocab", justify="right")
-    table.add_column("params (B)", justify="right")
-    for model in models:
-        table.add_row(
-            model.name,
-            str(model.num_layers),
-            str(model.hidden_size),
-            str(model.num_attention_heads),
-            str(model.num_key_value_heads),
-            str(model.head_dim),
-            str(model.intermediate_size),
-            str(model.vocab_size),
-            f"{model.num_params / 1e9:.2f}",
-        )
+    columns = [c for c in _MODEL_COLUMNS if wide or not c[2]]
+    rows = [[cell(model) for _, cell, _ in columns] for model in models]
+    table = Table(title="Models", title_justify="left", box=box.SIMPLE_HEAD)
+    for i, (header, _, _) in enumerate(columns):
+        name = header == "name"
+        table.add_column(
+            header, justify="left" if name else "right", no_wrap=True,
+            min_width=max([len(header), *(len(r[i]) for r in rows)]),  # never shortened
+            style="bold" if name else None,
+        )  # fmt: skip
+    for row in rows:
+        table.add_row(*row)
     return table

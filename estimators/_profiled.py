@@ -1,4 +1,8 @@
-"""Profiled cost model: measured operator times from aiconfigurator-core's tables.
+"""Profiled cost model: measured operator times from tables (`estimators._op_tables`).
+
+The tables come from an `OpTableSource`: by default aiconfigurator-core's perf database
+for the deployment's GPU and engine (`AicOpTables`), or with ``op_tables`` a directory in
+llmcap's own format, written by `llmcap profile run` or `llmcap profile import-vidur`.
 
 Per layer and iteration, the token-level GEMMs (QKV, O, gate-up, down; and the LM head)
 come from the measured GEMM table at this deployment's TP-sharded ``(n, k)`` with
@@ -17,10 +21,10 @@ hooks (``_prefill_attn``, ``_decode_attn``) and the token-level part.
 A GEMM shape whose bracketing (n, k) corners were not all measured at every m comes from
 a regressor fitted to the whole table (`estimators._gemm_regressor`, cached on disk;
 listed in ``regressed``).
-Interpolation is log-log inside the measured range (exact at measured points), and
-outside it: constant below the smallest size, linear in work above the largest
-(``t(x) = t(x_max) * x / x_max``; for prefill attention, work grows with the square of
-the prompt length).  Each measured curve is made monotone before use: a size never
+Interpolation (`estimators._curves`) is log-log inside the measured range (exact at
+measured points), and outside it: constant below the smallest size, linear in work above
+the largest (``t(x) = t(x_max) * x / x_max``; for prefill attention, work grows with the
+square of the prompt length).  Each measured curve is made monotone before use: a size never
 takes longer than a larger measured size (``t(x) = min over x' >= x``), so measurement
 noise cannot make more work cheaper.
 
@@ -31,23 +35,40 @@ roofline, and an attention lookup is two binary searches and a few float operati
 
 from __future__ import annotations
 
-import bisect
 import functools
 import math
-from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from estimators import _aic_tables as aic
 from estimators._contract import BatchShape
+from estimators._curves import (
+    Curve,
+    GemmCube,
+    Grid2D,
+    cube_from_rows,
+    gemm_curve,
+    grid_from_rows,
+    monotone,
+)
 from estimators._engines import EngineProfile
+from estimators._gemm_regressor import regressed_gemm_curve
+from estimators._op_tables import (
+    AttentionTable,
+    OpTableMissing,
+    OpTableSource,
+    layer_gemm_shapes,
+    load_op_tables,
+)
 from estimators._roofline import _ACT_BYTES, OPERATOR_NAMES, RooflineEstimator, _token_op_time
 from estimators._types import ModelArchitecture, Precision
 from sku_catalog._types import GpuSku, NodeShape
 
 __all__ = [
     "DEFAULT_ENGINE",
+    "AicOpTables",
     "Curve",
     "Grid2D",
     "ProfiledDataMissing",
@@ -55,7 +76,6 @@ __all__ = [
     "gemm_curve",
     "monotone",
     "profiled_coverage",
-    "regressed_gemm_curve",
 ]
 
 DEFAULT_ENGINE = "vllm"
@@ -66,140 +86,21 @@ class ProfiledDataMissing(ValueError):
     """No measured data for this SKU, engine or precision; the message says what exists."""
 
 
-# --------------------------------------------------------------------------- curves
-
-
-def monotone(ys: np.ndarray) -> np.ndarray:
-    """Non-decreasing in x: each value is the minimum of itself and all larger sizes'."""
-    return np.minimum.accumulate(np.asarray(ys, dtype=float)[::-1])[::-1]
-
-
-class Curve:
-    """Seconds as a function of one size ``x``: log-log interpolation between measured
-    points, constant below the first, ``t_max * (x / x_max) ** work_exp`` above the last."""
-
-    __slots__ = ("_lx", "_ly", "_x0", "_xn", "_y0", "_yn", "work_exp", "xs", "ys")
-
-    def __init__(self, xs: Sequence[float], ys: Sequence[float], work_exp: float = 1.0):
-        xs = np.asarray(xs, dtype=float)
-        ys = np.asarray(ys, dtype=float)
-        order = np.argsort(xs)
-        xs, ys = xs[order], ys[order]
-        if len(xs) == 0 or np.any(xs <= 0) or np.any(ys <= 0) or np.any(np.diff(xs) == 0):
-            raise ValueError("a curve needs distinct positive sizes and positive times")
-        self.xs, self.ys = xs, ys
-        self._lx, self._ly = np.log(xs), np.log(ys)
-        self._x0, self._xn = float(xs[0]), float(xs[-1])
-        self._y0, self._yn = float(ys[0]), float(ys[-1])
-        self.work_exp = work_exp
-
-    def __call__(self, x: float) -> float:
-        if x <= self._x0:
-            return self._y0
-        if x >= self._xn:
-            return self._yn * (x / self._xn) ** self.work_exp
-        return math.exp(float(np.interp(math.log(x), self._lx, self._ly)))
-
-    def many(self, x: np.ndarray) -> np.ndarray:
-        x = np.maximum(np.asarray(x, dtype=float), self._x0)
-        inside = np.exp(np.interp(np.log(x), self._lx, self._ly))
-        above = self._yn * (x / self._xn) ** self.work_exp
-        return np.where(x > self._xn, above, inside)
-
-
-class Grid2D:
-    """Seconds over (batch size b, length s): one `Curve` in s per measured b, log-linear
-    between the bracketing b, linear in b above the largest."""
-
-    __slots__ = ("_bs", "_curves", "_lbs")
-
-    def __init__(self, bs: Sequence[int], curves: Sequence[Curve]):
-        self._bs = [float(b) for b in bs]
-        self._lbs = [math.log(b) for b in self._bs]
-        self._curves = list(curves)
-
-    def __call__(self, b: float, s: float) -> float:
-        bs = self._bs
-        if b <= bs[0]:
-            return self._curves[0](s)
-        if b >= bs[-1]:
-            return self._curves[-1](s) * b / bs[-1]
-        i = bisect.bisect_left(bs, b)
-        if bs[i] == b:
-            return self._curves[i](s)
-        lo, hi = self._curves[i - 1](s), self._curves[i](s)
-        w = (math.log(b) - self._lbs[i - 1]) / (self._lbs[i] - self._lbs[i - 1])
-        return math.exp((1.0 - w) * math.log(lo) + w * math.log(hi))
-
-
 # --------------------------------------------------------------------------- tables -> grids
 
 
 @functools.cache
-def _gemm_cube(system: str, engine: str, version: str | None, dtype: str) -> Any:
-    """(ref, ms, ns, ks, log seconds [m, n, k] with NaN where unmeasured) of one dtype;
-    the fastest kernel where several were measured."""
+def _gemm_cube(
+    system: str, engine: str, version: str | None, dtype: str
+) -> tuple[aic.TableRef, GemmCube | None]:
+    """(ref, GEMM cube or None) of one dtype; the fastest kernel where several were measured."""
     ref, df = aic.load_gemm(system, engine, version)
     sub = df[df["gemm_dtype"] == dtype]
     if sub.empty:
         return ref, None
     best = sub.groupby(["m", "n", "k"], sort=True)["seconds"].min().reset_index()
-    ms = np.unique(best["m"].to_numpy())
-    ns = np.unique(best["n"].to_numpy())
-    ks = np.unique(best["k"].to_numpy())
-    cube = np.full((len(ms), len(ns), len(ks)), np.nan)
-    cube[
-        np.searchsorted(ms, best["m"].to_numpy()),
-        np.searchsorted(ns, best["n"].to_numpy()),
-        np.searchsorted(ks, best["k"].to_numpy()),
-    ] = np.log(best["seconds"].to_numpy())
-    return ref, (ms, ns, ks, cube)
-
-
-def regressed_gemm_curve(cube: Any, n: int, k: int) -> Curve:
-    """Seconds of an ``[m, k] x [k, n]`` GEMM as a function of m from the table's
-    regressor (`estimators._gemm_regressor`): monotone in m, n and k."""
-    from estimators._gemm_regressor import gemm_regressor
-
-    ms = cube[0].astype(float)
-    return Curve(ms, monotone(gemm_regressor(cube).seconds(ms, n, k)), work_exp=1.0)
-
-
-def _bracket(vals: np.ndarray, x: float) -> tuple[int, int, float, float]:
-    """(i_lo, i_hi, weight of hi, work scale beyond the range) in log space."""
-    if x <= vals[0]:
-        return 0, 0, 0.0, 1.0
-    if x >= vals[-1]:
-        return len(vals) - 1, len(vals) - 1, 0.0, x / float(vals[-1])
-    i = int(np.searchsorted(vals, x))
-    if vals[i] == x:
-        return i, i, 0.0, 1.0
-    w = (math.log(x) - math.log(vals[i - 1])) / (math.log(vals[i]) - math.log(vals[i - 1]))
-    return i - 1, i, w, 1.0
-
-
-def gemm_curve(cube: Any, n: int, k: int) -> Curve | None:
-    """Seconds of an ``[m, k] x [k, n]`` GEMM as a function of m, or None when the
-    table lacks a bracketing (n, k) corner.  Bilinear in (log n, log k), exact at
-    measured shapes; linear in n or k beyond the largest measured."""
-    ms, ns, ks, lc = cube
-    i0, i1, wi, sn = _bracket(ns, n)
-    j0, j1, wj, sk = _bracket(ks, k)
-    corners = [
-        ((1 - wi) * (1 - wj), lc[:, i0, j0]),
-        ((1 - wi) * wj, lc[:, i0, j1]),
-        (wi * (1 - wj), lc[:, i1, j0]),
-        (wi * wj, lc[:, i1, j1]),
-    ]
-    logt = np.zeros(len(ms))
-    for w, col in corners:
-        if w == 0.0:
-            continue
-        if np.isnan(col).any():
-            return None
-        logt += w * col
-    t = np.exp(logt) * sn * sk
-    return Curve(ms, monotone(t), work_exp=1.0)
+    cols = [best[c].to_numpy() for c in ("m", "n", "k", "seconds")]
+    return ref, cube_from_rows(*cols)
 
 
 @functools.cache
@@ -227,22 +128,12 @@ def _attention_grid(
     kernel = str(sub["kernel_source"].value_counts().index[0])  # the engine's main kernel
     sub = sub[sub["kernel_source"] == kernel]
     length = "isl" if phase == "context" else "step"
-    med = sub.groupby(["batch_size", length])["seconds"].median().reset_index()
-    bs, curves = [], []
-    for b, rows in med.groupby("batch_size", sort=True):
-        rows = rows.sort_values(length)
-        if len(rows) < 2:
-            continue
-        xs = rows[length].to_numpy(dtype=float)
-        if phase == "generation":
-            xs = xs + 1.0  # step = cached tokens; the decode token reads step + 1
-        bs.append(int(b))
-        curves.append(
-            Curve(xs, monotone(rows["seconds"].to_numpy()), 2.0 if phase == "context" else 1.0)
-        )
-    if not bs:
-        return ref.label, None, kernel
-    return ref.label, Grid2D(bs, curves), kernel
+    xs = sub[length].to_numpy(dtype=float)
+    if phase == "generation":
+        xs = xs + 1.0  # step = cached tokens; the decode token reads step + 1
+    work_exp = 2.0 if phase == "context" else 1.0
+    grid = grid_from_rows(sub["batch_size"].to_numpy(), xs, sub["seconds"].to_numpy(), work_exp)
+    return ref.label, grid, kernel
 
 
 @functools.cache
@@ -280,6 +171,49 @@ def _allreduce_curve(
     if len(best) < 2:
         return labels, None
     return labels, Curve(best.index.to_numpy(dtype=float), monotone(best.to_numpy()), 1.0)
+
+
+class AicOpTables(OpTableSource):
+    """aiconfigurator-core's perf database for one system and engine (nearest version)."""
+
+    def __init__(self, system: str, engine: str, version: str | None, resolved: str) -> None:
+        self.system, self.engine, self.version, self.resolved_version = (
+            system, engine, version, resolved
+        )  # fmt: skip
+
+    @property
+    def label(self) -> str:
+        return f"aiconfigurator-core {self.system}, engine {self.engine} {self.resolved_version}"
+
+    @property
+    def sku(self) -> str | None:
+        return next((s for s, system in aic.SKU_SYSTEMS.items() if system == self.system), None)
+
+    @property
+    def device_name(self) -> str:
+        return self.system
+
+    def gemm_cube(self, dtype: str) -> tuple[str, GemmCube | None]:
+        ref, cube = _gemm_cube(self.system, self.engine, self.version, dtype)
+        return ref.label, cube
+
+    def gemm_dtypes(self) -> list[str]:
+        _, df = aic.load_gemm(self.system, self.engine, self.version)
+        return sorted(set(df["gemm_dtype"]))
+
+    def attention(
+        self, phase: str, heads: int, kv_heads: int, head_dim: int, kv_dtype: str
+    ) -> AttentionTable:
+        try:
+            label, grid, kernel = _attention_grid(
+                self.system, self.engine, self.version, phase, heads, kv_heads, head_dim, kv_dtype
+            )
+        except aic.AicDataMissing as exc:
+            raise OpTableMissing(str(exc)) from None
+        return AttentionTable(label, grid, kernel)
+
+    def allreduce_curve(self, num_gpus: int) -> tuple[list[str], Curve | None]:
+        return _allreduce_curve(self.system, self.engine, self.version, num_gpus)
 
 
 # --------------------------------------------------------------------------- coverage
@@ -329,13 +263,31 @@ def profiled_coverage(
     except aic.AicDataMissing as exc:
         raise ProfiledDataMissing(f"profiled estimator: {exc}") from None
     if cube is None:
-        _, df = aic.load_gemm(system, eng, engine_version)
-        dtypes = sorted(set(df["gemm_dtype"]))
-        raise ProfiledDataMissing(
-            f"profiled estimator: no {Precision(precision).value} GEMM rows in {ref.label}; "
-            f"precisions measured there: {', '.join(dtypes)}"
-        )
+        dtypes = AicOpTables(system, eng, engine_version, ref.version).gemm_dtypes()
+        raise _precision_missing(precision, ref.label, dtypes)
     return system, eng, ref.version
+
+
+def _precision_missing(precision: Precision, label: str, dtypes: list[str]) -> ProfiledDataMissing:
+    return ProfiledDataMissing(
+        f"profiled estimator: no {Precision(precision).value} GEMM rows in {label}; "
+        f"precisions measured there: {', '.join(dtypes)}"
+    )
+
+
+def tables_coverage(tables: OpTableSource, sku: GpuSku, precision: Precision) -> None:
+    """Raise ProfiledDataMissing when `tables` were measured on another catalog SKU than
+    `sku` or hold no GEMM of `precision` (tables of a device outside the catalog stand for
+    any SKU)."""
+    if tables.sku and tables.sku != sku.id:
+        raise ProfiledDataMissing(
+            f"profiled estimator: {tables.label} were measured on "
+            f"{tables.sku!r}, not {sku.id!r}; simulate --sku {tables.sku}, or profile a "
+            f"{sku.id} with `llmcap profile run`"
+        )
+    label, cube = tables.gemm_cube(_gemm_dtype(precision))
+    if cube is None:
+        raise _precision_missing(precision, label, tables.gemm_dtypes())
 
 
 # --------------------------------------------------------------------------- estimator
@@ -361,6 +313,7 @@ class ProfiledEstimator(RooflineEstimator):
         node: NodeShape | None = None,
         engine: Any = None,
         engine_version: str | None = None,
+        op_tables: OpTableSource | str | Path | None = None,
     ) -> None:
         profile = engine if isinstance(engine, EngineProfile) else None
         super().__init__(
@@ -370,15 +323,23 @@ class ProfiledEstimator(RooflineEstimator):
         if profile is not None:  # the tables measured under the profile's engine and version
             engine = DEFAULT_ENGINE if profile.is_vidur else profile.name
             engine_version = engine_version or (None if profile.is_vidur else profile.version)
-        system, eng, version = profiled_coverage(sku, self.precision, engine, engine_version)
+        if op_tables is None:  # aiconfigurator-core's tables of this GPU and engine
+            system, eng, version = profiled_coverage(sku, self.precision, engine, engine_version)
+            source: OpTableSource = AicOpTables(system, eng, engine_version, version)
+        else:  # a directory in llmcap's own format (`llmcap profile`)
+            if not isinstance(op_tables, OpTableSource):
+                op_tables = load_op_tables(op_tables)
+            tables_coverage(op_tables, sku, self.precision)
+            source, system, eng, version = op_tables, "op-tables", None, None
+        self.op_tables = source
         self.system, self.tables_engine, self.tables_version = system, eng, version
         self.requested_engine_version = engine_version
         self.fallbacks: dict[str, str] = {}
         self.tables: list[str] = []
 
         # ---- GEMMs: one curve in m per operator
-        ref, cube = _gemm_cube(system, eng, engine_version, _gemm_dtype(self.precision))
-        self.tables.append(ref.label)
+        ref_label, cube = source.gemm_cube(_gemm_dtype(self.precision))
+        self.tables.append(ref_label)
         shapes = self._gemm_shapes()
         self._gemm_curves: dict[str, Curve] = {}
         self.regressed: dict[str, str] = {}  # GEMMs the table does not bracket
@@ -386,9 +347,9 @@ class ProfiledEstimator(RooflineEstimator):
             curve = gemm_curve(cube, n, k)
             if curve is None:  # a corner unmeasured at some m: the table's regressor
                 curve = regressed_gemm_curve(cube, n, k)
-                self.regressed[name] = f"n={n}, k={k}: regressor on {ref.label}"
+                self.regressed[name] = f"n={n}, k={k}: regressor on {ref_label}"
             self._gemm_curves[name] = curve
-        _, cube16 = _gemm_cube(system, eng, engine_version, "bfloat16")
+        _, cube16 = source.gemm_cube("bfloat16")
         vocab = -(-model.vocab_size // tp)
         head = gemm_curve(cube16, vocab, model.hidden_size) if cube16 is not None else None
         if head is None and cube16 is not None:
@@ -409,19 +370,13 @@ class ProfiledEstimator(RooflineEstimator):
         self.attention_kernels: dict[str, str] = {}
         for phase, op in (("context", "attn_prefill"), ("generation", "attn_decode")):
             try:
-                label, grid, kernel = _attention_grid(
-                    system,
-                    eng,
-                    engine_version,
-                    phase,
-                    self.heads_per_gpu,
-                    self.kv_heads_per_gpu,
-                    hd,
-                    kv_dtype,
+                att = source.attention(
+                    phase, self.heads_per_gpu, self.kv_heads_per_gpu, hd, kv_dtype
                 )
-            except aic.AicDataMissing as exc:
+            except OpTableMissing as exc:
                 self.fallbacks[op] = str(exc)
                 continue
+            label, grid, kernel = att.label, att.grid, att.kernel
             self.tables.append(label)
             if grid is None:
                 self.fallbacks[op] = (
@@ -438,7 +393,7 @@ class ProfiledEstimator(RooflineEstimator):
         # ---- all-reduce
         self._ar: Curve | None = None
         if tp > 1:
-            labels, ar = _allreduce_curve(system, eng, engine_version, tp)
+            labels, ar = source.allreduce_curve(tp)
             self.tables.extend(labels)
             if ar is None:
                 self.fallbacks["all_reduce"] = f"no measured all-reduce over {tp} GPUs"
@@ -447,19 +402,7 @@ class ProfiledEstimator(RooflineEstimator):
         self._attn_cache: dict[int, float] = {}
 
     def _gemm_shapes(self) -> dict[str, tuple[int, int]]:
-        m = self.model
-        tp = self.tp
-        h, hd = m.hidden_size, m.head_dim
-        heads = m.num_attention_heads // tp
-        kv_heads = max(1, m.num_key_value_heads // tp)
-        inter = m.intermediate_size // tp
-        up = (2 if m.gated_mlp else 1) * inter
-        return {
-            "attn_pre_proj": ((heads + 2 * kv_heads) * hd, h),
-            "attn_post_proj": (h, heads * hd),
-            "mlp_up_proj": (up, h),
-            "mlp_down_proj": (h, inter),
-        }
+        return layer_gemm_shapes(self.model, self.tp)
 
     # ---------------------------------------------------------------- operators
 
@@ -579,10 +522,15 @@ class ProfiledEstimator(RooflineEstimator):
             f"profiled estimator: {self.model.name} on {self.sku.name} ({self.sku.id}), "
             f"TP={self.tp} PP={self.pp}, weights {self.precision.value}, "
             f"KV {self.kv_precision.value}",
-            f"  measured tables: aiconfigurator-core {self.system}, engine {self.tables_engine} "
-            f"{version}{note}",
+            f"  measured tables: {self.op_tables.label}"
+            + (note if isinstance(self.op_tables, AicOpTables) else ""),
         ]
         lines += [f"    {t}" for t in self.tables]
+        if not self.op_tables.sku:
+            lines.append(
+                f"  the tables name no catalog GPU (measured on {self.op_tables.device_name}): "
+                f"used as measured for {self.sku.id}"
+            )
         if self.attention_kernels:
             kernels = ", ".join(f"{k}: {v}" for k, v in self.attention_kernels.items())
             lines.append(f"  attention kernels: {kernels}")

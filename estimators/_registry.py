@@ -13,6 +13,7 @@ from __future__ import annotations
 import inspect
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from estimators._contract import ExecutionTimeEstimator
@@ -71,12 +72,17 @@ def make_estimator(
     kv_precision: Precision | None = None,
     engine: EngineProfile | str | None = None,
     engine_version: str | None = None,
+    op_tables: str | Path | None = None,
 ) -> ExecutionTimeEstimator:
     """Build the estimator of `backend` for one deployment run by `engine` (None: Vidur's
     2024 vLLM; a profile's KV precision applies when `kv_precision` is None).  A bare engine
-    name only picks the profiled backend's tables.
+    name only picks the profiled backend's tables.  `op_tables`: a directory in llmcap's
+    own op-table format that the profiled backend (and `auto`) reads instead of
+    aiconfigurator-core's tables.
 
-    Raises ProfiledDataMissing (a ValueError) when "profiled" is demanded without data.
+    Raises ProfiledDataMissing (a ValueError) when "profiled" is demanded without data,
+    OpTablesError when `op_tables` cannot be read, ValueError when a backend that reads no
+    tables is given `op_tables`.
     """
     factory = _BACKENDS.get(backend)
     if factory is None:
@@ -86,8 +92,24 @@ def make_estimator(
         )
     if kv_precision is None and isinstance(engine, EngineProfile):
         kv_precision = engine.kv_precision(precision)
+    extra: dict[str, Any] = {}
+    if op_tables is not None:  # only the backends that read tables take them
+        if backend not in _TABLE_BACKENDS:
+            raise ValueError(
+                f"op tables are read by the {' and '.join(sorted(_TABLE_BACKENDS))} estimators, "
+                f"not {backend!r}"
+            )
+        extra["op_tables"] = op_tables
     return factory(
-        model, sku, tp, pp, precision, kv_precision, engine=engine, engine_version=engine_version
+        model,
+        sku,
+        tp,
+        pp,
+        precision,
+        kv_precision,
+        engine=engine,
+        engine_version=engine_version,
+        **extra,
     )
 
 
@@ -101,7 +123,16 @@ def _roofline(
 
 
 def _profiled(
-    model, sku, tp, pp, precision, kv_precision, engine=None, engine_version=None, **_: Any
+    model,
+    sku,
+    tp,
+    pp,
+    precision,
+    kv_precision,
+    engine=None,
+    engine_version=None,
+    op_tables=None,
+    **_: Any,
 ) -> ProfiledEstimator:
     return ProfiledEstimator(
         model,
@@ -112,14 +143,17 @@ def _profiled(
         kv_precision=kv_precision,
         engine=engine,
         engine_version=engine_version,
+        op_tables=op_tables,
     )
 
 
 def _auto(
-    model, sku, tp, pp, precision, kv_precision, engine=None, engine_version=None, **_: Any
+    model, sku, tp, pp, precision, kv_precision, engine=None, **tables: Any
 ) -> ExecutionTimeEstimator:
+    """The profiled backend where the tables (`tables`: engine_version, op_tables) cover
+    the deployment, else the roofline with a warning."""
     try:
-        est = _profiled(model, sku, tp, pp, precision, kv_precision, engine, engine_version)
+        est = _profiled(model, sku, tp, pp, precision, kv_precision, engine, **tables)
         est.selection_note = "auto: measured tables cover this GPU, precision and engine"
         return est
     except ProfiledDataMissing as exc:
@@ -132,6 +166,7 @@ def _auto(
         return roof
 
 
+_TABLE_BACKENDS = frozenset({"profiled", "auto"})
 register_backend("roofline", _roofline)
 register_backend("profiled", _profiled)
 register_backend("auto", _auto)

@@ -49,6 +49,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from estimators import BatchShape
+from search._capacity_kind import CAPACITY_CEILING, CAPACITY_MEASURED
 from search._zero_load import ZERO_LOAD_METRICS, zero_load_percentile
 from simulator import RunOptions, Simulation, weighted_percentiles
 from simulator._deployment import PreparedDeployment
@@ -94,8 +95,6 @@ FLOOR = 1e-3  # below this share of the bound, nothing passes: capacity 0
 PROGRESS_EVERY = 256  # simulator events between two late counts
 LENGTHEN = 2  # factor on the requests of a search run again because it rested on the ceiling
 
-CAPACITY_MEASURED = "measured"  # a failing rate bounds the capacity (or none passes: 0)
-CAPACITY_CEILING = "ceiling"  # passed up to the analytic ceiling: no failing rate known
 
 
 # --------------------------------------------------------------------------- options

@@ -10,7 +10,7 @@ from typing import Any
 import click
 from pydantic import ValidationError
 
-from search._errors import USER_ERRORS, format_validation_error
+from search._errors import format_validation_error, is_user_error
 from sku_catalog._yaml import shorten
 
 EXIT_BAD_INPUT = 2
@@ -27,12 +27,26 @@ def user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
             click.echo(f"error: {format_validation_error(exc, 'input')}", err=True)
         except OSError as exc:  # a file the user named: missing, unwritable, a full disk
             click.echo(f"error: {describe_os_error(exc)}", err=True)
-        except USER_ERRORS as exc:
+        except Exception as exc:
+            if not is_user_error(exc):
+                raise
             message = exc.args[0] if exc.args else str(exc)
             click.echo(f"error: {message}", err=True)
         sys.exit(EXIT_BAD_INPUT)
 
     return wrapper
+
+
+def print_table(table: Any) -> None:
+    """Print a rich table whole: as wide as it needs, even past the terminal (a --wide table
+    in a pipe or an 80-column window loses no value to cropping)."""
+    from rich.console import Console
+
+    console = Console()
+    needed = Console(width=1_000).measure(table).maximum  # its natural width, unconstrained
+    if needed > console.width:
+        console = Console(width=needed)
+    console.print(table)
 
 
 def describe_os_error(exc: OSError) -> str:

@@ -51,13 +51,20 @@ def results_group() -> None:
 @db_option
 @filter_options
 @click.option("--limit", type=int, default=30, show_default=True, help="Rows to show.")
+@click.option(
+    "--json", "json_output", is_flag=True,
+    help="Print the rows as JSON records (latencies in seconds, as in exports).",
+)  # fmt: skip
 @user_errors
-def results_list(job, db, sku, scheduler, slo, limit) -> None:
+def results_list(job, db, sku, scheduler, slo, limit, json_output: bool) -> None:
     """Configurations ranked by QPS per dollar (SLO-passing first)."""
-    from search._results_view import ranked_results, results_table
+    from search._results_view import ranked_results, records_json, results_table
 
     database = open_db(db, create=False)
     frame = ranked_results(database, job, **_filters(sku, scheduler, slo))
+    if json_output:
+        click.echo(records_json(frame.head(limit)))
+        return
     job_id = database.get_job(job).id
     title = f"Job {job_id}: {len(frame)} configurations with results"
     console.print(results_table(frame.head(limit), title))
@@ -86,6 +93,9 @@ def results_show(job, db) -> None:
         console.print(f"[red]error[/red]: {record.error}")
     frame = ranked_results(database, record.id).set_index("configuration_id", drop=False)
     points = database.pareto_points(record.id)
+    if points.empty:
+        console.print("Pareto frontiers: none (no configuration meets the SLOs on a measured "
+                      "capacity; `llmcap results best` says why)")  # fmt: skip
     for frontier, group in points.groupby("frontier", sort=True):
         ids = [i for i in group.sort_values("rank")["configuration_id"] if i in frame.index]
         console.print(results_table(frame.loc[ids], f"Pareto frontier {frontier}"))
@@ -94,12 +104,28 @@ def results_show(job, db) -> None:
 @results_group.command("best")
 @job_argument
 @db_option
+@click.option("--json", "json_output", is_flag=True, help="Print the recommendation as JSON.")
+@click.pass_context
 @user_errors
-def results_best(job, db) -> None:
-    """The recommended deployment: configuration, replicas for the budget, cost, latency."""
-    from search._results_view import print_best
+def results_best(ctx: click.Context, job, db, json_output: bool) -> None:
+    """The recommended deployment: configuration, replicas for the budget, cost, latency.
 
-    print_best(open_db(db, create=False), job, console)
+    \b
+    Exit status: 0 with a recommendation, 1 when no configuration qualifies (none meets the
+    SLOs, or nothing was evaluated: the reason is printed), 2 on bad input, so a scheduled
+    run can act on it.
+    """
+    from search._results_view import print_best, recommendation
+
+    database = open_db(db, create=False)
+    if json_output:
+        answer = recommendation(database, job)
+        click.echo(json.dumps(answer, indent=2))
+        found = answer["recommended"] is not None
+    else:
+        found = print_best(database, job, console)
+    if not found:
+        ctx.exit(1)
 
 
 @results_group.command("export")
@@ -112,18 +138,22 @@ def results_best(job, db) -> None:
 )  # fmt: skip
 @user_errors
 def results_export(job, db, sku, scheduler, slo, out: Path) -> None:
-    """Write every configuration with its results (all statuses) to a file."""
-    from search._results_view import with_labels
+    """Write every configuration of the job with its results (all statuses) to a file.
+
+    \b
+    Rows in the order of `results list` (SLO-passing first, then QPS per dollar), then the
+    configurations without a result.  Latency columns are in seconds (`ttft_p90_s`, ...);
+    `params` and `slo_detail` are JSON in CSV and Parquet.
+    """
+    from search._results_view import export_frame
 
     check_output_file(out, "--out", EXPORT_FORMATS)
     database = open_db(db, create=False)
-    filters = _filters(sku, scheduler, slo)
-    frame = with_labels(database.results(job, **filters))
+    frame = export_frame(database, job, **_filters(sku, scheduler, slo))
     suffix = out.suffix.lower()
-    # flat formats: the nested columns as text (slo_detail as JSON; its keys vary by row)
+    # flat formats: the nested columns as JSON text (their keys vary by row)
     flat = frame.assign(
-        params=frame["params"].map(str),
-        slo_detail=frame["slo_detail"].map(lambda d: json.dumps(d) if isinstance(d, dict) else d),
+        **{col: frame[col].map(_json_text) for col in ("params", "slo_detail")}
     )
     with writing(out, "--out"):
         if suffix == ".csv":
@@ -133,6 +163,10 @@ def results_export(job, db, sku, scheduler, slo, out: Path) -> None:
         else:
             flat.to_parquet(out, index=False)
     click.echo(f"wrote {len(frame)} configurations to {out}")
+
+
+def _json_text(value):
+    return json.dumps(value) if isinstance(value, dict | list) else value
 
 
 @click.group("pareto")

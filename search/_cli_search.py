@@ -11,7 +11,6 @@ from pathlib import Path
 
 import click
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from search._cli_common import db_option, open_db, user_errors
@@ -49,16 +48,21 @@ max_configurations_option = click.option(
 def validate(spec_file: Path, max_configurations: int | None) -> None:
     """Check a spec as `search run` does, and show how many configurations it holds and
     which cannot run.  Exit status 2 when the spec is invalid or nothing in it can run."""
+    from estimators import variant_note
     from search._errors import SpecError
     from search._space import candidates
-    from search._spec import load_spec, search_workload
+    from search._spec import load_spec, search_workload, slo_semantics
 
     spec = load_spec(spec_file, max_configurations=max_configurations)
     cands = candidates(spec)
     workload = search_workload(spec)  # reads the trace, draws the lengths: as `run` does
     feasible = [c for c in cands if c.feasible]
     console.print(f"[bold]{spec_file}[/bold]: {spec.name!r}, model {spec.model}")
+    note = variant_note(spec.model)
+    if note:
+        console.print(f"  {note}")
     console.print(f"workload: {spec.workload.source}, {len(workload):,} requests per probe")
+    console.print(f"SLOs: {slo_semantics(spec)}")
     console.print(
         f"{len(cands)} configurations: {len(feasible)} feasible, "
         f"{len(cands) - len(feasible)} dropped before simulation"
@@ -90,6 +94,29 @@ def _infeasible_reasons(cands) -> dict[str, tuple[int, str]]:
     return out
 
 
+@search_group.command("schema")
+@click.option(
+    "--markdown", is_flag=True,
+    help="The reference as Markdown tables (docs/spec.md) instead of JSON Schema.",
+)  # fmt: skip
+def schema(markdown: bool) -> None:
+    """Print the search spec's reference: every field, its type, default and meaning.
+
+    \b
+    JSON Schema by default (for editors and validators); --markdown gives docs/spec.md.
+      llmcap search schema > spec.schema.json
+      llmcap search schema --markdown
+    """
+    import json
+
+    from search._spec_reference import spec_json_schema, spec_markdown
+
+    if markdown:
+        click.echo(spec_markdown(), nl=False)
+    else:
+        click.echo(json.dumps(spec_json_schema(), indent=2))
+
+
 @search_group.command("run")
 @click.argument("spec_file", type=click.Path(dir_okay=False, path_type=Path))
 @db_option
@@ -109,10 +136,15 @@ def _infeasible_reasons(cands) -> dict[str, tuple[int, str]]:
 )
 @click.option("--resume", "resume_job", type=int, default=None, help="Continue this job id.")
 @max_configurations_option
+@click.option(
+    "--progress-every", type=click.FloatRange(min=0.0), default=None, metavar="SECONDS",
+    help="Off a terminal (a pipe, `search logs`, cron), print a progress line this often "
+    "[10, or LLMCAP_PROGRESS_EVERY]; on a terminal a live bar shows it.",
+)  # fmt: skip
 @user_errors
 def run(
     spec_file: Path, db: str | None, executor: str, address: str | None, workers: int | None,
-    resume_job: int | None, max_configurations: int | None,
+    resume_job: int | None, max_configurations: int | None, progress_every: float | None,
 ) -> None:  # fmt: skip
     """Run a search job in the foreground and store its results.
 
@@ -123,31 +155,16 @@ def run(
     stops the job and records it cancelled; finished results stay.
     """
     from search._driver import JobCancelled, SearchDriver
+    from search._progress import job_progress
     from search._results_view import print_best
     from search._spec import load_spec
 
     spec = load_spec(spec_file, max_configurations=max_configurations)
     database = open_db(db)
-    columns = (
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("running {task.fields[running]}  failed {task.fields[failed]}"),
-        TextColumn("best {task.fields[best]}"),
-        TimeElapsedColumn(),
-    )
     driver = SearchDriver(spec, database, executor, address, workers)
     if resume_job is not None:
         driver.check_resumable(resume_job)
-    with Progress(*columns, console=console, transient=False) as progress:
-        task = progress.add_task("configurations", total=None, running=0, failed=0, best="-")
-
-        def show(p) -> None:
-            best = f"{p.best_qps_per_dollar:.3f} QPS/$ ({p.best_label})" if p.best_label else "-"
-            progress.update(
-                task, total=p.total, completed=p.done, running=p.running, failed=p.failed, best=best
-            )
-
+    with job_progress(console, progress_every) as show:
         driver.on_progress = show
         try:
             with _sigterm_raises(JobCancelled):
@@ -197,10 +214,11 @@ def _note_unloaded(database, job_id: int, num_requests: int) -> None:
     longest workload the search lengthened to (capacity_kind "ceiling"); `num_requests`
     is the spec's workload.num_requests, where each search started.
     """
-    from search._pareto import CEILING, capacity_kinds
+    from search._capacity_kind import CAPACITY_CEILING
+    from search._pareto import capacity_kinds
 
     frame = database.results(job_id, status="done")
-    unloaded = frame[(capacity_kinds(frame) == CEILING) & frame["capacity_qps"].notna()]
+    unloaded = frame[(capacity_kinds(frame) == CAPACITY_CEILING) & frame["capacity_qps"].notna()]
     if len(unloaded):
         lengths = unloaded["num_requests"].dropna()
         longest = int(lengths.max()) if len(lengths) else num_requests
@@ -371,34 +389,55 @@ def jobs_group() -> None:
 @jobs_group.command("list")
 @db_option
 @click.option("--limit", type=int, default=20, show_default=True)
+@click.option("--json", "json_output", is_flag=True, help="Print the jobs as JSON records.")
 @user_errors
-def jobs_list(db: str | None, limit: int) -> None:
-    """Recent jobs, newest first."""
+def jobs_list(db: str | None, limit: int, json_output: bool) -> None:
+    """Recent jobs, newest first, with the time a running one has left at its pace so far."""
+    import json
+    from datetime import UTC, datetime
+
+    from search._cli_common import print_table
     from search._db.store import job_state
+    from search._progress import eta_seconds, format_duration
 
     database = open_db(db, create=False)
-    table = Table(title=f"Jobs in {database.url}", title_justify="left")
-    for name in ("id", "name", "status", "created", "finished", "configurations", "error"):
-        table.add_column(name)
-    interrupted = []
+    rows = []
+    now = datetime.now(UTC)
     for job in database.list_jobs(limit):
         counts = database.configuration_counts(job.id)
-        done = counts.get("done", 0)
-        total = sum(counts.values())
+        done, total = counts.get("done", 0), sum(counts.values())
         state = job_state(job)
-        if state == "interrupted":
-            interrupted.append(job.id)
+        eta = None
+        if state == "running" and job.created_at is not None:
+            created = job.created_at
+            created = created if created.tzinfo else created.replace(tzinfo=UTC)
+            eta = eta_seconds((now - created).total_seconds(), done, total)
+        rows.append({
+            "id": job.id, "name": job.name, "status": state,
+            "created": _when(job.created_at), "finished": _when(job.finished_at),
+            "done": done, "configurations": total,
+            "eta_s": None if eta is None else round(eta, 1), "error": job.error or "",
+        })  # fmt: skip
+    if json_output:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    table = Table(title=f"Jobs in {database.url}", title_justify="left")
+    for name in ("id", "name", "status", "created", "finished", "configurations", "ETA", "error"):
+        table.add_column(name, no_wrap=name in ("id", "created", "finished"))
+    for row in rows:
+        eta = "-" if row["eta_s"] is None else format_duration(row["eta_s"])
         table.add_row(
-            str(job.id), job.name, state, _when(job.created_at), _when(job.finished_at),
-            f"{done}/{total} done", (job.error or "")[:60],
+            str(row["id"]), row["name"], row["status"], row["created"], row["finished"],
+            f"{row['done']}/{row['configurations']} done", eta, row["error"][:60],
         )  # fmt: skip
-    console.print(table)
-    for job_id in interrupted:
-        console.print(
-            f"job {job_id} is interrupted: its driver stopped sending heartbeats (killed, or "
-            f"its machine went down). Continue it with `llmcap search run SPEC --resume "
-            f"{job_id}`; finished results are kept."
-        )
+    print_table(table)
+    for row in rows:
+        if row["status"] == "interrupted":
+            console.print(
+                f"job {row['id']} is interrupted: its driver stopped sending heartbeats (killed, "
+                f"or its machine went down). Continue it with `llmcap search run SPEC --resume "
+                f"{row['id']}`; finished results are kept."
+            )
 
 
 def _when(moment) -> str:

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 import optuna
 
 from search._capacity import LatencySLO
+from search._capacity_kind import CAPACITY_CEILING
 from search._db import (
     MAX_ATTEMPTS,
     ConfigRecord,
@@ -43,7 +44,7 @@ from search._executors import Executor, ExecutorKind, make_executor
 from search._pareto import (
     FRONTIERS,
     best_configuration,
-    pareto_front,
+    job_frontier,
     refinement_contenders,
 )
 from search._space import Candidate, ConfigPoint, candidates
@@ -549,7 +550,8 @@ class SearchDriver:
         self.progress.done += 1
         # the live "best" is a measured one, as the recommendation is (a capacity resting on
         # the analytic ceiling shows in `_show_best` only when nothing measured passes)
-        if metrics and metrics.get("slo_passed") and metrics.get("capacity_kind") != "ceiling":
+        measured = metrics.get("capacity_kind") != CAPACITY_CEILING if metrics else False
+        if metrics and metrics.get("slo_passed") and measured:
             qpd = metrics.get("qps_per_dollar") or 0.0
             if qpd > self.progress.best_qps_per_dollar:
                 self.progress.best_qps_per_dollar = qpd
@@ -561,8 +563,7 @@ class SearchDriver:
     def store_frontiers(self, job_id: int) -> None:
         frame = self.db.results(job_id, status="done")
         for frontier in FRONTIERS:
-            front = pareto_front(frame, maximize=frontier.maximize, minimize=frontier.minimize)
-            ids = [int(frame.loc[i, "configuration_id"]) for i in front]
+            ids = [int(frame.loc[i, "configuration_id"]) for i in job_frontier(frame, frontier)]
             self.db.replace_pareto(job_id, frontier.name, ids)
 
 

@@ -3,26 +3,11 @@
 from __future__ import annotations
 
 import reprlib
+import sys
 from types import UnionType
 from typing import Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
-
-from estimators import (
-    DoesNotFitError,
-    ModelConfigError,
-    ParallelismError,
-    ProfiledDataMissing,
-    UnknownModelError,
-)
-from estimators._aic_tables import AicTableError
-from search._db import DatabaseError
-from search._executors import ExecutorError
-from search._ray_jobs import RayJobsError
-from search._upload import UploadError
-from search._validate._aic_silicon import DatasetError
-from sku_catalog import CatalogError
-from workloads import WorkloadError
 
 
 class SpecError(ValueError):
@@ -37,26 +22,44 @@ class OutputError(ValueError):
     """An output file that cannot be written (unknown type, no such folder, not writable)."""
 
 
-# errors whose message is written for the user as it stands
-USER_ERRORS: tuple[type[Exception], ...] = (
-    CatalogError,
-    UnknownModelError,
-    ModelConfigError,
-    WorkloadError,
-    ParallelismError,
-    DoesNotFitError,
-    FileNotFoundError,
-    SpecError,
-    DatabaseError,
-    ExecutorError,
-    RayJobsError,
-    UploadError,
-    PlotError,
-    OutputError,
-    DatasetError,
-    ProfiledDataMissing,
-    AicTableError,
+# errors whose message is written for the user as it stands, by where they are defined: an
+# exception can only be of a class whose module is loaded, so checking needs no import (and a
+# command does not load the database, Ray or the validation datasets to report its errors)
+_USER_ERRORS = (
+    "sku_catalog._loader:CatalogError",
+    "estimators._models:UnknownModelError",
+    "estimators._models:ModelConfigError",
+    "estimators._memory:ParallelismError",
+    "estimators._memory:DoesNotFitError",
+    "estimators._profiled:ProfiledDataMissing",
+    "estimators._aic_tables:AicTableError",
+    "estimators._op_tables:OpTablesError",
+    "estimators.profiler._device:ProfilerError",
+    "estimators.profiler._vidur_import:VidurImportError",
+    "workloads._errors:WorkloadError",
+    "search._db.errors:DatabaseError",
+    "search._executors:ExecutorError",
+    "search._ray_jobs:RayJobsError",
+    "search._upload:UploadError",
+    "search._validate._aic_silicon:DatasetError",
 )
+
+
+def user_error_classes() -> list[str]:
+    """The module:Class paths of the errors written for the user (for tests)."""
+    return list(_USER_ERRORS)
+
+
+def is_user_error(exc: BaseException) -> bool:
+    """Whether `exc`'s message is written for the user (print it as it stands, exit 2)."""
+    if isinstance(exc, SpecError | PlotError | OutputError | FileNotFoundError):
+        return True
+    for path in _USER_ERRORS:
+        module_name, name = path.split(":")
+        module = sys.modules.get(module_name)
+        if module is not None and isinstance(exc, getattr(module, name)):
+            return True
+    return False
 
 
 def format_validation_error(
@@ -74,9 +77,14 @@ def format_validation_error(
             loc, message = loc[:-2], f"key {loc[-2]!r}: {message}"
         elif item["type"] == "extra_forbidden":
             message = "unknown field"
+            elsewhere = _paths_of_field(model, str(item["loc"][-1])) if model else []
+            if elsewhere:
+                message += f" (it belongs at {' or '.join(elsewhere)})"
             allowed = _fields_at(model, item["loc"][:-1]) if model else None
             if allowed:
                 message += f"; allowed: {', '.join(allowed)}"
+        elif model is not None and item["type"] != "missing":
+            message += _expected(model, item["loc"])
         got = item.get("input")
         shown = (
             "" if isinstance(got, dict) or item["type"] in _NO_INPUT else f" (got: {_brief(got)})"
@@ -98,8 +106,40 @@ def _brief(value: object) -> str:
     return _BRIEF.repr(value)
 
 
-def _fields_at(model: type[BaseModel], loc: tuple) -> list[str] | None:
-    """The field names of the model that `loc` points into (through lists and mappings)."""
+def _paths_of_field(model: type[BaseModel], name: str) -> list[str]:
+    """Where in `model`'s sections a field called `name` lives (``strategy.trials``)."""
+    from search._model_fields import model_sections
+
+    return [
+        f"{path}.{name}" if path else name
+        for paths, section in model_sections(model)
+        if name in section.model_fields
+        for path in paths[:1]
+    ]
+
+
+def _expected(model: type[BaseModel], loc: tuple) -> str:
+    """"; expected TYPE (e.g. EXAMPLE)" for the field `loc` names, or "" for an element."""
+    from search._model_fields import type_name
+
+    parent = _model_at(model, loc[:-1])
+    field = parent.model_fields.get(str(loc[-1])) if parent is not None and loc else None
+    if field is None:
+        return ""
+    expected = type_name(field.annotation)
+    section = _model_at(model, loc)
+    if section is not None:  # a section: name its fields
+        expected = expected.replace("section", f"a section of {', '.join(section.model_fields)}")
+    text = f"; expected {expected}"
+    description = field.description or ""
+    if "e.g. " in description:
+        example = description.split("e.g. ", 1)[1].split("; ")[0].rstrip(".")
+        text += f", e.g. {example}"
+    return text
+
+
+def _model_at(model: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
+    """The model that `loc` points into (through lists and mappings), or None."""
     annotation: object = model
     for part in loc:
         annotation = _without_none(annotation)
@@ -109,11 +149,17 @@ def _fields_at(model: type[BaseModel], loc: tuple) -> list[str] | None:
                 return None
             annotation = field.annotation
         elif get_origin(annotation) in (list, tuple, set, frozenset, dict):
-            annotation = get_args(annotation)[-1]  # the element, or the mapping's value
+            annotation = get_args(annotation)[-1]
         else:
             return None
     annotation = _without_none(annotation)
-    return list(annotation.model_fields) if _is_model(annotation) else None
+    return annotation if _is_model(annotation) else None
+
+
+def _fields_at(model: type[BaseModel], loc: tuple) -> list[str] | None:
+    """The field names of the model that `loc` points into (through lists and mappings)."""
+    section = _model_at(model, loc)
+    return list(section.model_fields) if section is not None else None
 
 
 def _without_none(annotation: object) -> object:

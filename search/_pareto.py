@@ -29,13 +29,17 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from search._capacity_kind import CAPACITY_CEILING, CAPACITY_MEASURED
+
 __all__ = [
     "FRONTIERS",
     "Frontier",
     "best_configuration",
     "capacity_kinds",
     "ceiling_rival",
+    "job_frontier",
     "pareto_front",
+    "qualifying",
     "rank_configurations",
     "refinement_contenders",
 ]
@@ -127,8 +131,6 @@ def pareto_front(frame: pd.DataFrame, maximize: str, minimize: str) -> list[Hash
     return frame.index[kept].tolist()
 
 
-CEILING = "ceiling"
-MEASURED = "measured"
 
 
 def capacity_kinds(frame: pd.DataFrame) -> pd.Series:
@@ -139,7 +141,7 @@ def capacity_kinds(frame: pd.DataFrame) -> pd.Series:
     failing rate (``capacity_upper_qps`` missing), as such searches ended.  A frame with
     no ``capacity_kind`` column at all counts every row as measured.
     """
-    kinds = pd.Series(MEASURED, index=frame.index, dtype=object)
+    kinds = pd.Series(CAPACITY_MEASURED, index=frame.index, dtype=object)
     if "capacity_kind" not in frame.columns:
         return kinds
     stored = frame["capacity_kind"]
@@ -149,12 +151,24 @@ def capacity_kinds(frame: pd.DataFrame) -> pd.Series:
         unbounded = (_floats(frame["capacity_qps"]) > 0) & np.isnan(
             _floats(frame["capacity_upper_qps"])
         )
-        kinds[~known & unbounded] = CEILING
+        kinds[~known & unbounded] = CAPACITY_CEILING
     return kinds
 
 
 def _on_ceiling(frame: pd.DataFrame) -> np.ndarray:
-    return (capacity_kinds(frame) == CEILING).to_numpy(dtype=bool)
+    return (capacity_kinds(frame) == CAPACITY_CEILING).to_numpy(dtype=bool)
+
+
+def qualifying(frame: pd.DataFrame) -> np.ndarray:
+    """Rows that could be recommended: they meet the SLOs on a measured capacity."""
+    passed = frame["slo_passed"].astype("boolean").fillna(False).to_numpy(dtype=bool)
+    return passed & ~_on_ceiling(frame)
+
+
+def job_frontier(frame: pd.DataFrame, frontier: Frontier) -> list[Hashable]:
+    """A job's stored and plotted Pareto frontier: over the qualifying rows only, so the
+    recommended configuration is on it, never below a point that misses the SLOs."""
+    return pareto_front(frame[qualifying(frame)], frontier.maximize, frontier.minimize)
 
 
 def rank_configurations(

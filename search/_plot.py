@@ -2,16 +2,19 @@
 
 Encodings, the same in every output format:
 
-- SLO-passing configurations are filled circles (Okabe-Ito blue), failing ones hollow crosses
-  (Okabe-Ito vermillion): shape tells them apart without colour (greyscale, colour blindness).
-  A passing configuration whose capacity rests on the analytic ceiling, not a measurement
-  (:func:`search._pareto.capacity_kinds`), is a hollow blue circle with its own legend entry.
-- The Pareto frontier of each panel (over all plotted points, :func:`search._pareto.pareto_front`)
-  is a black step line: the boundary of the region its points dominate.
+- Colour is the GPU SKU (the Okabe-Ito palette, told apart by the common colour-vision
+  deficiencies), marker shape the scheduler; each has its own legend.
+- Fill says whether a configuration qualifies: filled when it meets the SLOs on a measured
+  capacity, hollow and faint when it misses them, hollow with a thick edge when it meets them
+  but its capacity rests on the analytic ceiling, not a measurement
+  (:func:`search._pareto.capacity_kinds`).
+- The Pareto frontier of each panel (over the qualifying points only,
+  :func:`search._pareto.job_frontier`, so the recommendation is on it) is a black step line,
+  each of its points labelled with its parallelism (TP/PP), placed where it covers no point.
 - An SLO bound is a dashed vertical line, its value written above the panel.
 - The best configuration (``best_id``) is ringed and annotated with its label and QPS per $/h.
-- Latencies are stored in seconds and shown in ms when the panel's largest value is under 1 s;
-  the x axis is logarithmic when its values span more than 1.5 decades.
+- One unit and scale per axis, whatever the job: TTFT in s, TBT in ms, both on log axes
+  (linear only when some value is not positive); QPS per $/h linear from 0.
 - Configurations without a value for a panel (failed, not evaluated) are left out of that panel
   and counted in its axis label.
 
@@ -32,8 +35,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from search._capacity_kind import CAPACITY_CEILING
 from search._errors import PlotError
-from search._pareto import CEILING, FRONTIERS, Frontier, capacity_kinds, pareto_front
+from search._pareto import FRONTIERS, Frontier, capacity_kinds, job_frontier
 
 __all__ = ["MATPLOTLIB_FORMATS", "PLOT_FORMATS", "plot_pareto"]
 
@@ -41,14 +45,22 @@ MATPLOTLIB_FORMATS = (".png", ".svg", ".pdf")
 PLOT_FORMATS = (*MATPLOTLIB_FORMATS, ".html")
 REQUIRED_COLUMNS = ("qps_per_dollar", "ttft_p90", "tbt_p99", "slo_passed")
 
-# Okabe-Ito, a palette told apart by the common colour-vision deficiencies
-PASS_COLOR = "#0072B2"  # blue
-FAIL_COLOR = "#D55E00"  # vermillion
+# Okabe-Ito, a palette told apart by the common colour-vision deficiencies: one per SKU, in
+# the order the SKUs first appear (sorted); past eight they repeat with another edge
+SKU_COLORS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442",
+              "#000000")  # fmt: skip
+# scheduler -> (matplotlib marker, plotly symbol); others a star
+SCHEDULER_MARKERS = {
+    "sarathi": ("o", "circle"), "vllm": ("s", "square"), "orca": ("^", "triangle-up"),
+    "sglang": ("D", "diamond"), "static": ("v", "triangle-down"),
+}  # fmt: skip
+OTHER_MARKER = ("*", "star")
+MISS_ALPHA = 0.45  # faint: configurations that miss the SLOs
 FRONT_COLOR = "#000000"
 SLO_COLOR = "#555555"
 BEST_COLOR = "#000000"
-
-LOG_X_DECADES = 1.5  # log x when max/min exceeds 10 ** this
+# one unit per latency axis, whatever the job (seconds -> shown)
+AXIS_UNITS = {"ttft_p90": ("s", 1.0), "tbt_p99": ("ms", 1e3)}
 NOTHING_TO_PLOT = "nothing to plot: no configuration has results"
 
 
@@ -63,6 +75,9 @@ class _Panel:
     y: np.ndarray
     passed: np.ndarray
     ceiling: np.ndarray  # capacity rests on the analytic ceiling (drawn apart when passing)
+    skus: list[str]  # colour
+    schedulers: list[str]  # marker
+    parallelism: list[str]  # "TP2 PP1": the label of a frontier point
     labels: list[str]
     hover: list[str]  # HTML hover text: label and metrics
     front: list[int]  # positions in x/y, along the frontier (x ascending)
@@ -83,6 +98,10 @@ class _Panel:
     @property
     def ceiling_pass(self) -> np.ndarray:
         return self.passed & self.ceiling
+
+    @property
+    def qualifying(self) -> np.ndarray:
+        return self.measured_pass
 
     @property
     def x_label(self) -> str:
@@ -163,11 +182,30 @@ def _best_position(frame: pd.DataFrame, best_id: Hashable | None) -> int | None:
     return int(hits[0])
 
 
-def _unit(values: np.ndarray) -> tuple[str, float]:
-    finite = values[np.isfinite(values)]
-    if finite.size and np.max(np.abs(finite)) < 1.0:
-        return "ms", 1e3
-    return "s", 1.0
+def _column(frame: pd.DataFrame, name: str) -> list[str]:
+    if name not in frame.columns:
+        return [""] * len(frame)
+    return ["" if pd.isna(v) else str(v) for v in frame[name]]
+
+
+def _parallelism(frame: pd.DataFrame) -> list[str]:
+    if {"tp", "pp"} <= set(frame.columns):
+        return [
+            "" if pd.isna(tp) or pd.isna(pp) else f"TP{int(tp)} PP{int(pp)}"
+            for tp, pp in zip(frame["tp"], frame["pp"], strict=True)
+        ]
+    # results without the columns: from the label ("h100-sxm TP2 PP1 sarathi ...")
+    return [" ".join(w for w in label.split() if w[:2] in ("TP", "PP")) for label in _labels(frame)]
+
+
+def sku_colors(skus: list[str]) -> dict[str, str]:
+    """Each SKU's colour, in sorted order of the SKUs present."""
+    return {sku: SKU_COLORS[i % len(SKU_COLORS)] for i, sku in enumerate(sorted(set(skus)))}
+
+
+def scheduler_marker(scheduler: str) -> tuple[str, str]:
+    """(matplotlib marker, plotly symbol) of a scheduler."""
+    return SCHEDULER_MARKERS.get(scheduler, OTHER_MARKER)
 
 
 def _limits(values: np.ndarray, log: bool, floor_zero: bool) -> tuple[float, float]:
@@ -190,8 +228,11 @@ def _panels(
         raise PlotError(f"cannot plot: the results have no column {', '.join(missing)}")
     y_all = _floats(frame["qps_per_dollar"])
     passed_all = frame["slo_passed"].astype("boolean").fillna(False).to_numpy(dtype=bool)
-    ceiling_all = (capacity_kinds(frame) == CEILING).to_numpy(dtype=bool)
+    ceiling_all = (capacity_kinds(frame) == CAPACITY_CEILING).to_numpy(dtype=bool)
     labels_all = _labels(frame)
+    skus_all = _column(frame, "sku")
+    schedulers_all = _column(frame, "scheduler")
+    parallelism_all = _parallelism(frame)
     hover_all = _hover(frame, labels_all, y_all, passed_all, ceiling_all)
     best_all = _best_position(frame, best_id)
     panels: list[_Panel] = []
@@ -200,18 +241,18 @@ def _panels(
         keep = np.flatnonzero(np.isfinite(x_seconds) & np.isfinite(y_all))
         bound = slo_lines.get(frontier.minimize)
         bound = float(bound) if bound is not None and math.isfinite(float(bound)) else None
-        unit, scale = _unit(np.append(x_seconds[keep], [] if bound is None else [bound]))
+        unit, scale = AXIS_UNITS.get(frontier.minimize, ("s", 1.0))
         x = x_seconds[keep] * scale
         y = y_all[keep]
         slo = None if bound is None else bound * scale
-        points = pd.DataFrame({"y": y, "x": x})
-        front = [int(i) for i in pareto_front(points, maximize="y", minimize="x")]
+        points = pd.DataFrame(
+            {"y": y, "x": x, "slo_passed": passed_all[keep],
+             "capacity_kind": np.where(ceiling_all[keep], CAPACITY_CEILING, "measured")}
+        )  # fmt: skip
+        panel_frontier = Frontier(frontier.name, "y", "x", frontier.label_x, frontier.label_y)
+        front = [int(i) for i in job_frontier(points, panel_frontier)]
         x_range = np.append(x, [] if slo is None else [slo])
-        log_x = bool(
-            x_range.size
-            and np.min(x_range) > 0
-            and np.max(x_range) / np.min(x_range) > 10**LOG_X_DECADES
-        )
+        log_x = bool(x_range.size and np.min(x_range) > 0)
         best = None
         if best_all is not None and best_all in keep:
             best = int(np.flatnonzero(keep == best_all)[0])
@@ -224,6 +265,9 @@ def _panels(
                 y=y,
                 passed=passed_all[keep],
                 ceiling=ceiling_all[keep],
+                skus=[skus_all[i] for i in keep],
+                schedulers=[schedulers_all[i] for i in keep],
+                parallelism=[parallelism_all[i] for i in keep],
                 labels=[labels_all[i] for i in keep],
                 hover=[hover_all[i] for i in keep],
                 front=front,
@@ -277,11 +321,13 @@ def _matplotlib_figure(panels: list[_Panel], title: str) -> Any:
     from matplotlib.lines import Line2D
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter, NullLocator
 
-    fig = Figure(figsize=(12.5, 5.4), dpi=150, layout="constrained")
+    fig = Figure(figsize=(13.5, 5.8), dpi=150, layout="constrained")
     FigureCanvasAgg(fig)
     axes = fig.subplots(1, 2, sharey=True)
     plain = FuncFormatter(lambda v, _pos: f"{v:g}")
     annotations: list[tuple[Any, _Panel, Any]] = []
+    colors = sku_colors([s for p in panels for s in p.skus])
+    front_labels: list[tuple[Any, _Panel, list[Any]]] = []
     for index, (ax, panel) in enumerate(zip(axes, panels, strict=True)):
         ax.set_axisbelow(True)
         ax.grid(True, which="major", color="#dddddd", linewidth=0.6)
@@ -313,19 +359,8 @@ def _matplotlib_figure(panels: list[_Panel], title: str) -> Any:
                 panel.x[panel.front], panel.y[panel.front], drawstyle="steps-post",
                 color=FRONT_COLOR, linewidth=1.3, zorder=2,
             )  # fmt: skip
-        ok, bad, unmeasured = panel.measured_pass, ~panel.passed, panel.ceiling_pass
-        ax.scatter(
-            panel.x[ok], panel.y[ok], marker="o", s=38, facecolor=PASS_COLOR,
-            edgecolor="white", linewidth=0.6, zorder=4,
-        )  # fmt: skip
-        ax.scatter(
-            panel.x[unmeasured], panel.y[unmeasured], marker="o", s=38, facecolor="none",
-            edgecolor=PASS_COLOR, linewidth=1.4, zorder=4,
-        )  # fmt: skip
-        ax.scatter(
-            panel.x[bad], panel.y[bad], marker="x", s=38, color=FAIL_COLOR,
-            linewidth=1.6, zorder=3,
-        )  # fmt: skip
+        _scatter_groups(ax, panel, colors)
+        front_labels.append((ax, panel, _label_frontier(ax, panel)))
         if panel.slo is not None:
             ax.axvline(panel.slo, color=SLO_COLOR, linestyle=(0, (5, 3)), linewidth=1.3, zorder=1)
             # the bound's value as a tick on top of the panel, where it can cover no point
@@ -336,14 +371,16 @@ def _matplotlib_figure(panels: list[_Panel], title: str) -> Any:
             top.spines["top"].set_visible(False)
         if panel.best is not None:
             annotations.append((ax, panel, _annotate_best(ax, panel)))
+    grey = "#777777"
     handles = [
-        Line2D([], [], linestyle="none", marker="o", markersize=7, markerfacecolor=PASS_COLOR,
-               markeredgecolor="white", label=f"meets SLOs ({panels[0].n_passed})"),
-        Line2D([], [], linestyle="none", marker="x", markersize=7, markeredgewidth=1.6,
-               color=FAIL_COLOR, label=f"misses SLOs ({panels[0].n_failed})"),
+        Line2D([], [], linestyle="none", marker="o", markersize=7, markerfacecolor=grey,
+               markeredgecolor=grey, label=f"meets SLOs ({panels[0].n_passed})"),
+        Line2D([], [], linestyle="none", marker="o", markersize=7, markerfacecolor="none",
+               markeredgecolor=grey, alpha=MISS_ALPHA,
+               label=f"misses SLOs ({panels[0].n_failed})"),
         *_ceiling_handle(panels[0].n_ceiling),
         Line2D([], [], color=FRONT_COLOR, linewidth=1.3, drawstyle="steps-post",
-               label="Pareto frontier"),
+               label="Pareto frontier (meets SLOs)"),
     ]  # fmt: skip
     if any(p.slo is not None for p in panels):
         handles.append(
@@ -355,13 +392,115 @@ def _matplotlib_figure(panels: list[_Panel], title: str) -> Any:
                    markeredgecolor=BEST_COLOR, markeredgewidth=1.5, label="best configuration")
         )  # fmt: skip
     fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), frameon=False)
+    _identity_legends(fig, colors, sorted({s for p in panels for s in p.schedulers}))
     if title:
         fig.suptitle(_tex(title), fontsize="large")
-    if annotations:
+    if annotations or front_labels:
         fig.draw_without_rendering()  # settle the layout, then place the text in it
         for ax, panel, annotation in annotations:
             _place_annotation(fig, ax, panel, annotation)
+        for ax, panel, texts in front_labels:
+            _place_front_labels(fig, ax, panel, texts)
     return fig
+
+
+def _scatter_groups(ax: Any, panel: _Panel, colors: Mapping[str, str]) -> None:
+    """One scatter per (SKU, scheduler, fill): colour by SKU, marker by scheduler, filled when
+    the configuration qualifies, faint when it misses the SLOs, thick-edged on the ceiling."""
+    skus = np.array(panel.skus, dtype=object)
+    schedulers = np.array(panel.schedulers, dtype=object)
+    fills = (
+        (panel.measured_pass, {"linewidth": 0.6}, True),
+        (~panel.passed, {"linewidth": 1.0, "alpha": MISS_ALPHA}, False),
+        (panel.ceiling_pass, {"linewidth": 1.8}, False),
+    )
+    for sku in sorted(set(panel.skus)):
+        color = colors.get(sku, SKU_COLORS[0])
+        for scheduler in sorted(set(panel.schedulers)):
+            group = (skus == sku) & (schedulers == scheduler)
+            marker = scheduler_marker(scheduler)[0]
+            for mask, style, filled in fills:
+                pick = group & mask
+                if pick.any():
+                    ax.scatter(
+                        panel.x[pick], panel.y[pick], marker=marker, s=40,
+                        facecolor=color if filled else "none",
+                        edgecolor="white" if filled else color, zorder=4 if filled else 3,
+                        **style,
+                    )  # fmt: skip
+
+
+def _identity_legends(fig: Any, colors: Mapping[str, str], schedulers: list[str]) -> None:
+    """The SKU colours and scheduler markers, above the panels."""
+    from matplotlib.lines import Line2D
+
+    handles = [
+        Line2D([], [], linestyle="none", marker="o", markersize=7, markerfacecolor=color,
+               markeredgecolor=color, label=sku or "(no SKU)")
+        for sku, color in colors.items()
+    ] + [
+        Line2D([], [], linestyle="none", marker=scheduler_marker(s)[0], markersize=7,
+               markerfacecolor="#777777", markeredgecolor="#777777", label=s or "(no scheduler)")
+        for s in schedulers
+    ]  # fmt: skip
+    if handles:
+        fig.legend(
+            handles=handles, loc="outside right upper", ncol=1, frameon=False,
+            title="colour: GPU SKU\nmarker: scheduler", title_fontsize="small",
+            alignment="left",
+        )  # fmt: skip
+
+
+def _label_frontier(ax: Any, panel: _Panel) -> list[Any]:
+    """A TP/PP label beside each frontier point (placed once the layout is settled)."""
+    texts = []
+    for i in panel.front:
+        if not panel.parallelism[i]:
+            continue
+        text = ax.annotate(
+            panel.parallelism[i], xy=(panel.x[i], panel.y[i]), xytext=(5, 5),
+            textcoords="offset points", fontsize="x-small", color="#333333", zorder=5,
+        )  # fmt: skip
+        text.set_in_layout(False)
+        texts.append((i, text))
+    return texts
+
+
+_LABEL_OFFSETS_PT = ((5, 5), (5, -12), (-5, 5), (-5, -12), (8, 14), (8, -20), (-8, 14), (-8, -20))
+
+
+def _place_front_labels(fig: Any, ax: Any, panel: _Panel, texts: list[Any]) -> None:
+    """Each frontier label at the offset where it covers the fewest points and earlier labels,
+    inside the panel."""
+    renderer = fig.canvas.get_renderer()
+    points = ax.transData.transform(np.column_stack([panel.x, panel.y]))
+    area = ax.get_window_extent(renderer)
+    scale = fig.dpi / 72
+    taken: list[tuple[float, float, float, float]] = []
+    for i, text in texts:
+        box = text.get_window_extent(renderer)
+        width, height = box.width, box.height
+        px, py = points[i]
+        best = None
+        for dx, dy in _LABEL_OFFSETS_PT:
+            x0 = px + dx * scale - (width if dx < 0 else 0.0)
+            y0 = py + dy * scale
+            inside = area.x0 <= x0 and x0 + width <= area.x1 and area.y0 <= y0 <= area.y1 - height
+            covered = int(np.count_nonzero(
+                (points[:, 0] >= x0 - 4) & (points[:, 0] <= x0 + width + 4)
+                & (points[:, 1] >= y0 - 4) & (points[:, 1] <= y0 + height + 4)
+            ))  # fmt: skip
+            clash = sum(
+                x0 < bx1 and bx0 < x0 + width and y0 < by1 and by0 < y0 + height
+                for bx0, by0, bx1, by1 in taken
+            )
+            score = (not inside, covered + clash)
+            if best is None or score < best[0]:
+                best = (score, dx, dy, (x0, y0, x0 + width, y0 + height))
+        _, dx, dy, placed = best
+        text.xyann = (dx, dy)
+        text.set_horizontalalignment("right" if dx < 0 else "left")
+        taken.append(placed)
 
 
 CEILING_LEGEND = "meets SLOs, capacity at the analytic ceiling, not measured"
@@ -375,7 +514,7 @@ def _ceiling_handle(count: int) -> list[Any]:
         return []
     return [
         Line2D([], [], linestyle="none", marker="o", markersize=7, markerfacecolor="none",
-               markeredgecolor=PASS_COLOR, markeredgewidth=1.4,
+               markeredgecolor="#777777", markeredgewidth=1.8,
                label=f"{CEILING_LEGEND} ({count})")
     ]  # fmt: skip
 
@@ -424,8 +563,10 @@ _OFFSETS_PT = (36.0, 72.0, 144.0, 216.0)  # distances tried between the best poi
 def _place_annotation(fig: Any, ax: Any, panel: _Panel, annotation: Any) -> None:
     """Put the text where it covers the fewest points and stays inside the panel.
 
-    Tries the four diagonal directions at four distances. Ties go to the direction away from
-    the panel's nearest edges (the emptier side), then to the nearer distance.
+    Tries six directions (left, centred and right of the point, above and below) at four
+    distances, each slid sideways into the panel where it would stick out.  Ties go to the
+    direction away from the panel's nearest edges (the emptier side), then to the nearer
+    distance.
     """
     from matplotlib.text import Text
 
@@ -441,22 +582,23 @@ def _place_annotation(fig: Any, ax: Any, panel: _Panel, annotation: Any) -> None
     scale = fig.dpi / 72
     candidates = []
     for distance in _OFFSETS_PT:
-        for dx in (-1, 1):
+        for dx in (-1, 0, 1):  # left of the point, centred on it, right of it
             for dy in (-1, 1):
-                ax0 = best_xy[0] + dx * distance * scale - (width if dx < 0 else 0.0)
+                ax0 = best_xy[0] + dx * distance * scale - width * (0.5 if dx == 0 else dx < 0)
+                # slid sideways into the panel where it would stick out
+                ax0 = min(max(ax0, area.x0 + 2.0), area.x1 - width - 2.0)
                 ay0 = best_xy[1] + dy * 0.8 * distance * scale - (height if dy < 0 else 0.0)
-                inside = (ax0 >= area.x0 and ax0 + width <= area.x1
-                          and ay0 >= area.y0 and ay0 + height <= area.y1)  # fmt: skip
+                inside = ax0 >= area.x0 and ay0 >= area.y0 and ay0 + height <= area.y1
                 covered = int(np.count_nonzero(
                     (points[:, 0] >= ax0 - 6) & (points[:, 0] <= ax0 + width + 6)
                     & (points[:, 1] >= ay0 - 6) & (points[:, 1] <= ay0 + height + 6)
                 ))  # fmt: skip
                 toward_room = (dx > 0) == (fx < 0.5), (dy > 0) == (fy < 0.5)
                 score = (not inside, covered, distance, not toward_room[0], not toward_room[1])
-                candidates.append((score, dx, dy, distance))
-    _, dx, dy, distance = min(candidates)
-    annotation.xyann = (dx * distance, dy * 0.8 * distance)
-    annotation.set_horizontalalignment("right" if dx < 0 else "left")
+                candidates.append((score, ax0 + pad, dy, distance))
+    _, left, dy, distance = min(candidates)
+    annotation.xyann = ((left - best_xy[0]) / scale, dy * 0.8 * distance)
+    annotation.set_horizontalalignment("left")
     annotation.set_verticalalignment("top" if dy < 0 else "bottom")
 
 
@@ -500,53 +642,53 @@ def _plotly_figure(panels: list[_Panel], title: str) -> Any:
         rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.06,
         subplot_titles=[f"{p.frontier.label_y} vs {p.frontier.label_x}" for p in panels],
     )  # fmt: skip
-    n_pass, n_fail, n_ceiling = panels[0].n_passed, panels[0].n_failed, panels[0].n_ceiling
+    colors = sku_colors([s for p in panels for s in p.skus])
     for col, panel in enumerate(panels, start=1):
         first = col == 1
         hover = np.array(panel.hover, dtype=object)
-        ok, bad, unmeasured = panel.measured_pass, ~panel.passed, panel.ceiling_pass
         if panel.front:
             fig.add_trace(
                 go.Scatter(
-                    x=panel.x[panel.front], y=panel.y[panel.front], mode="lines",
+                    x=panel.x[panel.front], y=panel.y[panel.front], mode="lines+text",
                     line={"color": FRONT_COLOR, "width": 1.5, "shape": "hv"},
-                    name="Pareto frontier", legendgroup="front", showlegend=first,
-                    hoverinfo="skip",
+                    text=[panel.parallelism[i] for i in panel.front],
+                    textposition="top left", textfont={"size": 10, "color": "#333333"},
+                    name="Pareto frontier (meets SLOs)", legendgroup="front",
+                    showlegend=first, hoverinfo="skip", meta="frontier",
                 ),
                 row=1, col=col,
             )  # fmt: skip
-        fig.add_trace(
-            go.Scatter(
-                x=panel.x[ok], y=panel.y[ok], mode="markers", text=hover[ok],
-                hovertemplate="%{text}<extra></extra>",
-                marker={"symbol": "circle", "size": 9, "color": PASS_COLOR,
-                        "line": {"color": "white", "width": 0.8}},
-                name=f"meets SLOs ({n_pass})", legendgroup="pass", showlegend=first,
-            ),
-            row=1, col=col,
-        )  # fmt: skip
-        fig.add_trace(
-            go.Scatter(
-                x=panel.x[bad], y=panel.y[bad], mode="markers", text=hover[bad],
-                hovertemplate="%{text}<extra></extra>",
-                marker={"symbol": "x-thin", "size": 9, "color": FAIL_COLOR,
-                        "line": {"color": FAIL_COLOR, "width": 2}},
-                name=f"misses SLOs ({n_fail})", legendgroup="fail", showlegend=first,
-            ),
-            row=1, col=col,
-        )  # fmt: skip
-        if n_ceiling:
-            fig.add_trace(
-                go.Scatter(
-                    x=panel.x[unmeasured], y=panel.y[unmeasured], mode="markers",
-                    text=hover[unmeasured], hovertemplate="%{text}<extra></extra>",
-                    marker={"symbol": "circle-open", "size": 9, "color": PASS_COLOR,
-                            "line": {"color": PASS_COLOR, "width": 1.6}},
-                    name=f"{CEILING_LEGEND} ({n_ceiling})", legendgroup="ceiling",
-                    showlegend=first,
-                ),
-                row=1, col=col,
-            )  # fmt: skip
+        skus = np.array(panel.skus, dtype=object)
+        schedulers = np.array(panel.schedulers, dtype=object)
+        fills = (
+            ("meets SLOs", panel.measured_pass, "", 1.0, 0.8),
+            ("misses SLOs", ~panel.passed, "-open", MISS_ALPHA, 1.2),
+            ("meets SLOs, capacity at the ceiling", panel.ceiling_pass, "-open", 1.0, 2.2),
+        )
+        for sku in sorted(set(panel.skus)):
+            color = colors.get(sku, SKU_COLORS[0])
+            shown = False
+            for scheduler in sorted(set(panel.schedulers)):
+                symbol = scheduler_marker(scheduler)[1]
+                for state, mask, suffix, opacity, width in fills:
+                    pick = (skus == sku) & (schedulers == scheduler) & mask
+                    if not pick.any():
+                        continue
+                    fig.add_trace(
+                        go.Scatter(
+                            x=panel.x[pick], y=panel.y[pick], mode="markers",
+                            text=hover[pick], hovertemplate="%{text}<extra></extra>",
+                            marker={"symbol": symbol + suffix, "size": 10, "color": color,
+                                    "opacity": opacity,
+                                    "line": {"color": "white" if not suffix else color,
+                                             "width": width}},
+                            name=sku or "(no SKU)", legendgroup=sku,
+                            showlegend=first and not shown, meta=scheduler,
+                            customdata=[state] * int(pick.sum()),
+                        ),
+                        row=1, col=col,
+                    )  # fmt: skip
+                    shown = True
         if panel.slo is not None:
             # shapes take data values on a log axis, annotations log10 of them
             fig.add_vline(
@@ -567,6 +709,7 @@ def _plotly_figure(panels: list[_Panel], title: str) -> Any:
                     marker={"symbol": "circle-open", "size": 18, "color": BEST_COLOR,
                             "line": {"width": 2}},
                     name="best configuration", legendgroup="best", showlegend=first,
+                    meta="best",
                 ),
                 row=1, col=col,
             )  # fmt: skip
@@ -588,8 +731,30 @@ def _plotly_figure(panels: list[_Panel], title: str) -> Any:
     fig.update_layout(
         title={"text": title} if title else None,
         template="plotly_white",
-        legend={"orientation": "h", "yanchor": "top", "y": -0.18, "xanchor": "center", "x": 0.5},
-        margin={"b": 110},
+        legend={"orientation": "h", "yanchor": "top", "y": -0.18, "xanchor": "center", "x": 0.5,
+                "title": {"text": "GPU SKU (click to hide or show):"}},
+        margin={"b": 110, "t": 90},
         hovermode="closest",
-    )
+        updatemenus=[_scheduler_filter(fig)],
+        annotations=[*fig.layout.annotations, {
+            "text": "filled: meets SLOs; hollow, faint: misses them; hollow, thick: meets them "
+                    "on a capacity at the analytic ceiling. Marker: scheduler.",
+            "showarrow": False, "xref": "paper", "yref": "paper", "x": 0.5, "y": 1.12,
+            "font": {"size": 11, "color": "#555555"},
+        }],
+    )  # fmt: skip
     return fig
+
+
+def _scheduler_filter(fig: Any) -> dict:
+    """A menu that shows every scheduler's points or one scheduler's (frontier and best kept)."""
+    metas = [trace.meta for trace in fig.data]
+    schedulers = sorted({m for m in metas if m not in (None, "frontier", "best")})
+    buttons = [{"label": "all schedulers", "method": "restyle", "args": [{"visible": True}]}]
+    for scheduler in schedulers:
+        visible = [m in (None, "frontier", "best", scheduler) for m in metas]
+        buttons.append(
+            {"label": scheduler or "(none)", "method": "restyle", "args": [{"visible": visible}]}
+        )
+    return {"buttons": buttons, "direction": "down", "x": 0.0, "xanchor": "left", "y": 1.2,
+            "yanchor": "top", "showactive": True}  # fmt: skip

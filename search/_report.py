@@ -11,20 +11,50 @@ from simulator._deployment import PreparedDeployment
 
 GIB = 1024**3
 
+# (label, summary key, unit suffix: normalized latency is per output token)
 LATENCY_ROWS = (
-    ("TTFT", "ttft"),
-    ("TBT", "tbt"),
-    ("TPOT", "tpot"),
-    ("E2E", "e2e"),
-    ("Normalized (s/token)", "normalized_latency"),
-    ("Scheduling delay", "scheduling_delay"),
+    ("TTFT", "ttft", ""),
+    ("TBT", "tbt", ""),
+    ("TPOT", "tpot", ""),
+    ("E2E", "e2e", ""),
+    ("Normalized", "normalized_latency", "/token"),
+    ("Scheduling delay", "scheduling_delay", ""),
 )
+SECONDS_FROM = 10.0  # a row whose largest value reaches this many seconds reads in s, not ms
+# an open-loop run that served less than this share of the offered rate fell behind
+OVERLOAD_SHARE = 0.9
+QUEUE_GROWTH_S = 1.0  # ... and whose queue grew by more than this
 
 
-def _ms(seconds: float) -> str:
-    if math.isnan(seconds):
-        return "-"
-    return f"{seconds * 1e3:,.1f}"
+def _latency_cells(stats: dict) -> tuple[str, list[str]]:
+    """(unit, P50 / P90 / P95 / P99 / mean in that unit): ms, or s for a row of long times."""
+    values = [stats[k] for k in ("p50", "p90", "p95", "p99", "mean")]
+    finite = [v for v in values if not math.isnan(v)]
+    in_seconds = bool(finite) and max(finite) >= SECONDS_FROM
+    scale, digits = (1.0, 2) if in_seconds else (1e3, 1)
+    cells = ["-" if math.isnan(v) else f"{v * scale:,.{digits}f}" for v in values]
+    return ("s" if in_seconds else "ms"), cells
+
+
+def overload_warning(summary: dict, workload_info: dict) -> str | None:
+    """A line when an open-loop run fell behind its offered rate: it served clearly less than
+    offered and its queue grew the whole run (the scheduling delay of the last quarter of the
+    requests is over a second and over twice that of the first), so its latencies describe a
+    backlog, not a steady state."""
+    offered = workload_info.get("described", {}).get("mean_qps")
+    served = summary["throughput"]["requests_per_s"]
+    if not offered or served >= OVERLOAD_SHARE * offered:
+        return None
+    first = summary["queue"]["delay_first_quarter_s"]
+    last = summary["queue"]["delay_last_quarter_s"]
+    if not last > max(QUEUE_GROWTH_S, 2.0 * first):
+        return None
+    return (
+        f"overloaded: offered {offered:,.2f} req/s but served {served:,.2f} req/s; the queue "
+        f"grew all run (scheduling delay {first:,.1f} s for the first quarter of the requests, "
+        f"{last:,.1f} s for the last), so these latencies describe a backlog, not a steady "
+        "state: lower --qps, or add replicas or GPUs"
+    )
 
 
 def render_summary(summary: dict, prepared: PreparedDeployment, workload_info: dict) -> Group:
@@ -72,13 +102,14 @@ def render_summary(summary: dict, prepared: PreparedDeployment, workload_info: d
         f"{tput['total_tokens_per_s']:,.0f} total tok/s; ${d.cost_per_hour:,.2f}/h",
     )
 
-    latency = Table(title="Latency (ms)", title_justify="left")
+    latency = Table(title="Latency", title_justify="left")
     latency.add_column("metric")
+    latency.add_column("unit")
     for name in ("P50", "P90", "P95", "P99", "mean"):
         latency.add_column(name, justify="right")
-    for label, key in LATENCY_ROWS:
-        stats = summary["latency_s"][key]
-        latency.add_row(label, *(_ms(stats[k]) for k in ("p50", "p90", "p95", "p99", "mean")))
+    for label, key, per in LATENCY_ROWS:
+        unit, cells = _latency_cells(summary["latency_s"][key])
+        latency.add_row(label, unit + per, *cells)
 
     replicas = Table(title="Replicas (mean ≤ max)", title_justify="left")
     for name in ("#", "batches", "seqs/batch", "tokens/batch", "busy", "KV use", "MFU", "MBU"):
@@ -99,7 +130,11 @@ def render_summary(summary: dict, prepared: PreparedDeployment, workload_info: d
         f"[dim]simulated {sim['iterations']:,} iterations in {sim['wall_time_s']:.2f} s "
         f"(estimator: {estimator_label(prepared)})[/dim]"
     )
-    return Group(head, "", latency, "", replicas, footer)
+    warning = overload_warning(summary, workload_info)
+    parts = [head, "", latency, "", replicas, footer]
+    if warning:
+        parts[1:1] = ["", f"[bold yellow]warning[/bold yellow]: {warning}"]
+    return Group(*parts)
 
 
 def print_summary(summary: dict, prepared: PreparedDeployment, workload_info: dict) -> None:
@@ -112,7 +147,7 @@ def estimator_label(prepared: PreparedDeployment) -> str:
     used = getattr(est, "backend_name", prepared.deployment.estimator)
     asked = prepared.deployment.estimator
     label = used if asked == used else f"{asked} -> {used}"
-    engine = getattr(est, "engine", None)
-    if used == "profiled" and engine:
-        label += f", {getattr(est, 'system', '')} {engine} {getattr(est, 'engine_version', '')}"
+    tables = getattr(est, "op_tables", None)
+    if used == "profiled" and tables is not None:
+        label += f", {tables.label}"
     return label

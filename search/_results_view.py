@@ -10,8 +10,8 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
+from search._capacity_kind import CAPACITY_CEILING
 from search._pareto import (
-    CEILING,
     best_configuration,
     capacity_kinds,
     ceiling_rival,
@@ -42,6 +42,17 @@ def job_spec(db, job_id: int | None) -> tuple[object, SearchSpec]:
 def ranked_results(db, job_id: int | None, **filters) -> pd.DataFrame:
     frame = with_labels(db.results(job_id, status="done", **filters))
     return rank_configurations(frame) if len(frame) else frame
+
+
+# result columns in seconds, and their names in exports (the unit in the name)
+_LATENCY_PREFIXES = ("ttft_", "tbt_", "tpot_", "e2e_", "scheduling_delay_")
+
+
+def export_frame(db, job_id: int | None, **filters) -> pd.DataFrame:
+    """Every configuration of a job (all statuses) in recommendation order, the ones without
+    a result last; latency columns renamed with their unit (``ttft_p90`` -> ``ttft_p90_s``)."""
+    frame = rank_configurations(with_labels(db.results(job_id, **filters)))
+    return frame.drop(columns="rank").rename(columns=_with_units).reset_index(drop=True)
 
 
 def _fmt(value, scale: float = 1.0, digits: int = 1) -> str:
@@ -126,24 +137,107 @@ def why_no_recommendation(db, job_id: int, spec: SearchSpec) -> str:
             f"not yet run): see `llmcap results show {job_id}` for the errors, then run the "
             f"spec again."
         )
-    return (
+    head = (
         f"no configuration meets the SLOs "
         f"({', '.join(s.describe() for s in spec.slo.filters) or 'capacity only'}) among the "
-        f"{counts['done']} evaluated."
+        f"{counts['done']} evaluated"
     )
+    failures = filter_failures(db.results(job_id, status="done"), spec)
+    if not failures:
+        return head + "."
+    lines = [head + ":"]
+    for slo, failed, closest in failures:
+        lines.append(
+            f"  {slo.describe()}: missed by {failed} of {counts['done']}; the closest reached "
+            f"{closest:.3g} s ({closest / slo.max_s:.1f}x the bound)"
+        )
+    if not spec.slo.capacity_meets_filters:
+        lines.append(
+            f"  the filters are checked at each configuration's capacity "
+            f"({spec.slo.capacity.describe()}), where queues are already long; with "
+            "`slo: {capacity_meets_filters: true}` the capacity is the largest rate that meets "
+            "every filter, so a deployment that can meet them at a lower rate qualifies."
+        )
+    return "\n".join(lines)
 
 
-def print_best(db, job_id: int | None, console: Console) -> None:
-    """The recommended deployment of a job: the best SLO-passing configuration, for the budget."""
+def filter_failures(frame: pd.DataFrame, spec: SearchSpec) -> list[tuple[object, int, float]]:
+    """(filter, configurations that missed it, the closest value any of them reached) for each
+    SLO filter some evaluated configuration missed, from the stored ``slo_detail``."""
+    out = []
+    for slo in spec.slo.filters:
+        values = [
+            detail[slo.column].get("value")
+            for detail in frame["slo_detail"]
+            if isinstance(detail, dict) and isinstance(detail.get(slo.column), dict)
+            and detail[slo.column].get("passed") is False
+        ]
+        values = [float(v) for v in values if v is not None and not _missing(v)]
+        if values:
+            out.append((slo, len(values), min(values)))
+    return out
+
+
+def recommendation(db, job_id: int | None) -> dict:
+    """The recommended deployment of a job as plain data (what `results best --json` prints).
+
+    ``recommended`` is the best SLO-passing configuration (its export row: latencies in
+    seconds) or None with ``why``; ``for_budget`` how many of its deployment units the GPU
+    budget buys; ``not_recommended`` a better-looking rival resting on the analytic ceiling.
+    """
+    job, spec = job_spec(db, job_id)
+    frame = ranked_results(db, job.id)
+    best = best_configuration(frame) if len(frame) else None
+    out: dict = {"job_id": job.id, "job_name": job.name, "model": spec.model}
+    if best is None:
+        return out | {"recommended": None, "why": why_no_recommendation(db, job.id, spec)}
+    units = _budget_units(best, spec)
+    rival = ceiling_rival(frame)
+    return out | {
+        "recommended": _json_row(best),
+        "for_budget": {
+            "units": units,
+            "gpus": units * int(best["num_gpus"]),
+            "max_gpus": spec.budget.max_gpus,
+            "capacity_qps": float(best["capacity_qps"]) * units,
+            "cost_per_hour": float(best["cost_per_hour"]) * units,
+        },
+        "not_recommended": None if rival is None else _json_row(rival),
+    }
+
+
+def _budget_units(best: pd.Series, spec: SearchSpec) -> int:
+    """How many copies of the recommended deployment unit the GPU budget holds (at least 1)."""
+    per_replica = int(best["tp"]) * int(best["pp"])
+    return max(1, spec.budget.max_gpus // (per_replica * int(best["replicas"])))
+
+
+def _json_row(row: pd.Series) -> dict:
+    """One result row as JSON-ready data, latency columns named with their unit."""
+    return json.loads(records_json(pd.DataFrame([row])))[0]
+
+
+def records_json(frame: pd.DataFrame) -> str:
+    """Rows as a JSON array of records, latency columns named with their unit."""
+    return frame.rename(columns=_with_units).to_json(orient="records", date_format="iso")
+
+
+def _with_units(col: str) -> str:
+    latency = col.startswith(_LATENCY_PREFIXES) and not col.endswith("_s")
+    return f"{col}_s" if latency else col
+
+
+def print_best(db, job_id: int | None, console: Console) -> bool:
+    """Print the recommended deployment of a job: the best SLO-passing configuration, for the
+    budget; or why there is none.  Returns whether there is one."""
     job, spec = job_spec(db, job_id)
     frame = ranked_results(db, job.id)
     best = best_configuration(frame) if len(frame) else None
     if best is None:
         console.print(f"job {job.id}: {why_no_recommendation(db, job.id, spec)}")
-        return
+        return False
     rival = ceiling_rival(frame)
-    per_replica = int(best["tp"]) * int(best["pp"])
-    replicas = max(1, spec.budget.max_gpus // (per_replica * int(best["replicas"])))
+    replicas = _budget_units(best, spec)
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
     grid.add_column()
@@ -180,6 +274,7 @@ def print_best(db, job_id: int | None, console: Console) -> None:
             "capacity.max_requests to measure it)",
         )
     console.print(grid)
+    return True
 
 
 def _capacity_line(best: pd.Series, max_rejected_share: float) -> str:
@@ -193,7 +288,7 @@ def _capacity_line(best: pd.Series, max_rejected_share: float) -> str:
         if _missing(rejected) or not rejected
         else f"; {int(rejected):,} of them rejected (slo.max_rejected_share {max_rejected_share:g})"
     )
-    if best.get("capacity_kind") == CEILING:
+    if best.get("capacity_kind") == CAPACITY_CEILING:
         return (
             f"[yellow]rests on the analytic ceiling, not a measurement[/yellow]: it met the SLOs "
             f"at every rate probed{on}, and no configuration with a measured capacity meets "

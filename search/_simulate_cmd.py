@@ -14,10 +14,10 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from estimators import EstimatorFallbackWarning
+from estimators import EstimatorFallbackWarning, variant_note
 from search._errors import SpecError, format_validation_error
 from search._outputs import check_output_file, writing
-from search._report import estimator_label, print_summary
+from search._report import estimator_label, overload_warning, print_summary
 from search._simulate_spec import SimulateSpec
 from simulator import RunOptions
 from simulator._deployment import prepare
@@ -32,6 +32,9 @@ def run_simulate(data: dict[str, Any]) -> None:
         spec = SimulateSpec.model_validate(data)
     except ValidationError as exc:
         raise SpecError(format_validation_error(exc, "input", SimulateSpec)) from None
+    note = variant_note(spec.model)
+    if note and not spec.json_output:
+        click.echo(f"note: {note}", err=True)
     if spec.requests_out is not None:
         check_output_file(spec.requests_out, "--requests-out", REQUESTS_FORMATS)
     if spec.trace_out is not None:
@@ -67,7 +70,8 @@ def run_simulate(data: dict[str, Any]) -> None:
                 **spec.model_dump(
                     mode="json", exclude={"json_output", "requests_out", "trace_out"}
                 ),
-                # what the engine's profile resolved the unset options to
+                # what the model name and the engine's profile resolved to
+                "model_architecture": deployment.model.name,
                 "engine": deployment.engine_key,
                 "scheduler": deployment.scheduler.kind.value,
                 "batch_size": deployment.scheduler.batch_size,
@@ -96,6 +100,7 @@ def run_simulate(data: dict[str, Any]) -> None:
                 "fallbacks": getattr(prepared.estimator, "fallbacks", {}),
             },
             "workload": info,
+            "warnings": [w for w in (overload_warning(result.summary, info),) if w],
             **result.summary,
         }
         click.echo(json.dumps(payload, indent=2))

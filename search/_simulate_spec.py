@@ -18,6 +18,7 @@ from pydantic import (
 from estimators import DEFAULT_ENGINE, EngineProfile, Precision, load_engine, load_model
 from search._errors import SpecError
 from search._limits import NumRequests, Replicas
+from search._op_tables_input import check_op_tables
 from simulator import GlobalSchedulerKind, SchedulerConfig, SchedulerKind
 from simulator._deployment import Deployment, engine_scheduler
 from sku_catalog import YamlInputError, load_catalog, read_yaml_file
@@ -49,6 +50,8 @@ class SimulateSpec(BaseModel):
     block_size: PositiveInt = 16
     gpu_memory_utilization: float | None = Field(None, gt=0.0, le=1.0)
     estimator: Literal["roofline", "profiled", "auto"] = "roofline"
+    # a directory of llmcap op tables (`llmcap profile`) for the profiled/auto estimator
+    op_tables: Path | None = None
     workload: WorkloadSpec = Field(default_factory=WorkloadSpec)
     qps: PositiveFloat | None = None
     concurrency: PositiveInt | None = None
@@ -81,6 +84,11 @@ class SimulateSpec(BaseModel):
             raise ValueError("give either qps (open loop) or concurrency (closed loop), not both")
         return self
 
+    @model_validator(mode="after")
+    def _tables_for_a_table_estimator(self) -> SimulateSpec:
+        check_op_tables(self.estimator, self.op_tables, [])  # the SKU is checked on use
+        return self
+
     def deployment(self) -> Deployment:
         catalog = load_catalog(self.catalog)
         sku = catalog.get(self.sku)
@@ -97,6 +105,7 @@ class SimulateSpec(BaseModel):
             gpu_memory_utilization=self.gpu_memory_utilization,
             global_scheduler=self.global_scheduler,
             estimator=self.estimator,
+            op_tables=str(self.op_tables) if self.op_tables is not None else None,
             engine=self.engine_profile,
         )
 

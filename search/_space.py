@@ -81,6 +81,7 @@ class ConfigPoint:
             block_size=spec.block_size,
             gpu_memory_utilization=spec.gpu_memory_utilization,
             estimator=spec.estimator,
+            op_tables=str(spec.op_tables) if spec.op_tables is not None else None,
             engine=engine,
         )
 

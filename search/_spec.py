@@ -26,9 +26,17 @@ from pydantic import (
     model_validator,
 )
 
-from estimators import DEFAULT_ENGINE, ModelArchitecture, Precision, load_engine, load_model
+from estimators import (
+    DEFAULT_ENGINE,
+    ModelArchitecture,
+    Precision,
+    cost_model_digest,
+    load_engine,
+    load_model,
+)
 from search._errors import SpecError
 from search._limits import DEFAULT_MAX_CONFIGURATIONS, NumRequests, Replicas
+from search._op_tables_input import check_op_tables, op_tables_digest
 from simulator import SchedulerKind
 from sku_catalog import Catalog, YamlInputError, load_catalog, read_yaml_file
 from sku_catalog._yaml import shorten
@@ -44,30 +52,58 @@ class _Strict(BaseModel):
 class SearchWorkload(WorkloadSpec):
     """The workload section: a WorkloadSpec plus how many requests each probe simulates."""
 
-    num_requests: NumRequests = 2000
-    seed: int = 0
+    num_requests: NumRequests = Field(
+        2000, description="Requests each capacity probe simulates (lengthened when a probe "
+        "cannot load the deployment: capacity.max_requests)."
+    )
+    seed: int = Field(0, description="Seed of the workload's random draws.")
 
 
 class SchedulerSpace(_Strict):
     """Values to try for one scheduler; each list is one axis of the grid."""
 
-    # None: the engine's batch cap (vLLM max_num_seqs, SGLang max_running_requests,
-    # TensorRT-LLM max_batch_size; 128 under vidur)
-    batch_size: list[PositiveInt] | None = Field(default=None, min_length=1)
-    chunk_size: list[PositiveInt] | None = Field(default=None, min_length=1)  # Sarathi only
-    max_tokens: list[PositiveInt] | None = Field(default=None, min_length=1)  # vLLM / Orca
+    batch_size: list[PositiveInt] | None = Field(
+        default=None, min_length=1,
+        description="Batch caps to try; null: the engine's (vLLM max_num_seqs, SGLang "
+        "max_running_requests, TensorRT-LLM max_batch_size; 128 under vidur).",
+    )  # fmt: skip
+    chunk_size: list[PositiveInt] | None = Field(
+        default=None, min_length=1,
+        description="Token budgets per iteration to try (sarathi, sglang only); null: the "
+        "engine's token budget.",
+    )  # fmt: skip
+    max_tokens: list[PositiveInt] | None = Field(
+        default=None, min_length=1,
+        description="Token limits per iteration to try (vllm, orca only); null: the engine's.",
+    )  # fmt: skip
 
 
 class SpaceSpec(_Strict):
-    tp: list[PositiveInt] = Field(default_factory=lambda: [1], min_length=1)
-    pp: list[PositiveInt] = Field(default_factory=lambda: [1], min_length=1)
-    replicas: list[Replicas] = Field(default_factory=lambda: [1], min_length=1)
-    precision: list[Precision] = Field(default_factory=lambda: [Precision.BF16], min_length=1)
-    # serving engines to compare (NAME[@VERSION]); None: the spec's `engine` alone
-    engines: list[str] | None = Field(default=None, min_length=1)
-    # None: each engine's own policy and limits; given, these policies and axes override them
-    # (chunk sizes / token limits left out take the engine's token budget)
-    schedulers: dict[SchedulerKind, SchedulerSpace] | None = Field(default=None, min_length=1)
+    tp: list[PositiveInt] = Field(
+        default_factory=lambda: [1], min_length=1, description="Tensor-parallel degrees."
+    )
+    pp: list[PositiveInt] = Field(
+        default_factory=lambda: [1], min_length=1, description="Pipeline-parallel degrees."
+    )
+    replicas: list[Replicas] = Field(
+        default_factory=lambda: [1], min_length=1,
+        description="Replicas per deployment unit (each TP x PP GPUs).",
+    )  # fmt: skip
+    precision: list[Precision] = Field(
+        default_factory=lambda: [Precision.BF16], min_length=1,
+        description="Weight precisions to try (bf16, fp16, fp8).",
+    )  # fmt: skip
+    engines: list[str] | None = Field(
+        default=None, min_length=1,
+        description="Serving engines to compare (NAME[@VERSION]: vllm, sglang, trtllm, "
+        "vidur); null: the spec's `engine` alone.",
+    )  # fmt: skip
+    schedulers: dict[SchedulerKind, SchedulerSpace] | None = Field(
+        default=None, min_length=1,
+        description="Batching policies to try, each with its axes, e.g. {sarathi: "
+        "{batch_size: [64, 128], chunk_size: [512]}, vllm: {}}; null: each engine's own "
+        "policy and limits.",
+    )  # fmt: skip
 
     @field_validator("engines")
     @classmethod
@@ -112,16 +148,22 @@ def _scheduler_points(kind: SchedulerKind, space: SchedulerSpace) -> int:
 
 
 class BudgetSpec(_Strict):
-    max_gpus: PositiveInt = 8  # GPUs of one deployment, all replicas together
-    max_gpus_per_replica: PositiveInt | None = None  # TP x PP of one replica
+    max_gpus: PositiveInt = Field(
+        8, description="GPUs of one deployment unit, all its replicas together."
+    )
+    max_gpus_per_replica: PositiveInt | None = Field(
+        None, description="Most GPUs (TP x PP) of one replica; null: max_gpus."
+    )
 
 
 class SLOSpec(_Strict):
     """One latency bound: `metric` at `percentile` stays under `max_s` seconds."""
 
-    metric: LatencyMetric
-    percentile: Literal[50, 90, 95, 99]
-    max_s: PositiveFloat
+    metric: LatencyMetric = Field(
+        description="scheduling_delay, ttft, tbt, tpot, e2e or normalized_latency."
+    )
+    percentile: Literal[50, 90, 95, 99] = Field(description="50, 90, 95 or 99.")
+    max_s: PositiveFloat = Field(description="The bound, in seconds.")
 
     @property
     def column(self) -> str:
@@ -141,16 +183,36 @@ class SLOs(_Strict):
     refuses more fails, with capacity 0, rather than being ranked on an easier load.
     """
 
-    capacity: SLOSpec = SLOSpec(metric="scheduling_delay", percentile=99, max_s=5.0)
-    filters: list[SLOSpec] = Field(default_factory=list)
-    capacity_meets_filters: bool = False
-    max_rejected_share: float = Field(0.0, ge=0.0, le=1.0)
+    capacity: SLOSpec = Field(
+        SLOSpec(metric="scheduling_delay", percentile=99, max_s=5.0),
+        description="The capacity criterion: the largest arrival rate keeping it is the "
+        "capacity (Vidur-Search: P99 scheduling delay under 5 s).",
+    )
+    filters: list[SLOSpec] = Field(
+        default_factory=list,
+        description="Latency SLOs a recommended configuration must meet, e.g. "
+        "[{metric: ttft, percentile: 90, max_s: 2}].",
+    )
+    capacity_meets_filters: bool = Field(
+        False,
+        description="true: the capacity is the largest rate meeting the criterion and every "
+        "filter; false: filters are checked at the criterion's capacity.",
+    )
+    max_rejected_share: float = Field(
+        0.0, ge=0.0, le=1.0,
+        description="The most of the workload a deployment may refuse (requests too long "
+        "for its KV memory or token limit) and still qualify.",
+    )  # fmt: skip
 
 
 class StrategySpec(_Strict):
-    kind: Literal["grid", "tpe", "nsga2"] = "grid"
-    trials: PositiveInt | None = None  # budget of tpe / nsga2 (grid: every feasible point)
-    seed: int = 0
+    kind: Literal["grid", "tpe", "nsga2"] = Field(
+        "grid", description="grid: every feasible configuration; tpe or nsga2: Optuna samplers."
+    )
+    trials: PositiveInt | None = Field(
+        None, description="Configurations tpe / nsga2 may evaluate (required for them)."
+    )
+    seed: int = Field(0, description="Seed of the sampler.")
 
     @model_validator(mode="after")
     def _trials_for_samplers(self) -> StrategySpec:
@@ -180,10 +242,22 @@ class CapacitySpec(_Strict):
     `max_requests` to workload.num_requests turns lengthening off.
     """
 
-    tolerance: float = Field(0.05, gt=0.0, lt=1.0)  # relative width of the final QPS bracket
-    refine_tolerance: float | None = Field(0.01, gt=0.0, lt=1.0)
-    max_simulations: PositiveInt = 20
-    max_requests: PositiveInt | None = Field(None, le=MAX_REQUESTS_CAP)
+    tolerance: float = Field(
+        0.05, gt=0.0, lt=1.0,
+        description="Relative width of each configuration's final capacity bracket.",
+    )  # fmt: skip
+    refine_tolerance: float | None = Field(
+        0.01, gt=0.0, lt=1.0,
+        description="Width the contenders for the recommendation are refined to; null: off.",
+    )  # fmt: skip
+    max_simulations: PositiveInt = Field(
+        20, description="Most simulations one configuration's capacity search may run."
+    )
+    max_requests: PositiveInt | None = Field(
+        None, le=MAX_REQUESTS_CAP,
+        description="Most requests a probe is lengthened to when the workload cannot load a "
+        "deployment; null: 8 x workload.num_requests.",
+    )  # fmt: skip
 
     @property
     def refines(self) -> bool:
@@ -193,26 +267,58 @@ class CapacitySpec(_Strict):
 class SearchSpec(_Strict):
     """A whole search job."""
 
-    name: str = "search"
-    model: str
-    catalog: list[str] = Field(default_factory=list)
-    skus: list[str] = Field(min_length=1)
-    workload: SearchWorkload = Field(default_factory=SearchWorkload)
-    budget: BudgetSpec = Field(default_factory=BudgetSpec)
-    space: SpaceSpec = Field(default_factory=SpaceSpec)
-    slo: SLOs = Field(default_factory=SLOs)
-    objective: Literal["qps_per_dollar"] = "qps_per_dollar"
-    strategy: StrategySpec = Field(default_factory=StrategySpec)
-    capacity: CapacitySpec = Field(default_factory=CapacitySpec)
-    estimator: Literal["roofline", "profiled", "auto"] = "roofline"
-    # the serving engine (NAME[@VERSION]): its policy, limits, memory plan, KV precision and
-    # per-iteration overhead; `space.engines` makes it a search dimension
-    engine: str = DEFAULT_ENGINE
-    block_size: PositiveInt = 16
-    # None: each engine's own memory fraction
-    gpu_memory_utilization: float | None = Field(None, gt=0.0, le=1.0)
-    # the most configurations the space may hold (each is checked, stored and simulated)
-    max_configurations: PositiveInt = DEFAULT_MAX_CONFIGURATIONS
+    name: str = Field("search", description="The job's name in `jobs list`.")
+    model: str = Field(
+        description="A built-in model (`llmcap catalog models`; -Instruct/-FP8 variants "
+        "resolve to it) or the path to a HuggingFace config.json."
+    )
+    catalog: list[str] = Field(
+        default_factory=list,
+        description="YAML files that add GPU SKUs or override their fields (e.g. prices).",
+    )
+    skus: list[str] = Field(
+        min_length=1, description="GPU SKUs to deploy on (`llmcap catalog skus`)."
+    )
+    workload: SearchWorkload = Field(
+        default_factory=SearchWorkload, description="The traffic (or just its source name)."
+    )
+    budget: BudgetSpec = Field(default_factory=BudgetSpec, description="GPU limits.")
+    space: SpaceSpec = Field(default_factory=SpaceSpec, description="The axes to search.")
+    slo: SLOs = Field(default_factory=SLOs, description="Capacity criterion and latency SLOs.")
+    objective: Literal["qps_per_dollar"] = Field(
+        "qps_per_dollar", description="What is maximised: capacity per dollar-hour."
+    )
+    strategy: StrategySpec = Field(
+        default_factory=StrategySpec, description="How configurations are chosen."
+    )
+    capacity: CapacitySpec = Field(
+        default_factory=CapacitySpec, description="How finely each capacity is searched."
+    )
+    estimator: Literal["roofline", "profiled", "auto"] = Field(
+        "roofline",
+        description="Cost model: roofline (every SKU), profiled (measured operator tables), "
+        "auto (profiled where tables cover the deployment).",
+    )
+    op_tables: Path | None = Field(
+        None,
+        description="A directory of llmcap op tables (`llmcap profile`) that profiled and "
+        "auto read instead of aiconfigurator-core's; readable where the workers run.",
+    )
+    engine: str = Field(
+        DEFAULT_ENGINE,
+        description="The serving engine (NAME[@VERSION]): its batching policy, limits, "
+        "memory plan, KV precision and per-iteration overhead.",
+    )
+    block_size: PositiveInt = Field(16, description="KV-cache block size in tokens.")
+    gpu_memory_utilization: float | None = Field(
+        None, gt=0.0, le=1.0,
+        description="Share of GPU memory the engine takes; null: each engine's own fraction.",
+    )  # fmt: skip
+    max_configurations: PositiveInt = Field(
+        DEFAULT_MAX_CONFIGURATIONS,
+        description="The most configurations the space may hold (each is checked, stored "
+        "and simulated).",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -258,11 +364,10 @@ class SearchSpec(_Strict):
     @model_validator(mode="after")
     def _known_skus(self) -> SearchSpec:
         catalog = self.sku_catalog
-        for i, sku in enumerate(self.skus):
-            if not _has_name(catalog, sku):
-                raise ValueError(
-                    f"skus.{i}: unknown GPU SKU {sku!r}; allowed: {', '.join(catalog.ids())}"
-                )
+        unknown = [f"skus.{i}: unknown GPU SKU {sku!r}" for i, sku in enumerate(self.skus)
+                   if not _has_name(catalog, sku)]  # fmt: skip
+        if unknown:  # every one at once
+            raise ValueError(f"{'; '.join(unknown)}; allowed: {', '.join(catalog.ids())}")
         return self
 
     @model_validator(mode="after")
@@ -275,6 +380,12 @@ class SearchSpec(_Strict):
                 "so narrow the space, or raise max_configurations (or --max-configurations) "
                 "if you mean it"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _op_tables_cover_the_skus(self) -> SearchSpec:
+        ids = [self.sku_catalog.get(s).id for s in self.skus]
+        check_op_tables(self.estimator, self.op_tables, ids)
         return self
 
     @cached_property
@@ -304,10 +415,29 @@ class SearchSpec(_Strict):
             "capacity": self.capacity.model_dump(mode="json"),
             "estimator": self.estimator,
             **_estimator_data(self.estimator),
+            **({"op_tables": op_tables_digest(self.op_tables)} if self.op_tables else {}),
             "block_size": self.block_size,
             "gpu_memory_utilization": self.gpu_memory_utilization,
+            "cost_model": cost_model_digest(),  # fitted constants and engine profiles
         }
         return sha256_json(decisive)
+
+
+def slo_semantics(spec: SearchSpec) -> str:
+    """What a configuration's capacity means under this spec's SLOs, in one line."""
+    slo = spec.slo
+    filters = ", ".join(f.describe() for f in slo.filters)
+    if not filters:
+        return f"capacity = the largest rate with {slo.capacity.describe()}"
+    if slo.capacity_meets_filters:
+        return (
+            f"capacity = the largest rate with {slo.capacity.describe()} and {filters} "
+            "(capacity_meets_filters: true)"
+        )
+    return (
+        f"capacity = the largest rate with {slo.capacity.describe()}; {filters} checked at that "
+        "rate (capacity_meets_filters: false; true makes the capacity meet them too)"
+    )
 
 
 def search_workload(spec: SearchSpec, num_requests: int | None = None) -> Workload:

@@ -2,20 +2,76 @@
 
 from __future__ import annotations
 
+import importlib
+import json
 from pathlib import Path
 from typing import Any
 
 import click
 from click.core import ParameterSource
-from rich.console import Console
 
-from search._cli_common import user_errors
-from search._cli_results import pareto_group, results_group
-from search._cli_search import jobs_group, search_group
-from search._cli_validate import validate
+from search._cli_common import print_table, user_errors
+
+# Command groups imported only when they run (the database, Ray, Optuna and plotting stay
+# unloaded for `llmcap --help` and `llmcap simulate`): name -> (module:attribute, the short
+# first line of its help, which `llmcap --help` lists; a test checks it against the command).
+LAZY_COMMANDS: dict[str, tuple[str, str]] = {
+    "search": (
+        "search._cli_search:search_group",
+        "Run search jobs: find the deployment with the most QPS per dollar within the SLOs.",
+    ),
+    "jobs": ("search._cli_search:jobs_group", "Search jobs recorded in the results database."),
+    "results": (
+        "search._cli_results:results_group",
+        "Query a job's results (JOB defaults to the latest job).",
+    ),
+    "pareto": (
+        "search._cli_results:pareto_group",
+        "Pareto frontiers of a job: QPS per dollar against latency.",
+    ),
+    "validate": (
+        "search._cli_validate:validate",
+        "Simulate measured deployments and print the error table.",
+    ),
+    "profile": (
+        "search._cli_profile:profile_group",
+        "Measure operator times on this machine, or import Vidur's, as op tables.",
+    ),
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+class LazyGroup(click.Group):
+    """A group whose `LAZY_COMMANDS` are imported when invoked (or asked for their help)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *LAZY_COMMANDS])
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in LAZY_COMMANDS:
+            module, attribute = LAZY_COMMANDS[cmd_name][0].split(":")
+            return getattr(importlib.import_module(module), attribute)
+        return super().get_command(ctx, cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            limit = formatter.width - 6 - len(name)
+            if name in LAZY_COMMANDS:
+                short = click.Command(name, help=LAZY_COMMANDS[name][1]).get_short_help_str(limit)
+                rows.append((name, short))
+                continue
+            command = super().get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, command.get_short_help_str(limit)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+@click.group(
+    cls=LazyGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 @click.version_option(package_name="llmcap")
 def cli() -> None:
     """llmcap: find the LLM deployment with the most queries per second per dollar.
@@ -28,7 +84,9 @@ def cli() -> None:
       llmcap pareto plot --out pareto.png    QPS per dollar against latency
       llmcap catalog skus                    the GPUs you can deploy on, with prices
       llmcap catalog models                  the built-in model architectures
+      llmcap catalog workloads               the built-in workloads and their lengths
       llmcap validate                        the simulator against measured results
+      llmcap profile run --help              measure operator tables on your GPU
     """
 
 
@@ -48,20 +106,72 @@ def catalog() -> None:
     type=click.Path(dir_okay=False, path_type=Path),
     help="A YAML file that adds SKUs or overrides fields (e.g. prices); repeatable.",
 )
+@click.option("--wide", is_flag=True, help="Every column: names, links, price date and source.")
+@click.option("--json", "json_output", is_flag=True, help="Every field of every SKU as JSON.")
 @user_errors
-def catalog_skus(catalog_files: tuple[Path, ...]) -> None:
+def catalog_skus(catalog_files: tuple[Path, ...], wide: bool, json_output: bool) -> None:
     """GPU SKUs: memory, bandwidth, peak FLOP/s, node shapes and price per GPU-hour."""
+    from dataclasses import asdict
+
     from sku_catalog import format_sku_table, load_catalog
 
-    Console().print(format_sku_table(load_catalog(catalog_files)))
+    catalog = load_catalog(catalog_files)
+    if json_output:
+        click.echo(json.dumps([asdict(s) for s in catalog.skus()], indent=2, default=str))
+        return
+    print_table(format_sku_table(catalog, wide=wide))
 
 
 @catalog.command("models")
-def catalog_models() -> None:
+@click.option("--wide", is_flag=True, help="Also head dim, intermediate size and vocabulary.")
+@click.option("--json", "json_output", is_flag=True, help="Every field of every model as JSON.")
+def catalog_models(wide: bool, json_output: bool) -> None:
     """Built-in model architectures (any local HF config.json also works with --model PATH)."""
-    from estimators import format_model_table
+    from dataclasses import asdict
 
-    Console().print(format_model_table())
+    from estimators import builtin_model_names, format_model_table, load_model
+
+    if json_output:
+        models = [load_model(name) for name in builtin_model_names()]
+        rows = [asdict(m) | {"num_params": m.num_params} for m in models]
+        click.echo(json.dumps(rows, indent=2, default=str))
+        return
+    print_table(format_model_table(wide=wide))
+
+
+@catalog.command("workloads")
+@click.option("--wide", is_flag=True, help="Also each workload's description and max lengths.")
+@click.option("--json", "json_output", is_flag=True, help="The statistics as JSON.")
+def catalog_workloads(wide: bool, json_output: bool) -> None:
+    """Built-in workloads (`workload: {source: NAME}`) and their length statistics."""
+    from rich import box
+    from rich.table import Table
+
+    from workloads import builtin_length_statistics
+
+    rows = builtin_length_statistics()
+    if json_output:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    table = Table(
+        title="Built-in workloads: prompt (in) and output (out) tokens, 20,000 draws",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+    )  # fmt: skip
+    columns = ["prompt_mean", "prompt_p50", "prompt_p99", "output_mean", "output_p50",
+               "output_p99"]  # fmt: skip
+    if wide:
+        columns += ["prompt_max", "output_max"]
+    table.add_column("name", style="bold", no_wrap=True)
+    for col in columns:
+        header = col.replace("prompt_", "in ").replace("output_", "out ")
+        table.add_column(header, justify="right", no_wrap=True)
+    if wide:
+        table.add_column("description")
+    for row in rows:
+        cells = [f"{row[c]:,.0f}" for c in columns]
+        table.add_row(str(row["name"]), *cells, *([str(row["description"])] if wide else []))
+    print_table(table)
 
 
 # -- simulate ----------------------------------------------------------------
@@ -76,6 +186,8 @@ Examples:
   llmcap simulate --workload chat --prompt-len lognormal:1000:0.8:8192 --output-len fixed:256 \\
       --concurrency 32
   llmcap simulate --config run.yaml --json > summary.json
+  llmcap simulate --model meta-llama/Llama-3.1-8B --sku h100-sxm --estimator profiled \\
+      --op-tables tables/h100-llama8b        # tables from `llmcap profile run`
 
 \b
 Workload sources: a built-in name (chat, code, summarization, fixed-1k-128), or a trace file:
@@ -211,8 +323,16 @@ def _choice(enum_values: list[str]) -> click.Choice:
     default="roofline",
     show_default=True,
     help="Cost model that times each iteration: roofline; profiled (measured operator tables "
-    "of the llmcap[aic] extra; exit 2 without data); auto (profiled where the tables cover "
-    "the GPU, precision and engine, else roofline with a warning).",
+    "of the llmcap[aic] extra, or --op-tables; exit 2 without data); auto (profiled where the "
+    "tables cover the GPU, precision and engine, else roofline with a warning).",
+)
+@click.option(
+    "--op-tables",
+    type=click.Path(path_type=Path),
+    default=None,
+    metavar="DIR",
+    help="Operator tables written by `llmcap profile run` or `llmcap profile import-vidur`, "
+    "read by --estimator profiled/auto instead of aiconfigurator-core's.",
 )
 @click.option(
     "--workload",
@@ -321,11 +441,6 @@ def _merge_config(ctx: click.Context, config_file: Path | None, options: dict) -
     return merged
 
 
-cli.add_command(search_group)
-cli.add_command(jobs_group)
-cli.add_command(results_group)
-cli.add_command(pareto_group)
-cli.add_command(validate)
 
 
 def main() -> None:

@@ -47,12 +47,17 @@ class SchedulerConfig:
     chunk_size: Sarathi-Serve's token budget per iteration (prefill chunks plus decodes);
         SGLang's chunked_prefill_size (prefill tokens of one prefill-only iteration).
     max_tokens: most tokens per iteration for vLLM (and Orca when set); None = no limit.
+    reserve_full_length: admit a request only with KV blocks for its whole length (prompt +
+        output) reserved, so it is never preempted (TensorRT-LLM's GUARANTEED_NO_EVICT);
+        otherwise blocks are taken as tokens arrive and a request is preempted when they run
+        out.  Static batching always reserves.
     """
 
     kind: SchedulerKind = SchedulerKind.SARATHI
     batch_size: int = DEFAULT_BATCH_SIZE
     chunk_size: int = DEFAULT_CHUNK_SIZE
     max_tokens: int | None = None
+    reserve_full_length: bool = False
 
     def token_budget(self) -> int | None:
         """Tokens one iteration may hold, or None where the policy sets no limit."""

@@ -48,6 +48,7 @@ class Deployment:
     gpu_memory_utilization: float | None = None  # None: the engine's (0.9 without one)
     global_scheduler: GlobalSchedulerKind = GlobalSchedulerKind.ROUND_ROBIN
     estimator: str = "roofline"
+    op_tables: str | None = None  # a directory of llmcap op tables for the profiled backend
     # the serving engine's profile (overhead, all-reduce, memory plan, KV precision);
     # None: Vidur's 2024 vLLM, llmcap's behaviour before engine profiles
     engine: EngineProfile | None = None
@@ -95,7 +96,8 @@ def engine_scheduler(
     The engine's token budget (vLLM's max_num_batched_tokens, SGLang's chunked_prefill_size,
     TensorRT-LLM's max_num_tokens) becomes the policy's chunk size (Sarathi) or token limit
     (vLLM, Orca); its batch cap (max_num_seqs, max_running_requests, max_batch_size) the
-    batch size.  A `kind` other than the engine's keeps the engine's limits.  Under vidur the
+    batch size, and its KV admission rule whether a request reserves its whole length up front.
+    A `kind` other than the engine's keeps the engine's limits and admission rule.  Under vidur the
     defaults are llmcap's historical ones (Sarathi chunk 512, batch 128, vLLM 4096 tokens).
     """
     limits = engine.limits(sku, tp)
@@ -111,6 +113,7 @@ def engine_scheduler(
             if kind in (SchedulerKind.VLLM, SchedulerKind.ORCA) and not engine.is_vidur
             else None  # vidur: the policy's own default (vLLM 4096, Orca no limit)
         ),
+        reserve_full_length=engine.reserves_kv_full_length,
     )
 
 
@@ -167,6 +170,7 @@ def prepare(deployment: Deployment) -> PreparedDeployment:
         d.precision,
         kv_precision=d.resolved_kv_precision(),
         engine=d.engine,
+        op_tables=d.op_tables,
     )
     cluster = ClusterConfig(
         num_replicas=d.num_replicas,

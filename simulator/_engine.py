@@ -81,7 +81,8 @@ class Simulation:
         self._heap: list[tuple] = []
         self._seq = 0
         self.now = 0.0
-        self.stage_spans: list[tuple[int, int, float, float]] | None = (
+        # (replica, stage, start, end, index of the batch in `batches`) for --trace-out
+        self.stage_spans: list[tuple[int, int, float, float, int]] | None = (
             [] if self.options.record_stage_times else None
         )
         self.batches = BatchLog()

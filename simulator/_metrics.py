@@ -179,11 +179,27 @@ def summarize(sim: Simulation) -> dict:
             "total_tokens_per_s": (output_done + prompt_done) / duration,
         },
         "latency_s": latency,
+        "queue": queue_trend(cols["arrival"], np.where(waiting, end_time - cols["arrival"],
+                                                       cols["scheduling_delay"])),
         "replicas": replica_stats(sim, duration),
         "simulation": {
             "iterations": len(sim.batches),
             "wall_time_s": sim.wall_time,
         },
+    }
+
+
+def queue_trend(arrival: np.ndarray, delay: np.ndarray) -> dict[str, float]:
+    """Mean scheduling delay of the first and the last quarter of the requests by arrival: a
+    queue that grows the whole run (offered load above capacity) shows as a rising delay."""
+    order = np.argsort(arrival, kind="stable")
+    ranked = delay[order]
+    quarter = max(len(ranked) // 4, 1)
+    first, last = ranked[:quarter], ranked[-quarter:]
+    first, last = first[~np.isnan(first)], last[~np.isnan(last)]
+    return {
+        "delay_first_quarter_s": float(first.mean()) if len(first) else math.nan,
+        "delay_last_quarter_s": float(last.mean()) if len(last) else math.nan,
     }
 
 

@@ -41,6 +41,8 @@ class Policy:
         self.config = config
         self.batch_size = config.batch_size
         self.token_budget = config.token_budget()
+        if config.reserve_full_length:
+            self.reserves_full_length = True
 
     def plan(self, lane: Lane, replica: Replica) -> BatchPlan | None:
         raise NotImplementedError

@@ -169,8 +169,9 @@ class Replica:
         self.busy_time += end - now
         stage_free[0] = end
         spans = self.sim.stage_spans
+        batch_index = len(self.sim.batches)  # the row `record_batch` appends below
         if spans is not None:
-            spans.append((self.id, 0, now, end))
+            spans.append((self.id, 0, now, end, batch_index))
         for s in range(1, self.pp):
             start = end + cost.pp_hop_time
             if stage_free[s] > start:
@@ -178,7 +179,7 @@ class Replica:
             end = start + stage_times[s]
             stage_free[s] = end
             if spans is not None:
-                spans.append((self.id, s, start, end))
+                spans.append((self.id, s, start, end, batch_index))
         lane.in_flight = True
         self.sim.record_batch(
             self, lane, now, end, prefill_tokens, len(plan.prefills), num_decodes, cost

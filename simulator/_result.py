@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import math
 from functools import cached_property
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from simulator._engine import Simulation
 from simulator._metrics import request_arrays, summarize
+
+if TYPE_CHECKING:  # pandas loads when a table is asked for, not for the summary
+    import pandas as pd
 
 
 class SimulationResult:
@@ -22,11 +25,15 @@ class SimulationResult:
     @cached_property
     def requests(self) -> pd.DataFrame:
         """One row per request (times in seconds from the start of the run)."""
+        import pandas as pd
+
         return pd.DataFrame(request_arrays(self.sim))
 
     @cached_property
     def batches(self) -> pd.DataFrame:
         """One row per batch (iteration) of every replica."""
+        import pandas as pd
+
         return pd.DataFrame(self.sim.batches.columns())
 
     def write_requests(self, path: str | Path) -> Path:
@@ -40,9 +47,12 @@ class SimulationResult:
         return path
 
     def write_chrome_trace(self, path: str | Path) -> Path:
-        """Iterations of every replica stage as a Chrome / Perfetto trace (JSON).
+        """Iterations of every replica stage, and each request's life, as a Chrome / Perfetto
+        trace (JSON).
 
-        Needs a run with `RunOptions(record_stage_times=True)`.
+        Batches are named by phase (prefill, decode or mixed) with their requests, tokens and
+        KV-block use as args; each request is an async span from arrival to completion with
+        its first token as an instant.  Needs a run with `RunOptions(record_stage_times=True)`.
         """
         spans = self.sim.stage_spans
         if spans is None:
@@ -53,16 +63,42 @@ class SimulationResult:
                 {"name": "process_name", "ph": "M", "pid": replica.id,
                  "args": {"name": f"replica {replica.id}"}}
             )  # fmt: skip
-            for stage in range(self.sim.pp):
+            names = [f"stage {stage}" for stage in range(self.sim.pp)] + ["requests"]
+            for tid, name in enumerate(names):
                 events.append(
-                    {"name": "thread_name", "ph": "M", "pid": replica.id, "tid": stage,
-                     "args": {"name": f"stage {stage}"}}
+                    {"name": "thread_name", "ph": "M", "pid": replica.id, "tid": tid,
+                     "args": {"name": name}}
                 )  # fmt: skip
-        for replica_id, stage, start, end in spans:
+        rows = self.sim.batches.rows
+        for replica_id, stage, start, end, index in spans:
+            _, _, _, prefill_tokens, num_prefills, num_decodes, kv_blocks, _, _ = rows[index]
             events.append(
-                {"name": "batch", "ph": "X", "pid": replica_id, "tid": stage,
-                 "ts": start * 1e6, "dur": (end - start) * 1e6}
+                {"name": _phase(num_prefills, num_decodes), "ph": "X", "pid": replica_id,
+                 "tid": stage, "ts": start * 1e6, "dur": (end - start) * 1e6,
+                 "args": {"prefills": int(num_prefills), "prefill_tokens": int(prefill_tokens),
+                          "decodes": int(num_decodes), "kv_blocks_used": int(kv_blocks)}}
             )  # fmt: skip
+        for req in self.sim.requests:
+            if req.replica < 0:  # never arrived (a closed loop cut short)
+                continue
+            common = {"cat": "request", "id": req.id, "pid": req.replica, "tid": self.sim.pp}
+            done = req.completed_at if not math.isnan(req.completed_at) else self.sim.now
+            events.append(
+                {**common, "name": f"request {req.id}", "ph": "b", "ts": req.arrival * 1e6,
+                 "args": {"prompt_tokens": req.prompt_tokens, "output_tokens": req.output_tokens,
+                          "preemptions": req.preemptions}}
+            )  # fmt: skip
+            if not math.isnan(req.first_token_at):
+                events.append(
+                    {**common, "name": "first token", "ph": "n", "ts": req.first_token_at * 1e6}
+                )
+            events.append({**common, "name": f"request {req.id}", "ph": "e", "ts": done * 1e6})
         path = Path(path)
         path.write_text(json.dumps({"traceEvents": events, "displayTimeUnit": "ms"}))
         return path
+
+
+def _phase(num_prefills: float, num_decodes: float) -> str:
+    if num_prefills and num_decodes:
+        return "mixed"
+    return "prefill" if num_prefills else "decode"

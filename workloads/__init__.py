@@ -7,7 +7,12 @@ from __future__ import annotations
 
 from workloads._arrivals import ArrivalProcess, Gamma, Poisson, Static, mean_rate, rescale_to_rate
 from workloads._build import WorkloadSpec, build_workload, describe_workload
-from workloads._builtin import BuiltinWorkload, builtin_workload_names, get_builtin_workload
+from workloads._builtin import (
+    BuiltinWorkload,
+    builtin_length_statistics,
+    builtin_workload_names,
+    get_builtin_workload,
+)
 from workloads._errors import WorkloadError
 from workloads._lengths import (
     Empirical,
@@ -39,6 +44,7 @@ __all__ = [
     "WorkloadSpec",
     "Zipf",
     "build_workload",
+    "builtin_length_statistics",
     "builtin_workload_names",
     "describe_workload",
     "get_builtin_workload",

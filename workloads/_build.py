@@ -32,15 +32,43 @@ class WorkloadSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    source: str = "chat"
-    trace_format: Literal["auto", "azure", "vidur", "mooncake", "csv"] = "auto"
-    columns: dict[str, str] | None = None
-    arrival: Literal["poisson", "gamma", "static", "trace"] | None = None
-    cv: float = Field(default=1.0, gt=0, allow_inf_nan=False)
-    prompt_len: str | None = None
-    output_len: str | None = None
-    max_total_tokens: int | None = Field(default=None, ge=2)
-    time_unit: Literal["s", "ms"] = "s"
+    source: str = Field(
+        "chat",
+        description="A built-in workload (chat, code, summarization: `llmcap catalog "
+        "workloads`) or the path to a trace file (Azure 2023, Vidur, Mooncake or a CSV).",
+    )
+    trace_format: Literal["auto", "azure", "vidur", "mooncake", "csv"] = Field(
+        "auto", description="The trace's format; auto tells it from the file's columns."
+    )
+    columns: dict[str, str] | None = Field(
+        None,
+        description="For a csv trace: its column names for arrival, prompt and output "
+        "(e.g. {arrival: ts, prompt: in_tokens, output: out_tokens}).",
+    )
+    arrival: Literal["poisson", "gamma", "static", "trace"] | None = Field(
+        None,
+        description="Arrival process; null: the trace's own timestamps when it has them "
+        "(rescaled to each probed rate), else poisson.",
+    )
+    cv: float = Field(
+        default=1.0, gt=0, allow_inf_nan=False,
+        description="Coefficient of variation of gamma inter-arrival times (1 = Poisson).",
+    )  # fmt: skip
+    prompt_len: str | None = Field(
+        None,
+        description="Replace the prompt lengths: fixed:N, uniform:LO:HI, zipf:A:LO:HI, "
+        "lognormal:MEDIAN:SIGMA:MAX or trace.",
+    )
+    output_len: str | None = Field(
+        None, description="Replace the output lengths (the same length specs as prompt_len)."
+    )
+    max_total_tokens: int | None = Field(
+        default=None, ge=2,
+        description="Drop requests whose prompt + output exceed this many tokens.",
+    )  # fmt: skip
+    time_unit: Literal["s", "ms"] = Field(
+        "s", description="Unit of a csv trace's numeric arrival column."
+    )
 
     @field_validator("source")
     @classmethod

@@ -74,3 +74,23 @@ def get_builtin_workload(name: str) -> BuiltinWorkload:
         raise WorkloadError(
             f"unknown built-in workload {name!r}; built-ins: {builtin_workload_names()}"
         ) from None
+
+
+def builtin_length_statistics(sample: int = 20_000, seed: int = 0) -> list[dict[str, object]]:
+    """Each built-in workload's prompt and output length statistics, from `sample` draws."""
+    import numpy as np
+
+    rows: list[dict[str, object]] = []
+    for workload in _BUILTINS.values():
+        rng = np.random.default_rng(seed)
+        row: dict[str, object] = {"name": workload.name, "description": workload.description}
+        for part, dist in (("prompt", workload.prompt), ("output", workload.output)):
+            lengths = np.asarray(dist.sample(sample, rng), dtype=float)
+            row |= {
+                f"{part}_mean": float(lengths.mean()),
+                f"{part}_p50": float(np.percentile(lengths, 50)),
+                f"{part}_p99": float(np.percentile(lengths, 99)),
+                f"{part}_max": int(lengths.max()),
+            }
+        rows.append(row)
+    return rows

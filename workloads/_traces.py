@@ -22,13 +22,16 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from workloads._arrivals import ArrivalProcess, Poisson, rescale_to_rate
 from workloads._errors import WorkloadError
 from workloads._types import Workload
+
+if TYPE_CHECKING:  # pandas loads with the first trace read
+    import pandas as pd
 
 TRACE_FORMATS = ("auto", "azure", "vidur", "mooncake", "csv")
 TIME_UNITS = {"s": 1.0, "ms": 1e-3}
@@ -77,6 +80,8 @@ def is_file(path: str | Path) -> bool:
 
 
 def _csv_header(path: Path) -> list[str]:
+    import pandas as pd
+
     try:
         return [str(c) for c in pd.read_csv(path, nrows=0).columns]
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
@@ -146,6 +151,8 @@ def _resolve_columns(
 def _to_seconds(raw: pd.Series, fmt: str, time_unit: str) -> np.ndarray:
     """Arrival column -> float64 seconds (NaN where unreadable); datetimes count from the
     earliest one (in integer nanoseconds first, so no precision is lost)."""
+    import pandas as pd
+
     if fmt == "azure" or not pd.api.types.is_numeric_dtype(raw):
         stamps = pd.to_datetime(raw, format="ISO8601", errors="coerce")
         missing = stamps.isna().to_numpy()
@@ -160,6 +167,8 @@ def _to_seconds(raw: pd.Series, fmt: str, time_unit: str) -> np.ndarray:
 
 
 def _read_mooncake(path: Path, names: list[str]) -> pd.DataFrame:
+    import pandas as pd
+
     _check_columns(path, "mooncake", names, _jsonl_keys(path))
     rows = []
     with path.open("rb") as f:
@@ -182,6 +191,8 @@ def read_trace(
     time_unit: str = "s",
 ) -> TraceData:
     """Read a trace file into arrays, dropping rows with missing or non-positive token counts."""
+    import pandas as pd
+
     path = Path(path)
     if format not in TRACE_FORMATS:
         raise WorkloadError(f"trace format {format!r} is not one of {list(TRACE_FORMATS)}")
@@ -203,6 +214,8 @@ def read_trace(
 def _read_trace(
     path: Path, format: str, columns: dict[str, str] | None, time_unit: str
 ) -> TraceData:
+    import pandas as pd
+
     fmt = _sniff(path, columns) if format == "auto" else format
     arrival_col, prompt_col, output_col = _resolve_columns(path, fmt, columns)
 

@@ -43,12 +43,14 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from search._capacity_kind import CAPACITY_CEILING, CAPACITY_MEASURED
+
 JOB_STATUSES = ("pending", "running", "succeeded", "failed", "cancelled")
 FINISHED_JOB_STATUSES = ("succeeded", "failed", "cancelled")
 CONFIGURATION_STATUSES = ("pending", "done", "failed", "infeasible")
 # a capacity found by simulation (the bracket's failing rate was probed, or no rate passed), or
 # one resting on the analytic throughput ceiling (the workload never loaded the deployment)
-CAPACITY_KINDS = ("measured", "ceiling")
+CAPACITY_KINDS = (CAPACITY_MEASURED, CAPACITY_CEILING)
 
 # constraint names are fixed by convention so later migrations (and SQLite batch mode) can
 # refer to them by name

@@ -28,7 +28,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from importlib import resources
 
-from estimators import Precision, UnknownModelError, load_model
+from estimators import Precision, load_model
 
 PACKAGE = "aiconfigurator_core"
 RESOURCE = ("systems", "silicon_sample.csv")
@@ -61,9 +61,6 @@ REQUIRED_COLUMNS = (
 )  # fmt: skip
 
 _CONCURRENCY = re.compile(r"silicon_concurrency=(\d+)")
-_MODEL_SUFFIXES = ("-instruct", "-fp8", "-nvfp4")
-
-
 class DatasetError(ValueError):
     """A validation dataset that is missing or malformed (the message names file and field)."""
 
@@ -116,28 +113,12 @@ def catalog_model_name(model_path: str) -> str | None:
     """The built-in model a measured HF id stands for (same architecture), or None.
 
     `nvidia/Llama-3.1-8B-Instruct-FP8` and `meta-llama/Llama-3.1-8B-Instruct` are the
-    architecture of `meta-llama/Llama-3.1-8B`: instruct tuning and quantised checkpoints
-    change the weights, not the shapes.
+    architecture of `meta-llama/Llama-3.1-8B` (`load_model` resolves such variants).
     """
-    candidates = [model_path]
-    short = model_path.rsplit("/", 1)[-1]
-    stripped = short
-    changed = True
-    while changed:
-        changed = False
-        for suffix in _MODEL_SUFFIXES:
-            if stripped.lower().endswith(suffix):
-                stripped = stripped[: -len(suffix)]
-                changed = True
-    candidates += [short, stripped]
-    for name in candidates:
-        try:
-            return load_model(name).name
-        except UnknownModelError:
-            continue
-        except ValueError:  # a name that looks like a path and is not one
-            continue
-    return None
+    try:
+        return load_model(model_path).name
+    except ValueError:  # UnknownModelError, or a name that looks like a path and is not one
+        return None
 
 
 def read_silicon_csv() -> tuple[str, list[dict[str, str]]]:

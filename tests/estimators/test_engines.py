@@ -192,6 +192,17 @@ def test_default_policy_and_limits(engine, kind, budget, cap, h100):
     assert (sched.kind, sched.token_budget(), sched.batch_size) == (kind, budget, cap)
 
 
+@pytest.mark.parametrize(
+    ("engine", "reserves"),
+    [("trtllm", True), ("vllm", False), ("sglang", False), ("vidur", False)],
+)
+def test_kv_admission_rule_of_each_engine(engine, reserves, h100):
+    # TensorRT-LLM's GUARANTEED_NO_EVICT reserves a request's whole length before it starts
+    assert load_engine(engine).reserves_kv_full_length is reserves
+    sched = engine_scheduler(load_engine(engine), h100, 1, kind="orca")
+    assert sched.reserve_full_length is reserves  # another policy keeps the admission rule
+
+
 def test_vllm_limits_depend_on_the_gpu():
     catalog = load_catalog()
     a100 = load_engine("vllm").limits(catalog.get("a100-80gb"))

@@ -17,7 +17,9 @@ from estimators import (
     builtin_model_names,
     format_model_table,
     load_model,
+    variant_note,
 )
+from estimators._models import builtin_variant
 
 REQUIRED = (
     "meta-llama/Llama-2-7b-hf",
@@ -199,6 +201,32 @@ def test_aliases(alias: str, name: str) -> None:
     assert load_model(alias).name == name
 
 
+@pytest.mark.parametrize(
+    ("variant", "name", "dropped"),
+    [
+        ("meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.1-8B", ("-instruct",)),
+        ("nvidia/Llama-3.1-8B-Instruct-FP8", "meta-llama/Llama-3.1-8B", ("-instruct", "-fp8")),
+        ("Qwen/Qwen3-32B-FP8", "Qwen/Qwen3-32B", ("-fp8",)),
+        ("meta-llama/Llama-2-7b-chat-hf", "meta-llama/Llama-2-7b-hf", ("-chat", "-hf")),
+    ],
+)
+def test_checkpoint_variants_resolve_to_the_builtin_and_say_so(
+    variant: str, name: str, dropped: tuple[str, ...]
+) -> None:
+    assert load_model(variant).name == name
+    assert builtin_variant(variant) == (name, dropped)
+    note = variant_note(variant)
+    assert note is not None and variant in note and name in note
+    assert variant_note(name) is None  # the built-in itself needs no note
+
+
+@pytest.mark.parametrize("name", ["Qwen/Qwen3-235B-A22B-FP8", "foo-instruct", "-instruct"])
+def test_a_suffix_alone_does_not_make_a_model(name: str) -> None:
+    with pytest.raises(UnknownModelError):
+        load_model(name)
+    assert variant_note(name) is None
+
+
 def test_load_from_config_path(tmp_path: Path) -> None:
     folder = tmp_path / "my-llama"
     folder.mkdir()
@@ -249,9 +277,9 @@ def test_gpt_style_config(tmp_path: Path) -> None:
 
 def test_unknown_name_lists_builtins() -> None:
     with pytest.raises(UnknownModelError) as info:
-        load_model("meta-llama/Llama-2-7b-chat-hf")
+        load_model("meta-llama/Llama-2-9b-chat-hf")
     message = str(info.value)
-    assert "Llama-2-7b-chat-hf" in message
+    assert "Llama-2-9b-chat-hf" in message
     for name in REQUIRED:
         assert name in message
     assert "config.json" in message  # suggests passing a path

@@ -10,6 +10,9 @@ import pytest
 import yaml
 from sqlalchemy import MetaData, create_engine
 
+from search._db import ConfigRecord, ResultRecord
+from search._db.store import fingerprint_of
+
 PG_ENV = "LLMCAP_TEST_POSTGRES_URL"  # a PostgreSQL database the tests may wipe
 
 
@@ -89,3 +92,26 @@ def any_db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     _wipe_postgres(url)
     yield url
     _wipe_postgres(url)
+
+
+def stored_config(i: int, label: str) -> ConfigRecord:
+    """A configuration record as a search registers it (h100-sxm, one GPU, $2/h)."""
+    params = {"sku": "h100-sxm", "scheduler": "sarathi", "tp": 1, "pp": 1, "batch_size": 64,
+              "i": i, "label": label}  # fmt: skip
+    return ConfigRecord(
+        fingerprint=fingerprint_of(params), sku="h100-sxm", tp=1, pp=1, replicas=1,
+        scheduler="sarathi", batch_size=64, chunk_size=512, precision="bf16", num_gpus=1,
+        cost_per_hour=2.0, params=params, feasible=True, infeasible_reason=None,
+    )  # fmt: skip
+
+
+def stored_result(
+    qps: float, kind: str, *, upper: float | None, rejected: int = 0
+) -> ResultRecord:
+    """A finished result passing the SLOs, at `qps` on `kind` capacity."""
+    return ResultRecord(
+        capacity_qps=qps, qps_per_dollar=qps / 2.0, num_simulations=5, wall_time_s=1.0,
+        capacity_upper_qps=upper, tolerance=0.05, capacity_kind=kind, num_requests=4000,
+        rejected_requests=rejected, slo_passed=True, ttft_p90=0.5, tbt_p99=0.05,
+        cost_per_million_output_tokens=1.0,
+    )  # fmt: skip

@@ -20,7 +20,7 @@ def invoke(*args: str):
 def test_simulate_prints_a_metrics_table():
     result = invoke("simulate", *SMALL)
     assert result.exit_code == 0, result.output
-    for text in ("Latency (ms)", "TTFT", "TBT", "TPOT", "Scheduling delay", "MFU", "KV cache"):
+    for text in ("Latency", "TTFT", "TBT", "TPOT", "Scheduling delay", "MFU", "KV cache"):
         assert text in result.output
 
 
@@ -34,6 +34,16 @@ def test_simulate_json_summary():
     assert data["deployment"]["scheduler"] == "vllm"
     assert data["memory"]["num_kv_blocks"] > 0
     assert 0 < data["latency_s"]["ttft"]["p50"] <= data["latency_s"]["ttft"]["p99"]
+
+
+def test_a_checkpoint_variant_runs_as_its_builtin_and_says_so():
+    result = invoke("simulate", *SMALL, "--model", "meta-llama/Llama-2-7b-chat-hf")
+    assert result.exit_code == 0, result.output
+    assert "has the architecture of built-in meta-llama/Llama-2-7b-hf" in result.output
+    data = json.loads(
+        invoke("simulate", *SMALL, "--model", "meta-llama/Llama-2-7b-chat-hf", "--json").stdout
+    )
+    assert data["deployment"]["model_architecture"] == "meta-llama/Llama-2-7b-hf"
 
 
 def test_config_file_with_command_line_override(tmp_path):
@@ -64,6 +74,33 @@ def test_records_and_trace_outputs(tmp_path):
     trace = json.loads(trace_path.read_text())
     spans = [e for e in trace["traceEvents"] if e["ph"] == "X"]
     assert {e["tid"] for e in spans} == {0, 1}  # both pipeline stages
+    # batches named by phase, with what they held
+    assert {e["name"] for e in spans} <= {"prefill", "decode", "mixed"}
+    assert {"prefill", "decode"} <= {e["name"] for e in spans}
+    for e in spans:
+        args = e["args"]
+        assert (args["prefills"] > 0) == (e["name"] != "decode")
+        assert (args["decodes"] > 0) == (e["name"] != "prefill")
+        assert args["prefill_tokens"] >= args["prefills"] and args["kv_blocks_used"] > 0
+    # every request a span from arrival to completion, with its first token
+    for phase in ("b", "e", "n"):
+        assert len([e for e in trace["traceEvents"] if e["ph"] == phase]) == 60
+    begins = {e["id"]: e["ts"] for e in trace["traceEvents"] if e["ph"] == "b"}
+    ends = {e["id"]: e["ts"] for e in trace["traceEvents"] if e["ph"] == "e"}
+    assert all(ends[i] > begins[i] for i in begins)
+
+
+def test_an_overloaded_run_says_so_and_long_times_read_in_seconds():
+    result = invoke("simulate", "--num-requests", "300", "--qps", "20")
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.replace("│", " ").split())
+    assert "warning: overloaded: offered" in text and "served" in text
+    assert "TTFT s " in text  # tens of seconds of queueing read in s
+    assert "TBT ms " in text and "Normalized ms/token" in text
+    data = json.loads(invoke("simulate", "--num-requests", "300", "--qps", "20", "--json").output)
+    assert len(data["warnings"]) == 1 and data["warnings"][0].startswith("overloaded")
+    calm = json.loads(invoke("simulate", *SMALL, "--json").output)
+    assert calm["warnings"] == []
 
 
 @pytest.mark.parametrize(
@@ -120,6 +157,42 @@ def test_catalog_tables():
     models = invoke("catalog", "models")
     assert skus.exit_code == 0 and "a100-80gb" in skus.output and "h200" in skus.output
     assert models.exit_code == 0 and "Llama-2-70b-hf" in models.output
+
+
+def _at_80_columns(*args: str) -> str:
+    result = CliRunner().invoke(cli, list(args), env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_catalog_fits_80_columns_and_never_shortens_what_a_user_types():
+    from estimators import builtin_model_names, load_model
+    from sku_catalog import load_catalog
+
+    skus = _at_80_columns("catalog", "skus")
+    models = _at_80_columns("catalog", "models")
+    assert max(len(line) for line in (skus + models).splitlines()) <= 80
+    assert "…" not in skus + models
+    for sku in load_catalog().skus():
+        assert f" {sku.id} " in skus and f"{sku.price_per_gpu_hour:.2f}" in skus
+    for name in builtin_model_names():
+        model = load_model(name)
+        assert f" {model.name} " in models and f"{model.num_params / 1e9:.2f}B" in models
+
+
+def test_catalog_wide_and_json_carry_every_field():
+    from sku_catalog import load_catalog
+
+    wide = _at_80_columns("catalog", "skus", "--wide")
+    for sku in load_catalog().skus():
+        assert sku.price_source in wide and sku.name in wide  # whole, past 80 columns
+    rows = json.loads(_at_80_columns("catalog", "skus", "--json"))
+    assert {r["id"] for r in rows} == {s.id for s in load_catalog().skus()}
+    h100 = next(r for r in rows if r["id"] == "h100-sxm")
+    assert h100["fp8_tflops"] == 1979.0 and h100["price_per_gpu_hour"] > 0
+    models = json.loads(_at_80_columns("catalog", "models", "--json"))
+    llama = next(m for m in models if m["name"] == "meta-llama/Llama-3.1-8B")
+    assert (llama["num_layers"], llama["num_key_value_heads"]) == (32, 8)
 
 
 def test_simulate_names_its_engine_and_its_defaults():

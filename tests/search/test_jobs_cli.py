@@ -177,8 +177,10 @@ def test_results_commands_on_a_finished_job(tmp_path):
     assert listing.returncode == 0 and "h100-sxm" in listing.stdout and "a100" not in listing.stdout
     assert "ceiling 150" in listing.stdout and "measured 150" in listing.stdout
     best = llmcap("results", "best", "--db", db_url)
-    assert best.returncode == 0
-    assert "Recommended" in best.stdout or "no configuration" in best.stdout
+    # 0 with a recommendation, 1 (documented, for cron) when nothing qualifies
+    recommended = "Recommended" in best.stdout
+    assert (best.returncode, recommended) in ((0, True), (1, False)), best.stdout
+    assert recommended or "no configuration" in best.stdout
     out = tmp_path / "all.json"
     exported = llmcap("results", "export", "1", "--db", db_url, "--out", str(out))
     assert exported.returncode == 0

@@ -12,7 +12,15 @@ from matplotlib.colors import to_rgba
 
 from search._errors import PlotError
 from search._pareto import best_configuration, pareto_front
-from search._plot import PASS_COLOR, PLOT_FORMATS, _matplotlib_figure, _panels, plot_pareto
+from search._plot import (
+    MISS_ALPHA,
+    PLOT_FORMATS,
+    SCHEDULER_MARKERS,
+    _matplotlib_figure,
+    _panels,
+    plot_pareto,
+    sku_colors,
+)
 
 SLO_LINES = {"ttft_p90": 2.0, "tbt_p99": 0.1}
 
@@ -137,24 +145,34 @@ def test_failed_configurations_and_database_dtypes(results: pd.DataFrame, tmp_pa
 
 def test_panels_units_scales_and_frontiers(results: pd.DataFrame, best_id: int) -> None:
     ttft, tbt = _panels(results, SLO_LINES, best_id)
-    assert (ttft.unit, ttft.slo) == ("s", 2.0)
-    assert (tbt.unit, tbt.slo) == ("ms", 100.0)
-    assert not ttft.log_x and not tbt.log_x  # less than 1.5 decades
+    # one unit and scale per axis, whatever the values: TTFT in s, TBT in ms, log axes
+    assert (ttft.unit, ttft.slo, ttft.log_x) == ("s", 2.0, True)
+    assert (tbt.unit, tbt.slo, tbt.log_x) == ("ms", 100.0, True)
+    fast = results.assign(ttft_p90=results["ttft_p90"] / 100)  # all under a second
+    assert _panels(fast, {}, None)[0].unit == "s"
     assert (ttft.hidden, tbt.hidden) == (2, 3)  # failed configurations are counted, not drawn
     for panel in (ttft, tbt):
-        points = pd.DataFrame({"y": panel.y, "x": panel.x})
+        # the frontier runs over the configurations that meet the SLOs only
+        points = pd.DataFrame({"y": panel.y, "x": panel.x})[panel.passed]
         assert panel.front == pareto_front(points, maximize="y", minimize="x")
-        assert panel.best is not None and panel.passed[panel.best]
+        assert all(panel.passed[i] for i in panel.front)
+        assert panel.best is not None and panel.passed[panel.best] and panel.best in panel.front
         assert (
             panel.labels[panel.best] == results.set_index("configuration_id").at[best_id, "label"]
         )
-    wide = results.assign(ttft_p90=results["ttft_p90"] * np.linspace(0.02, 3.0, len(results)))
-    assert _panels(wide, {}, None)[0].log_x  # more than 1.5 decades
+        assert panel.parallelism[panel.best].startswith("TP")
+
+
+def _legends(fig):
+    """(the status legend below the panels, the SKU / scheduler legend beside them)."""
+    status = next(g for g in fig.legends if g.get_texts()[0].get_text().startswith("meets"))
+    identity = next(g for g in fig.legends if g is not status)
+    return status, identity
 
 
 def test_figure_is_readable(results: pd.DataFrame, best_id: int) -> None:
     """The best configuration's annotation is on both panels, inside them, and covers no
-    point; the legend sits outside the panels."""
+    point; frontier points carry their TP/PP; the legends sit outside the panels."""
     panels = _panels(results, SLO_LINES, best_id)
     fig = _matplotlib_figure(panels, "job 1")
     fig.draw_without_rendering()
@@ -170,13 +188,43 @@ def test_figure_is_readable(results: pd.DataFrame, best_id: int) -> None:
         assert area.x0 <= box.x0 and box.x1 <= area.x1 and area.y0 <= box.y0 and box.y1 <= area.y1
         points = ax.transData.transform(np.column_stack([panel.x, panel.y]))
         assert not any(box.contains(px, py) for px, py in points)
-    (legend,) = fig.legends
-    texts = [t.get_text() for t in legend.get_texts()]
+        tp_labels = [t.get_text() for t in ax.texts if t.get_text().startswith("TP")]
+        assert sorted(tp_labels) == sorted(panel.parallelism[i] for i in panel.front)
+    status, identity = _legends(fig)
+    texts = [t.get_text() for t in status.get_texts()]
     assert texts[:2] == ["meets SLOs (21)", "misses SLOs (9)"]
-    assert {"Pareto frontier", "SLO bound", "best configuration"} <= set(texts)
-    legend_box = legend.get_window_extent(renderer)
-    for ax in axes:
-        assert not legend_box.overlaps(ax.get_window_extent(renderer))
+    assert {"Pareto frontier (meets SLOs)", "SLO bound", "best configuration"} <= set(texts)
+    names = [t.get_text() for t in identity.get_texts()]
+    assert names == ["a100-80gb", "h100-sxm", "l40s", "orca", "sarathi", "vllm"]
+    for legend in (status, identity):
+        legend_box = legend.get_window_extent(renderer)
+        for ax in axes:
+            assert not legend_box.overlaps(ax.get_window_extent(renderer))
+
+
+def test_colour_is_the_sku_and_marker_the_scheduler(results: pd.DataFrame) -> None:
+    panels = _panels(results, SLO_LINES, None)
+    fig = _matplotlib_figure(panels, "")
+    colors = sku_colors(list(results["sku"]))
+    assert len(set(colors.values())) == 3
+    ax, ttft = fig.axes[0], panels[0]
+    drawn = 0
+    for collection in ax.collections:
+        offsets = collection.get_offsets()
+        if not len(offsets) or collection.get_sizes()[0] > 100:  # the best point's ring
+            continue
+        filled = len(collection.get_facecolors()) > 0 and collection.get_facecolors()[0][3] > 0
+        rgba = collection.get_facecolors()[0] if filled else collection.get_edgecolors()[0]
+        for x, y in offsets:
+            (i,) = np.flatnonzero((ttft.x == x) & (ttft.y == y))
+            assert tuple(np.round(rgba[:3], 3)) == tuple(
+                np.round(to_rgba(colors[ttft.skus[i]])[:3], 3)
+            )
+            assert filled == bool(ttft.measured_pass[i])  # hollow: misses the SLOs
+            if not ttft.passed[i]:
+                assert collection.get_alpha() == MISS_ALPHA
+            drawn += 1
+    assert drawn == len(ttft.x)
 
 
 def test_html_encodings(results: pd.DataFrame, best_id: int) -> None:
@@ -184,9 +232,20 @@ def test_html_encodings(results: pd.DataFrame, best_id: int) -> None:
     from search._plot import _plotly_figure
 
     fig = _plotly_figure(_panels(results, SLO_LINES, best_id), "job 1")
-    markers = {t.name: t.marker.symbol for t in fig.data if t.mode == "markers" and t.showlegend}
-    assert markers["meets SLOs (21)"] != markers["misses SLOs (9)"]
-    assert all("<br>" in text for t in fig.data if t.text is not None for text in t.text)
+    points = [t for t in fig.data if t.mode == "markers" and t.meta not in ("best",)]
+    # a legend entry per SKU (clicking hides or shows that SKU), symbols by scheduler
+    assert sorted(t.name for t in points if t.showlegend) == ["a100-80gb", "h100-sxm", "l40s"]
+    for trace in points:
+        assert trace.marker.symbol.removesuffix("-open") == SCHEDULER_MARKERS[trace.meta][1]
+        assert trace.marker.symbol.endswith("-open") == (trace.customdata[0] != "meets SLOs")
+        assert all("<br>" in text for text in trace.text)
+    # the scheduler filter: every scheduler, then each alone (frontier and best kept)
+    (menu,) = fig.layout.updatemenus
+    labels = [b.label for b in menu.buttons]
+    assert labels == ["all schedulers", "orca", "sarathi", "vllm"]
+    only_vllm = menu.buttons[3].args[0]["visible"]
+    for trace, visible in zip(fig.data, only_vllm, strict=True):
+        assert visible == (trace.meta in ("frontier", "best", "vllm"))
     texts = [a.text for a in fig.layout.annotations]
     assert sum(text.startswith("best: ") for text in texts) == 2
     assert {"SLO 2 s", "SLO 100 ms"} <= set(texts)
@@ -205,17 +264,17 @@ def test_ceiling_capacities_are_drawn_hollow_with_their_own_legend_entry(
     panels = _panels(frame, SLO_LINES, best["configuration_id"])
     ttft = panels[0]
     assert ttft.ceiling_pass.sum() == 3 and ttft.n_ceiling == 3 and ttft.n_passed == 18
+    assert not any(ttft.ceiling[i] for i in ttft.front)  # never on the frontier
     fig = _matplotlib_figure(panels, "job 1")
     ax = fig.axes[0]
-    blue = to_rgba(PASS_COLOR)
-    hollow = [  # no fill, a blue edge (the best point's ring is black)
+    thick_hollow = [  # no fill, a thick edge in the SKU's colour
         c for c in ax.collections
         if len(c.get_offsets()) and len(c.get_facecolors()) == 0
-        and tuple(c.get_edgecolors()[0]) == blue
+        and c.get_linewidths()[0] == 1.8
     ]  # fmt: skip
-    assert len(hollow) == 1 and len(hollow[0].get_offsets()) == 3
-    (legend,) = fig.legends
-    texts = [t.get_text() for t in legend.get_texts()]
+    assert sum(len(c.get_offsets()) for c in thick_hollow) == 3
+    status, _ = _legends(fig)
+    texts = [t.get_text() for t in status.get_texts()]
     assert texts[:3] == [
         "meets SLOs (18)", "misses SLOs (9)",
         "meets SLOs, capacity at the analytic ceiling, not measured (3)",
@@ -236,6 +295,11 @@ def test_html_ceiling_trace(results: pd.DataFrame) -> None:
     frame = results.assign(capacity_kind="measured")
     frame.loc[results.index[results["slo_passed"]][:2], "capacity_kind"] = "ceiling"
     fig = _plotly_figure(_panels(frame, SLO_LINES, None), "job 1")
-    markers = {t.name: t.marker.symbol for t in fig.data if t.mode == "markers" and t.showlegend}
-    ceiling = "meets SLOs, capacity at the analytic ceiling, not measured (2)"
-    assert markers[ceiling] == "circle-open" and markers["meets SLOs (19)"] == "circle"
+    states = [
+        (t.customdata[0], t.marker.symbol, t.marker.line.width, len(t.x))
+        for t in fig.data if t.mode == "markers" and t.customdata is not None
+        and t.xaxis == "x"
+    ]  # fmt: skip
+    ceiling = [s for s in states if s[0] == "meets SLOs, capacity at the ceiling"]
+    assert sum(n for *_, n in ceiling) == 2
+    assert all(symbol.endswith("-open") and width == 2.2 for _, symbol, width, _ in ceiling)

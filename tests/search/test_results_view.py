@@ -9,30 +9,10 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from search._db import ConfigRecord, ResultRecord, open_database
-from search._db.store import fingerprint_of
+from search._db import open_database
 from search._spec import parse_spec
 from search.cli import cli
-from tests.search.conftest import TINY_SPEC
-
-
-def _config(i: int, label: str) -> ConfigRecord:
-    params = {"sku": "h100-sxm", "scheduler": "sarathi", "tp": 1, "pp": 1, "batch_size": 64,
-              "i": i, "label": label}  # fmt: skip
-    return ConfigRecord(
-        fingerprint=fingerprint_of(params), sku="h100-sxm", tp=1, pp=1, replicas=1,
-        scheduler="sarathi", batch_size=64, chunk_size=512, precision="bf16", num_gpus=1,
-        cost_per_hour=2.0, params=params, feasible=True, infeasible_reason=None,
-    )  # fmt: skip
-
-
-def _result(qps: float, kind: str, *, upper: float | None, rejected: int = 0) -> ResultRecord:
-    return ResultRecord(
-        capacity_qps=qps, qps_per_dollar=qps / 2.0, num_simulations=5, wall_time_s=1.0,
-        capacity_upper_qps=upper, tolerance=0.05, capacity_kind=kind, num_requests=4000,
-        rejected_requests=rejected, slo_passed=True, ttft_p90=0.5, tbt_p99=0.05,
-        cost_per_million_output_tokens=1.0,
-    )  # fmt: skip
+from tests.search.conftest import TINY_SPEC, stored_config, stored_result
 
 
 @pytest.fixture
@@ -43,10 +23,12 @@ def db_url(tmp_path: Path) -> str:
     db = open_database(url)
     job = db.create_job("tiny", spec.model_dump_json(), spec.fingerprint())
     ids = db.register_configurations(
-        job.id, spec.fingerprint(), [_config(1, "measured one"), _config(2, "ceiling one")]
+        job.id,
+        spec.fingerprint(),
+        [stored_config(1, "measured one"), stored_config(2, "ceiling one")],
     )
-    db.record_result(ids[0], _result(10.0, "measured", upper=10.4, rejected=3))
-    db.record_result(ids[1], _result(25.0, "ceiling", upper=None))
+    db.record_result(ids[0], stored_result(10.0, "measured", upper=10.4, rejected=3))
+    db.record_result(ids[1], stored_result(25.0, "ceiling", upper=None))
     db.finish_job(job.id, "succeeded")
     db.close()
     return url
@@ -87,3 +69,62 @@ def test_exports_carry_kind_requests_and_rejected(db_url: str, tmp_path: Path, s
     assert rows.loc["ceiling one", "capacity_kind"] == "ceiling"
     assert rows["num_requests"].tolist() == [4000, 4000]
     assert sorted(rows["rejected_requests"].tolist()) == [0, 3]
+    # the order of `results list`; latencies named with their unit
+    assert frame["label"].tolist() == ["measured one", "ceiling one"]
+    assert rows.loc["measured one", "ttft_p90_s"] == 0.5 and "ttft_p90" not in frame.columns
+    params = rows.loc["measured one", "params"]
+    if suffix != ".json":  # flat formats: nested columns as JSON text
+        assert json.loads(params)["label"] == "measured one"
+        assert json.loads(rows.loc["measured one", "slo_detail"]) is not None
+    else:
+        assert params["label"] == "measured one"
+
+
+def test_best_as_json_names_the_recommendation_and_the_ceiling_rival(db_url: str) -> None:
+    result = CliRunner().invoke(cli, ["results", "best", "--db", db_url, "--json"])
+    assert result.exit_code == 0, result.output
+    answer = json.loads(result.output)
+    assert answer["recommended"]["label"] == "measured one"
+    assert answer["recommended"]["ttft_p90_s"] == 0.5
+    assert answer["not_recommended"]["label"] == "ceiling one"
+    budget = answer["for_budget"]
+    assert budget["gpus"] == budget["units"] * 1 <= budget["max_gpus"]
+    assert budget["capacity_qps"] == pytest.approx(10.0 * budget["units"])
+
+
+def test_best_exits_1_when_nothing_qualifies(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'none.db'}"
+    spec = parse_spec(TINY_SPEC)
+    db = open_database(url)
+    job = db.create_job("tiny", spec.model_dump_json(), spec.fingerprint())
+    (cid,) = db.register_configurations(job.id, spec.fingerprint(), [stored_config(1, "slow one")])
+    failing = stored_result(1.0, "measured", upper=1.05)
+    failing.slo_passed = False
+    failing.slo_detail = {
+        "ttft_p90": {"passed": False, "value": 3.1, "max_s": 2.0},
+        "tbt_p99": {"passed": True, "value": 0.05, "max_s": 0.2},
+    }
+    db.record_result(cid, failing)
+    db.finish_job(job.id, "succeeded")
+    db.close()
+    plain = CliRunner().invoke(cli, ["results", "best", "--db", url], env={"COLUMNS": "250"})
+    assert plain.exit_code == 1 and "no configuration meets the SLOs" in plain.output
+    # which filter failed, by how much, and the semantics that would let it qualify
+    assert "ttft_p90 < 2 s: missed by 1 of 1; the closest reached 3.1 s (1.6x the bound)" in (
+        plain.output
+    )
+    assert "tbt_p99 < 0.2 s: missed" not in plain.output
+    assert "capacity_meets_filters: true" in plain.output
+    as_json = CliRunner().invoke(cli, ["results", "best", "--db", url, "--json"])
+    assert as_json.exit_code == 1
+    answer = json.loads(as_json.output)
+    assert answer["recommended"] is None and "meets the SLOs" in answer["why"]
+
+
+def test_list_as_json_carries_the_table_figures(db_url: str) -> None:
+    result = CliRunner().invoke(cli, ["results", "list", "--db", db_url, "--json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.output)
+    assert [r["label"] for r in rows] == ["measured one", "ceiling one"]
+    assert [r["capacity_qps"] for r in rows] == [10.0, 25.0]
+    assert rows[0]["tbt_p99_s"] == 0.05

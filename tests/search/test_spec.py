@@ -38,10 +38,25 @@ def test_an_unknown_nested_field_names_its_path_and_the_allowed_fields() -> None
     assert "workload.sorce: unknown field; allowed: source," in message
 
 
+def test_errors_show_the_expected_shape_and_where_a_misplaced_field_belongs() -> None:
+    message = _error(
+        TINY_SPEC
+        | {"trials": 40, "strategy": "tpe", "space": {"tp": 2, "schedulers": ["sarathi"]}}
+    )
+    assert "  trials: unknown field (it belongs at strategy.trials); allowed: name," in message
+    assert "strategy: Input should be a valid dictionary" in message
+    assert "expected a section of kind, trials, seed (got: 'tpe')" in message
+    assert "space.tp: Input should be a valid list; expected list of integer (got: 2)" in message
+    assert "space.schedulers: Input should be a valid dictionary; expected map" in message
+    assert "e.g. {sarathi: {batch_size: [64, 128], chunk_size: [512]}, vllm: {}}" in message
+
+
 def test_an_unknown_sku_lists_the_catalog() -> None:
     message = _error(TINY_SPEC | {"skus": ["a100-80gb", "tpu-v5"]})
     assert "skus.1: unknown GPU SKU 'tpu-v5'; allowed:" in message
     assert "h100-sxm" in message and "l40s" in message
+    both = _error(TINY_SPEC | {"skus": ["tpu-v5", "a100-80gb", "mi300x"]})
+    assert "skus.0: unknown GPU SKU 'tpu-v5'; skus.2: unknown GPU SKU 'mi300x'; allowed:" in both
 
 
 def test_an_unknown_scheduler_or_strategy_names_the_allowed_values() -> None:
@@ -82,6 +97,34 @@ def test_name_strategy_and_budget_leave_the_fingerprint_and_the_slo_does_not() -
     assert parse_spec(TINY_SPEC | {"slo": stricter}).fingerprint() != base
 
 
+def test_cost_model_data_decides_results(monkeypatch) -> None:
+    # a release that refits the roofline or changes an engine profile must not reuse answers
+    # the old numbers gave
+    import search._spec as spec_module
+
+    base = parse_spec(TINY_SPEC).fingerprint()
+    monkeypatch.setattr(spec_module, "cost_model_digest", lambda: "0" * 16)
+    assert parse_spec(TINY_SPEC).fingerprint() != base
+
+
+def test_cost_model_digest_follows_every_data_file(tmp_path) -> None:
+    from importlib import resources
+
+    from estimators._digest import data_digest
+
+    names = {p.name for p in resources.files("estimators").joinpath("data").iterdir()}
+    assert {"roofline.yaml", "engines.yaml"} <= names
+    (tmp_path / "roofline.yaml").write_text("defaults: {matmul: {eff_max: 0.75}}\n")
+    (tmp_path / "engines.yaml").write_text("engines: {}\n")
+    first = data_digest(tmp_path)
+    assert data_digest(tmp_path) == first and len(first) == 16
+    (tmp_path / "roofline.yaml").write_text("defaults: {matmul: {eff_max: 0.76}}\n")
+    refit = data_digest(tmp_path)
+    assert refit != first
+    (tmp_path / "notes.txt").write_text("not data")
+    assert data_digest(tmp_path) == refit
+
+
 def test_max_rejected_share_is_a_share_and_decides_results() -> None:
     base = parse_spec(TINY_SPEC)
     assert base.slo.max_rejected_share == 0.0
@@ -112,6 +155,27 @@ def test_validate_reports_the_examples_space(example: str, total: int, dropped: 
     assert result.exit_code == 0, result.output
     assert f"{total} configurations: {total - dropped} feasible, {dropped} dropped" in result.output
     assert load_spec(EXAMPLES / example).fingerprint()[:16] in result.output
+
+
+def test_validate_states_the_slo_semantics_in_force() -> None:
+    from search._spec import slo_semantics
+
+    at_capacity = parse_spec(TINY_SPEC)
+    assert slo_semantics(at_capacity) == (
+        "capacity = the largest rate with scheduling_delay_p99 < 5 s; ttft_p90 < 2 s, "
+        "tbt_p99 < 0.2 s checked at that rate (capacity_meets_filters: false; true makes the "
+        "capacity meet them too)"
+    )
+    within = parse_spec(TINY_SPEC | {"slo": {**TINY_SPEC["slo"], "capacity_meets_filters": True}})
+    assert "and ttft_p90 < 2 s, tbt_p99 < 0.2 s (capacity_meets_filters: true)" in (
+        slo_semantics(within)
+    )
+    result = CliRunner().invoke(
+        cli, ["search", "validate", str(EXAMPLES / "quick.yaml")], env={"COLUMNS": "250"}
+    )
+    assert "SLOs: capacity = the largest rate with scheduling_delay_p99 < 5 s and" in (
+        result.output
+    )
 
 
 def test_validate_rejects_a_bad_spec_with_exit_2_and_no_traceback(tmp_path: Path) -> None:

@@ -124,6 +124,24 @@ def test_preemption_by_recompute_when_blocks_run_out():
     assert all(rep.pool.peak_used <= rep.pool.total for rep in sim.replicas)
 
 
+def test_full_length_reservation_never_preempts_and_caps_what_runs():
+    # the workload of the test above: ~700 tokens each, 60 blocks of 16 tokens hold one whole
+    # request at a time (44 blocks) with a reservation, where on-demand blocks admit several
+    workload = make_workload([300] * 6, [400] * 6)
+    on_demand = run(workload, SchedulerKind.SARATHI, blocks=60, chunk_size=2048)
+    reserved = run(
+        workload, SchedulerKind.SARATHI, blocks=60, chunk_size=2048, reserve_full_length=True
+    )
+    assert sum(r.preemptions for r in on_demand.requests) > 0
+    assert sum(r.preemptions for r in reserved.requests) == 0
+    assert reserved.completed == 6
+    # one request at a time: each starts only when the one before has finished
+    starts = sorted(r.scheduled_at for r in reserved.requests)
+    ends = sorted(r.completed_at for r in reserved.requests)
+    assert all(s >= e for s, e in zip(starts[1:], ends[:-1], strict=True))
+    assert max(b[5] for b in reserved.batches.rows) == 1  # decodes in a batch
+
+
 def test_request_larger_than_the_cache_is_rejected_not_looped():
     workload = make_workload([100, 5000, 100], [10, 10, 10])
     result = simulate(

@@ -188,7 +188,7 @@ def test_catalog_is_immutable(catalog: Catalog) -> None:
 
 def test_sku_table_renders(catalog: Catalog) -> None:
     console = Console(width=250, record=True)
-    console.print(format_sku_table(catalog))
+    console.print(format_sku_table(catalog, wide=True))
     text = console.export_text()
     for sku_id in REQUIRED_IDS:
         assert sku_id in text

@@ -1,0 +1,117 @@
+"""Two measurements of the same GPU side by side: an op-table directory against
+aiconfigurator-core's tables for that GPU.
+
+For every GEMM shape ``(n, k)`` and token count m measured in the directory (``llmcap
+profile run`` on a GPU, or ``llmcap profile import-vidur``), the aiconfigurator tables'
+interpolated time at the same ``(m, n, k)`` (as the profiled backend reads them: bilinear
+in log n and log k between measured shapes, log-log in m); for every attention row of the
+directory (prefill without a cached prefix, decode) the aiconfigurator grid's time at the
+same batch and length, for the same heads per GPU.  Ratios are directory / aiconfigurator;
+nothing is fitted.  The spread says how far two honest measurements of one GPU (other
+kernels, other engine versions, other harnesses) lie apart, the noise floor any estimator
+built on either inherits.
+
+    python benchmarks/compare_op_tables.py --tables DIR [--engine vllm] [--min-ms 0.05]
+
+Needs the llmcap[aic] extra.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from estimators import Precision  # noqa: E402
+from estimators._curves import gemm_curve  # noqa: E402
+from estimators._op_tables import OpTableMissing, load_op_tables  # noqa: E402
+from estimators._profiled import AicOpTables, profiled_coverage  # noqa: E402
+from sku_catalog import load_catalog  # noqa: E402
+
+
+def _stats(ratios: np.ndarray) -> str:
+    if len(ratios) == 0:
+        return "no shared points"
+    err = np.abs(ratios - 1.0)
+    q = np.quantile(ratios, [0.1, 0.5, 0.9])
+    return (
+        f"{len(ratios):5d} points  ratio p10 {q[0]:.2f}  median {q[1]:.2f}  p90 {q[2]:.2f}  "
+        f"mean |1 - ratio| {err.mean():.1%}"
+    )
+
+
+def compare_gemms(tables, aic: AicOpTables, min_s: float) -> dict[str, np.ndarray]:
+    """Ratios per model label (the ``op`` column's first word), GEMMs of >= min_s only."""
+    gemm = pd.read_csv(tables.directory / "gemm.csv")
+    _, cube = aic.gemm_cube("bfloat16")
+    out: dict[str, list[float]] = {}
+    for (n, k), rows in gemm.groupby(["n", "k"]):
+        curve = gemm_curve(cube, int(n), int(k))
+        if curve is None:
+            continue
+        med = rows.groupby("m")["latency_ms"].median() * 1e-3
+        med = med[med >= min_s]
+        ratio = med.to_numpy() / curve.many(med.index.to_numpy(dtype=float))
+        label = str(rows["op"].iloc[0]).split(" ")[0] if "op" in rows else "all"
+        out.setdefault(label, []).extend(ratio)
+    return {k: np.array(v) for k, v in out.items()}
+
+
+def compare_attention(tables, aic: AicOpTables, phase: str, min_s: float) -> np.ndarray:
+    kind = f"{phase}_attention"
+    path = tables.directory / f"{kind}.csv"
+    if not path.is_file():
+        return np.array([])
+    df = pd.read_csv(path)
+    if phase == "context":
+        df = df[df["cached_len"] == 0]
+    length = "prompt_len" if phase == "context" else "kv_len"
+    ratios: list[float] = []
+    for (h, kv, hd), rows in df.groupby(["num_heads", "num_kv_heads", "head_dim"]):
+        try:
+            grid = aic.attention(phase, int(h), int(kv), int(hd), "bfloat16").grid
+        except OpTableMissing:
+            continue
+        if grid is None:
+            continue
+        med = rows.groupby(["batch_size", length])["latency_ms"].median() * 1e-3
+        for (b, x), t in med.items():
+            if t >= min_s:
+                ratios.append(t / grid(float(b), float(x)))
+    return np.array(ratios)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tables", required=True, type=Path, help="an op-table directory")
+    ap.add_argument("--engine", default="vllm", help="aiconfigurator tables of this engine")
+    ap.add_argument("--min-ms", type=float, default=0.05, help="only points this long or more")
+    args = ap.parse_args()
+    tables = load_op_tables(args.tables)
+    if not tables.meta.sku:
+        sys.exit(f"{args.tables}: the tables name no catalog SKU to compare against")
+    sku = load_catalog().get(tables.meta.sku)
+    system, eng, version = profiled_coverage(sku, Precision.BF16, args.engine)
+    aic = AicOpTables(system, eng, None, version)
+    min_s = args.min_ms * 1e-3
+    print(f"{tables.label}\n  against {aic.label}; ratio = directory / aiconfigurator")
+    print(f"  (points of {args.min_ms:g} ms or more)\n")
+    print("GEMMs, by model:")
+    gemm = compare_gemms(tables, aic, min_s)
+    for label, r in sorted(gemm.items()):
+        print(f"  {label:40s} {_stats(r)}")
+    every = np.concatenate(list(gemm.values())) if gemm else np.array([])
+    print(f"  {'all':40s} {_stats(every)}")
+    for phase in ("context", "generation"):
+        ratios = compare_attention(tables, aic, phase, min_s)
+        print(f"{phase} attention:\n  {'':40s} {_stats(ratios)}")
+
+
+if __name__ == "__main__":
+    main()
