@@ -579,6 +579,19 @@ def fit_family(data: FamilyData, start: RooflineConstants) -> tuple[RooflineCons
 
 # --------------------------------------------------------------------------- YAML
 
+# roofline.yaml's engine layers (benchmarks/fit_roofline_aic.py) start at this line; a
+# refit of the Vidur families keeps them
+ENGINE_SECTION_MARKER = "# ==== engine layers"
+
+
+def engine_section(path: Path) -> str:
+    """The engine-layer part of an existing roofline.yaml (from the marker on), or ''."""
+    if not path.is_file():
+        return ""
+    text = path.read_text("utf-8")
+    at = text.find(ENGINE_SECTION_MARKER)
+    return text[at:] if at >= 0 else ""
+
 
 def _rounded(values: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
     return {g: {k: float(f"{v:.4g}") for k, v in body.items()} for g, body in values.items()}
@@ -634,4 +647,4 @@ def write_constants_yaml(
         "skus": {s: _diff(c, fam, names) for s, (c, names, fam) in skus.items()},
     }
     text = "\n".join(header) + yaml.safe_dump(body, sort_keys=False, default_flow_style=False)
-    path.write_text(text, encoding="utf-8")
+    path.write_text(text + engine_section(path), encoding="utf-8")

@@ -18,6 +18,9 @@ profile's (the roofline's fitted one for ``vidur``), applied by the roofline's
 ``batch_cost``, which this backend reuses: it overrides only the per-operator attention
 hooks (``_prefill_attn``, ``_decode_attn``) and the token-level part.
 
+A GEMM shape whose bracketing (n, k) corners were not all measured at every m comes from
+a regressor fitted to the whole table (`estimators._gemm_regressor`, cached on disk;
+listed in ``regressed``).
 Interpolation (`estimators._curves`) is log-log inside the measured range (exact at
 measured points), and outside it: constant below the smallest size, linear in work above
 the largest (``t(x) = t(x_max) * x / x_max``; for prefill attention, work grows with the
@@ -51,6 +54,7 @@ from estimators._curves import (
     monotone,
 )
 from estimators._engines import EngineProfile
+from estimators._gemm_regressor import regressed_gemm_curve
 from estimators._op_tables import (
     AttentionTable,
     OpTableMissing,
@@ -338,15 +342,19 @@ class ProfiledEstimator(RooflineEstimator):
         self.tables.append(ref_label)
         shapes = self._gemm_shapes()
         self._gemm_curves: dict[str, Curve] = {}
+        self.regressed: dict[str, str] = {}  # GEMMs the table does not bracket
         for name, (n, k) in shapes.items():
             curve = gemm_curve(cube, n, k)
-            if curve is None:
-                self.fallbacks[name] = f"no measured GEMM around n={n}, k={k}"
-            else:
-                self._gemm_curves[name] = curve
+            if curve is None:  # a corner unmeasured at some m: the table's regressor
+                curve = regressed_gemm_curve(cube, n, k)
+                self.regressed[name] = f"n={n}, k={k}: regressor on {ref_label}"
+            self._gemm_curves[name] = curve
         _, cube16 = source.gemm_cube("bfloat16")
         vocab = -(-model.vocab_size // tp)
         head = gemm_curve(cube16, vocab, model.hidden_size) if cube16 is not None else None
+        if head is None and cube16 is not None:
+            head = regressed_gemm_curve(cube16, vocab, model.hidden_size)
+            self.regressed["lm_head"] = f"n={vocab}, k={model.hidden_size}: regressor"
         if head is None:
             self.fallbacks["lm_head"] = "no measured 16-bit GEMM for the LM head"
         self._head_curve = head
@@ -526,9 +534,7 @@ class ProfiledEstimator(RooflineEstimator):
         if self.attention_kernels:
             kernels = ", ".join(f"{k}: {v}" for k, v in self.attention_kernels.items())
             lines.append(f"  attention kernels: {kernels}")
-        lines.append(
-            "  from the roofline: elementwise ops, embedding, sampling, send/recv"
-        )
+        lines.append("  from the roofline: elementwise ops, embedding, sampling, send/recv")
         if self._engine_cpu is not None:
             lines.append(
                 f"  host overhead: engine profile {self.engine.key}"
@@ -536,6 +542,8 @@ class ProfiledEstimator(RooflineEstimator):
             )
         else:
             lines.append("  host overhead: the roofline's fitted CPU overhead")
+        for op, why in self.regressed.items():
+            lines.append(f"  GEMM off the measured grid: {op} ({why})")
         for op, why in self.fallbacks.items():
             lines.append(f"  fallback to roofline: {op} ({why})")
         return "\n".join(lines)

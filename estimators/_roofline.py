@@ -32,7 +32,11 @@ Communication follows a ring model:
 The efficiency and overhead constants are fitted per GPU architecture family
 against measured operator tables (``benchmarks/validate_roofline.py --fit``) and
 stored in ``estimators/data/roofline.yaml``; SKUs of families without data use the
-defaults there.
+defaults there.  Engines with their own layer there (``engines.<engine>``: vLLM,
+SGLang, TensorRT-LLM, fitted to aiconfigurator's GEMM and attention tables by
+``benchmarks/fit_roofline_aic.py``) refine each level for deployments they run;
+``vidur`` and deployments without an engine profile never see that layer.
+`roofline_table` swaps the whole table for a block of code (leave-one-out folds).
 
 Speed: everything shape-dependent is precomputed in ``__init__``; the token-level
 part of an iteration is cached on ``(num_tokens, num_seqs)`` and the attention
@@ -41,8 +45,9 @@ terms are a few float operations, so a cache hit costs a few microseconds.
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, fields, replace
 from importlib import resources
 from typing import Any
@@ -57,10 +62,14 @@ from sku_catalog._types import GpuSku, LinkKind, NodeShape
 
 __all__ = [
     "OPERATOR_NAMES",
+    "AttentionRows",
     "RooflineConstants",
     "RooflineEstimator",
     "TokenOp",
+    "attention_seconds",
+    "constants_from_table",
     "load_roofline_constants",
+    "roofline_table",
 ]
 
 # Vidur's operator names, in the order of one layer's forward pass.
@@ -105,6 +114,11 @@ class RooflineConstants:
     matmul_m_half: float = 24.0  # tokens at which compute efficiency is half the plateau
     matmul_mem_eff: float = 0.78  # fraction of HBM bandwidth when weight-read bound
     matmul_overhead_us: float = 4.0  # per-kernel fixed cost
+    # FP8 GEMMs (against the FP8 tensor peak, 1-byte weights); 0: as the 16-bit ones
+    matmul_fp8_eff_max: float = 0.0
+    matmul_fp8_m_half: float = 0.0
+    matmul_fp8_mem_eff: float = 0.0
+    matmul_fp8_overhead_us: float = 0.0
     # memory-bound elementwise kernels: fraction of HBM bandwidth each reaches
     elementwise_norm_mem_eff: float = 0.35
     elementwise_rope_mem_eff: float = 0.45
@@ -118,6 +132,8 @@ class RooflineConstants:
     attention_prefill_query_pairs: float = 1000.0  # pair-equivalents per query token
     attention_prefill_ctx_pairs: float = 100.0  # pair-equivalents per context token of a chunk
     attention_decode_mem_eff: float = 0.8  # fraction of HBM bandwidth reading the KV cache
+    attention_decode_seq_kv: float = 0.0  # KV-token reads each decode sequence adds (its work
+    # split, block table, partial-result merge), on top of its KV length
     attention_overhead_us: float = 12.0  # per attention kernel (prefill or decode)
     # NCCL all-reduce inside a node (ring model)
     allreduce_bw_eff: float = 0.85
@@ -176,23 +192,67 @@ def _roofline_yaml() -> dict[str, Any]:
     return data
 
 
-@functools.cache
-def _constants_for(architecture: str, sku_id: str) -> RooflineConstants:
-    data = _roofline_yaml()
-    consts = RooflineConstants().with_values(_flatten(data.get("defaults", {}), "defaults"))
-    families = data.get("families", {}) or {}
-    family = families.get(architecture.lower())
-    if family:
-        consts = consts.with_values(_flatten(family, f"families.{architecture}"))
-    sku_over = (data.get("skus", {}) or {}).get(sku_id)
-    if sku_over:
-        consts = consts.with_values(_flatten(sku_over, f"skus.{sku_id}"))
+def _layers(data: Mapping[str, Any], architecture: str, sku_id: str, engine: str | None):
+    """(where, nested constants) in lookup order: each level (defaults, family, SKU) of the
+    base table, each refined by the engine's own layer at that level when it has one."""
+    family = architecture.lower()
+    eng = ((data.get("engines", {}) or {}).get(engine) or {}) if engine else {}
+    yield "defaults", data.get("defaults", {})
+    yield f"engines.{engine}.defaults", eng.get("defaults")
+    yield f"families.{family}", (data.get("families", {}) or {}).get(family)
+    yield f"engines.{engine}.families.{family}", (eng.get("families", {}) or {}).get(family)
+    yield f"skus.{sku_id}", (data.get("skus", {}) or {}).get(sku_id)
+    yield f"engines.{engine}.skus.{sku_id}", (eng.get("skus", {}) or {}).get(sku_id)
+
+
+def constants_from_table(
+    data: Mapping[str, Any], architecture: str, sku_id: str, engine: str | None = None
+) -> RooflineConstants:
+    """The constants of (family, SKU, engine) in a table of roofline.yaml's form."""
+    consts = RooflineConstants()
+    for where, nested in _layers(data, architecture, sku_id, engine):
+        if nested:
+            consts = consts.with_values(_flatten(nested, where))
     return consts
 
 
-def load_roofline_constants(sku: GpuSku) -> RooflineConstants:
-    """Constants for `sku`: defaults, then its architecture family, then SKU overrides."""
-    return _constants_for(sku.architecture or "", sku.id)
+@functools.cache
+def _constants_for(architecture: str, sku_id: str, engine: str | None = None) -> RooflineConstants:
+    return constants_from_table(_roofline_yaml(), architecture, sku_id, engine)
+
+
+# the table `roofline_table` put in place of roofline.yaml (None: the packaged one), and the
+# constants looked up in it so far
+_override: list[Mapping[str, Any] | None] = [None]
+_override_cache: dict[tuple[str, str, str | None], RooflineConstants] = {}
+
+
+@contextlib.contextmanager
+def roofline_table(data: Mapping[str, Any] | None) -> Iterator[None]:
+    """Estimators built inside the block read their constants from `data` (roofline.yaml's
+    form) instead of the packaged table; None keeps the packaged one."""
+    before = _override[0]
+    _override[0] = data
+    _override_cache.clear()
+    try:
+        yield
+    finally:
+        _override[0] = before
+        _override_cache.clear()
+
+
+def load_roofline_constants(sku: GpuSku, engine: str | None = None) -> RooflineConstants:
+    """Constants for `sku` run by `engine` (an engine profile's name; None: none): defaults,
+    its architecture family, SKU overrides, each refined by the engine's layer."""
+    arch = sku.architecture or ""
+    data = _override[0]
+    if data is None:
+        return _constants_for(arch, sku.id, engine)
+    key = (arch, sku.id, engine)
+    hit = _override_cache.get(key)
+    if hit is None:
+        hit = _override_cache[key] = constants_from_table(data, arch, sku.id, engine)
+    return hit
 
 
 # --------------------------------------------------------------------------- operators
@@ -226,13 +286,22 @@ class _Coeffs:
     overhead: dict[str, float]  # by op kind, seconds
 
 
-def _coeffs(consts: RooflineConstants, peak: float, bw: float) -> _Coeffs:
+def _coeffs(consts: RooflineConstants, peak: float, bw: float, fp8: bool = False) -> _Coeffs:
+    """`fp8`: the GEMMs run in FP8 (its own matmul constants where fitted)."""
     c = consts
+    eff, m_half, mem_eff, ovh = (
+        c.matmul_eff_max, c.matmul_m_half, c.matmul_mem_eff, c.matmul_overhead_us
+    )  # fmt: skip
+    if fp8:
+        eff = c.matmul_fp8_eff_max or eff
+        m_half = c.matmul_fp8_m_half or m_half
+        mem_eff = c.matmul_fp8_mem_eff or mem_eff
+        ovh = c.matmul_fp8_overhead_us or ovh
     return _Coeffs(
-        sec_per_flop=1.0 / (peak * c.matmul_eff_max),
-        m_half=c.matmul_m_half,
+        sec_per_flop=1.0 / (peak * eff),
+        m_half=m_half,
         sec_per_byte={
-            "matmul": 1.0 / (bw * c.matmul_mem_eff),
+            "matmul": 1.0 / (bw * mem_eff),
             "norm": 1.0 / (bw * c.elementwise_norm_mem_eff),
             "rope": 1.0 / (bw * c.elementwise_rope_mem_eff),
             "act": 1.0 / (bw * c.elementwise_act_mem_eff),
@@ -240,7 +309,7 @@ def _coeffs(consts: RooflineConstants, peak: float, bw: float) -> _Coeffs:
             "emb": 1.0 / (bw * c.elementwise_emb_mem_eff),
         },
         overhead={
-            "matmul": c.matmul_overhead_us * 1e-6,
+            "matmul": ovh * 1e-6,
             "norm": c.elementwise_overhead_us * 1e-6,
             "rope": c.elementwise_overhead_us * 1e-6,
             "act": c.elementwise_overhead_us * 1e-6,
@@ -300,6 +369,53 @@ def pp_link(
     return node.intra_node_bandwidth_gbps * 1e9, consts.p2p_bw_eff, lat
 
 
+@dataclass(frozen=True, slots=True)
+class AttentionRows:
+    """Attention kernels of one layer on one GPU, as arrays (one row per measurement):
+    per-GPU head shape, and the batch as the estimator's hooks see it."""
+
+    heads: np.ndarray
+    kv_heads: np.ndarray
+    head_dim: np.ndarray
+    kv_bytes: float
+    num_prefill_tokens: np.ndarray  # prefill rows (0 on decode rows)
+    num_prefills: np.ndarray
+    prefill_attn_pairs: np.ndarray
+    prefill_kv_tokens: np.ndarray
+    num_decodes: np.ndarray  # decode rows (0 on prefill rows)
+    decode_kv_tokens: np.ndarray
+
+
+def attention_seconds(
+    rows: AttentionRows, c: RooflineConstants, attn_peak: float, hbm_bw: float
+) -> np.ndarray:
+    """Seconds of each row: the vectorised twin of `RooflineEstimator._prefill_attn` and
+    `_decode_attn` (tests hold them equal), for fitting the attention constants."""
+    hd = rows.head_dim
+    flops_per_pair = 4.0 * rows.heads * hd
+    kv_row = 2.0 * rows.kv_heads * hd * rows.kv_bytes
+    q_row2 = 2.0 * rows.heads * hd * _ACT_BYTES
+    sec_per_pair = flops_per_pair / (attn_peak * c.attention_prefill_eff_max)
+    sec_per_byte = 1.0 / (hbm_bw * c.attention_decode_mem_eff)
+    ovh = c.attention_overhead_us * 1e-6
+    npt = rows.num_prefill_tokens
+    npf = np.maximum(rows.num_prefills, 1)
+    pairs, kvt = rows.prefill_attn_pairs, rows.prefill_kv_tokens
+    diag = np.minimum(0.5 * (npt * npt / npf + npt), pairs)
+    comp = sec_per_pair * (
+        pairs
+        + (c.attention_prefill_causal_factor - 1.0) * diag
+        + c.attention_prefill_ctx_pairs * (kvt - npt)
+        + c.attention_prefill_query_pairs * npt
+    )
+    mem = (kvt * kv_row + npt * q_row2) * sec_per_byte
+    prefill = np.where(npt > 0, np.maximum(comp, mem) + ovh, 0.0)
+    nd, dkv = rows.num_decodes, rows.decode_kv_tokens
+    dmem = ((dkv + c.attention_decode_seq_kv * nd) * kv_row + nd * q_row2) * sec_per_byte
+    decode = np.where(nd > 0, np.maximum(sec_per_pair * dkv, dmem) + ovh, 0.0)
+    return prefill + decode
+
+
 # --------------------------------------------------------------------------- estimator
 
 
@@ -337,7 +453,7 @@ class RooflineEstimator:
         self.kv_precision = resolve_kv_precision(self.precision, kv_precision)
         self.node = node
         self.engine = engine
-        consts = constants or load_roofline_constants(sku)
+        consts = constants or load_roofline_constants(sku, engine.name if engine else None)
         family = (sku.architecture or "").lower()
         if engine is not None and family in engine.allreduce:
             # the engine's own all-reduce (custom kernels), fitted to its measured tables
@@ -350,7 +466,7 @@ class RooflineEstimator:
         self.attn_peak = sku.peak_flops(fp8=False)
         self.hbm_bw = sku.memory_bandwidth_bytes
         self.layers_per_stage = model.num_layers // pp
-        self._k = _coeffs(c, self.peak, self.hbm_bw)
+        self._k = _coeffs(c, self.peak, self.hbm_bw, fp8=self.precision is Precision.FP8)
 
         # ---- per-GPU shapes
         h = model.hidden_size
@@ -427,6 +543,7 @@ class RooflineEstimator:
         self._attn_sec_per_byte = 1.0 / (self.hbm_bw * c.attention_decode_mem_eff)
         self._dec_sec_per_kv = flops_per_pair / (self.attn_peak * c.attention_prefill_eff_max)
         self._attn_ovh = c.attention_overhead_us * 1e-6
+        self._dec_seq_kv = c.attention_decode_seq_kv
 
         # ---- cpu: the roofline's fitted overhead, or the engine profile's host work
         self._cpu_a = c.cpu_base_ms * 1e-3
@@ -567,7 +684,9 @@ class RooflineEstimator:
     def _decode_attn(self, nd: int, dkv: int) -> float:
         """Seconds of one layer's decode attention on one GPU for `nd` sequences reading
         `dkv` KV tokens in all (the `batch_cost` hook): a read of the KV cache."""
-        mem = (dkv * self._kv_row + nd * self._q_row2) * self._attn_sec_per_byte
+        mem = ((dkv + self._dec_seq_kv * nd) * self._kv_row + nd * self._q_row2) * (
+            self._attn_sec_per_byte
+        )
         comp = self._dec_sec_per_kv * dkv
         return (comp if comp > mem else mem) + self._attn_ovh
 

@@ -23,6 +23,7 @@ Examples:
   llmcap validate --dataset aic-silicon --out validation/          # points.csv + plot
   llmcap validate --dataset aic-silicon --filter engine=vllm --filter gpu=h200
   llmcap validate --dataset aic-silicon --limit 40 --no-aic         # a quick look
+  llmcap validate --dataset aic-silicon --no-aic --hold-out gpu,model
 
 \b
 aic-silicon: the aggregated, dense-model points NVIDIA ships in aiconfigurator-core
@@ -30,6 +31,12 @@ aic-silicon: the aggregated, dense-model points NVIDIA ships in aiconfigurator-c
 loop at the measured concurrency, fixed prompt and output lengths, about ten requests per
 concurrency slot; mean TTFT, and mean TPOT = (E2E - TTFT) / (output tokens - 1).
 Errors are predicted / measured - 1.
+
+\b
+--hold-out gpu,model: the roofline's vLLM/SGLang/TensorRT-LLM constants are fitted to
+aiconfigurator's operator tables, not to these points; each fold refits them without
+one GPU's tables (or the rows at one model's shapes) and scores that GPU's (model's)
+points again: the "held out" table beside the normal one.
 """
 
 
@@ -93,6 +100,15 @@ Errors are predicted / measured - 1.
     "every engine as Vidur's 2024 vLLM (llmcap before engine profiles); or one profile for all.",
 )
 @click.option(
+    "--hold-out",
+    "hold_out",
+    default=None,
+    metavar="gpu,model",
+    help="Also score each GPU's (model's) points with the roofline's engine constants "
+    "refitted without that GPU's operator tables (that model's shapes): leave-one-out. "
+    "With --estimator profiled only the roofline's fallbacks use those constants.",
+)
+@click.option(
     "--workers",
     type=click.IntRange(min=1),
     default=None,
@@ -109,6 +125,7 @@ def validate(
     requests_per_slot: int,
     engines: str,
     workers: int | None,
+    hold_out: str | None,
 ) -> None:
     """Simulate measured deployments and print the error table.
 
@@ -127,6 +144,14 @@ def validate(
 
     if dataset not in DATASETS:
         raise SpecError(f"unknown dataset {dataset!r}; available: {', '.join(DATASETS)}")
+    kinds: tuple[str, ...] = ()
+    if hold_out is not None:
+        from search._validate._holdout import parse_hold_out
+
+        try:
+            kinds = parse_hold_out(hold_out)
+        except ValueError as exc:
+            raise SpecError(str(exc)) from None
     if engines != "auto":
         from estimators import UnknownEngineError, load_engine
 
@@ -176,11 +201,54 @@ def validate(
         listed = ", ".join(f"{n} {kind}" for kind, n in sorted(reasons.items()))
         click.echo(f"{len(failed)} points could not be simulated ({listed}); see points.csv")
     print_report(results, with_aic=with_aic, console=_console())
+    if kinds:
+        _held_out(results, kinds, requests_per_slot, workers, estimator, engines)
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
         csv_path = write_points_csv(results, out_dir / "points.csv")
         png_path = plot_predicted_vs_measured(results, out_dir / "predicted_vs_measured.png")
         click.echo(f"wrote {csv_path} and {png_path}")
+
+
+def _held_out(
+    results: list,
+    kinds: tuple[str, ...],
+    requests_per_slot: int,
+    workers: int | None,
+    estimator: str,
+    engines: str,
+) -> None:
+    """Simulate each fold's points with the constants refitted without its data and print
+    the held-out table beside the errors of the same points above."""
+    from estimators._aic_tables import aic_available
+    from search._validate import simulate_points
+    from search._validate._holdout import gpu_fold, model_fold
+    from search._validate._report import print_held_out
+
+    if not aic_available() or engines == "vidur":
+        click.echo(
+            "held out: nothing to hold out (the engine layers need the aic extra's tables "
+            "and apply only to the vllm, sglang and trtllm profiles)"
+        )
+        return
+    rows = []
+    started = time.perf_counter()
+    for kind in kinds:
+        names = sorted({r.point.sku if kind == "gpu" else r.point.model for r in results})
+        for name in names:
+            fold = gpu_fold(name) if kind == "gpu" else model_fold(name)
+            mine = [r for r in results if fold.selects(r.point)]
+            held = simulate_points(
+                [r.point for r in mine],
+                requests_per_slot=requests_per_slot,
+                workers=workers,
+                estimator=estimator,
+                engines=engines,
+                fold=fold,
+            )
+            rows.append((fold, mine, held))
+    click.echo(f"held-out folds: {len(rows)} in {time.perf_counter() - started:.0f} s")
+    print_held_out(rows, console=_console())
 
 
 def _apply_filters(points: list, filters: tuple[str, ...]) -> list:

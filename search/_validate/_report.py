@@ -7,6 +7,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
@@ -85,6 +86,30 @@ def print_report(
         )
     for title, key in GROUPS:
         console.print(_group_table(ok, title, key, with_aic))
+
+
+def print_held_out(
+    folds: Sequence[tuple[Any, Sequence[PointResult], Sequence[PointResult]]],
+    console: Console | None = None,
+) -> None:
+    """One row per fold: its points' MAPE with every table (as above) and held out."""
+    console = console or Console()
+    title = "held out (constants refitted without the row's data)"
+    table = Table(title=title, title_justify="left")
+    for col in ("held out", "n", "TPOT MAPE", "held-out TPOT", "TTFT MAPE", "held-out TTFT"):
+        table.add_column(col, justify="left" if col == "held out" else "right")
+    for fold, seen, held in folds:
+        ok = [(a, b) for a, b in zip(seen, held, strict=True) if a.ok and b.ok]
+        ours = llmcap_stats([a for a, _ in ok])
+        theirs = llmcap_stats([b for _, b in ok])
+        table.add_row(
+            f"{fold.kind} {fold.name.rsplit('/', 1)[-1]}", str(len(ok)),
+            _pct(ours.tpot.mape), _pct(theirs.tpot.mape),
+            _pct(ours.ttft.mape), _pct(theirs.ttft.mape),
+        )  # fmt: skip
+    console.print(table)
+    for fold, _, _ in folds:
+        click.echo(f"  excluded: {fold.excluded}")
 
 
 def _group_table(

@@ -12,13 +12,16 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from estimators import (
+    AllReduceCost,
     EngineProfile,
     EstimatorFallbackWarning,
     load_engine,
     load_model,
     make_estimator,
 )
+from estimators._roofline import roofline_table
 from search._validate._aic_silicon import ValidationPoint
+from search._validate._holdout import HoldOutFold
 from simulator import SchedulerConfig, SchedulerKind
 from simulator._deployment import Deployment, engine_scheduler, prepare
 from sku_catalog import load_catalog
@@ -67,16 +70,31 @@ def closed_loop_workload(point: ValidationPoint, requests_per_slot: int) -> Work
     )
 
 
-def engine_for(point: ValidationPoint, engines: str = AUTO) -> EngineProfile:
-    """The profile a point is simulated with (see `engines` above)."""
+def engine_for(
+    point: ValidationPoint, engines: str = AUTO, fold: HoldOutFold | None = None
+) -> EngineProfile:
+    """The profile a point is simulated with (see `engines` above); a hold-out `fold`
+    replaces its all-reduce fits of the held-out GPU's family."""
     if engines != AUTO:
-        return load_engine(engines)
-    version = point.engine_version.strip()
-    return load_engine(f"{point.engine}@{version}" if version else point.engine)
+        profile = load_engine(engines)
+    else:
+        version = point.engine_version.strip()
+        profile = load_engine(f"{point.engine}@{version}" if version else point.engine)
+    changes = fold.allreduce.get(profile.name) if fold is not None else None
+    if changes:
+        allreduce = dict(profile.allreduce)
+        for family, value in changes.items():
+            allreduce.pop(family, None)
+            if value is not None:
+                allreduce[family] = AllReduceCost(*value)
+        profile = replace(profile, allreduce=allreduce)
+    return profile
 
 
-def deployment_for(point: ValidationPoint, engines: str = AUTO) -> Deployment:
-    engine = engine_for(point, engines)
+def deployment_for(
+    point: ValidationPoint, engines: str = AUTO, fold: HoldOutFold | None = None
+) -> Deployment:
+    engine = engine_for(point, engines, fold)
     sku = load_catalog().get(point.sku)
     if engine.is_vidur:  # as before profiles: one policy and KV rule for every engine
         return Deployment(
@@ -109,6 +127,7 @@ def simulate_point(
     requests_per_slot: int = REQUESTS_PER_SLOT,
     engines: str = AUTO,
     estimator: str = "roofline",
+    fold: HoldOutFold | None = None,
 ) -> PointResult:
     """Mean TTFT and mean TPOT over the run's requests, as the client reports them.
 
@@ -116,9 +135,21 @@ def simulate_point(
     every request (the first wave included, as the client counts it; its warm-up requests
     are not part of the measurement and the simulator has no cold start to warm up).
     `estimator` other than the roofline reads the tables of the point's engine and version.
+    A hold-out `fold` builds the estimator with the constants refitted without its data.
     """
+    with roofline_table(fold.table if fold is not None else None):
+        return _simulate_point(point, requests_per_slot, engines, estimator, fold)
+
+
+def _simulate_point(
+    point: ValidationPoint,
+    requests_per_slot: int,
+    engines: str,
+    estimator: str,
+    fold: HoldOutFold | None,
+) -> PointResult:
     try:
-        prepared = prepare(deployment_for(point, engines))
+        prepared = prepare(deployment_for(point, engines, fold))
         if estimator != "roofline":
             d = prepared.deployment
             with warnings.catch_warnings():
@@ -154,9 +185,10 @@ def evaluate_point(
     with_aic: bool,
     engines: str = AUTO,
     estimator: str = "roofline",
+    fold: HoldOutFold | None = None,
 ) -> PointResult:
     """The simulator's answer and, with `with_aic`, aiconfigurator's estimate of one point."""
-    result = simulate_point(point, requests_per_slot, engines, estimator)
+    result = simulate_point(point, requests_per_slot, engines, estimator, fold)
     if not with_aic:
         return result
     from search._validate._aic_estimate import estimate_point
@@ -165,7 +197,10 @@ def evaluate_point(
     return replace(result, aic_ttft_ms=aic.ttft_ms, aic_tpot_ms=aic.tpot_ms, aic_error=aic.error)
 
 
-def _evaluate_star(args: tuple[ValidationPoint, int, bool, str, str]) -> PointResult:
+_Item = tuple[ValidationPoint, int, bool, str, str, "HoldOutFold | None"]
+
+
+def _evaluate_star(args: _Item) -> PointResult:
     return evaluate_point(*args)
 
 
@@ -178,13 +213,15 @@ def simulate_points(
     on_done: Callable[[PointResult], None] | None = None,
     engines: str = AUTO,
     estimator: str = "roofline",
+    fold: HoldOutFold | None = None,
 ) -> list[PointResult]:
     """Every point's result in input order; `workers` > 1 runs them in a process pool.
 
     `on_done` is called as each result arrives (for a progress bar); `engines` says which
-    engine profile simulates each point (see the module's AUTO).
+    engine profile simulates each point (see the module's AUTO); `fold` simulates them
+    with constants refitted without the fold's data.
     """
-    items = [(p, requests_per_slot, with_aic, engines, estimator) for p in points]
+    items = [(p, requests_per_slot, with_aic, engines, estimator, fold) for p in points]
     workers = default_workers() if workers is None else workers
     results: dict[int, PointResult] = {}
     for index, result in _evaluate_all(items, workers):
@@ -198,9 +235,7 @@ def default_workers() -> int:
     return max(1, min(os.cpu_count() or 1, 8))
 
 
-def _evaluate_all(
-    items: list[tuple[ValidationPoint, int, bool, str, str]], workers: int
-) -> Iterator[tuple[int, PointResult]]:
+def _evaluate_all(items: list[_Item], workers: int) -> Iterator[tuple[int, PointResult]]:
     """(index, result) pairs as they finish."""
     if workers <= 1 or len(items) <= 1:
         for index, item in enumerate(items):

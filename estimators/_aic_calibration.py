@@ -1,0 +1,703 @@
+"""Fit the roofline's GEMM and attention constants to aiconfigurator-core's operator tables.
+
+For one GPU and one engine (vLLM, SGLang, TensorRT-LLM: their attention kernels differ),
+the measured tables of aiconfigurator-core (the ``llmcap[aic]`` extra, read from the
+installed package, see `estimators._aic_tables`) give:
+
+* GEMMs: seconds of ``[m, k] x [k, n]`` by dtype; the rows with ``n, k >= MIN_DIM``
+  (the shapes of models' TP-sharded projections and LM heads), plus rows at the built-in
+  models' own TP-sharded shapes interpolated from the table (the profiled backend's
+  bilinear interpolation, inside the measured range), fit the matmul constants,
+  16-bit rows the 16-bit ones, FP8 rows the FP8 ones, each row's squared log error
+  weighted by the square root of its time (an iteration's time is the sum of its GEMMs');
+  each shape's times are made non-decreasing in m first, as the profiled backend does;
+* attention: seconds of one layer's context (prefill, causal, no cached prefix) and
+  generation (decode) attention of the engine's main kernel, 16-bit KV cache, full
+  attention, at the per-GPU head shapes of the built-in models (TP 1, 2, 4, 8) that the
+  table measured, over its batch sizes and lengths; they fit the attention constants.
+
+The fit reuses `estimators._calibration`'s machinery (Nelder-Mead over the log of one
+group's constants, mean squared log error).  Every 5th (n, k) GEMM shape and every 4th
+attention head shape is held out of the fit and scored apart (``FitResult.errors``).
+`fit_all` fits every (GPU, engine) pair, optionally without one GPU's tables or without
+the rows at one model's shapes (leave-one-out), caching each fit on disk keyed by a hash
+of the rows it saw.  `engine_layer` turns the fits into roofline.yaml's ``engines:``
+section: per SKU, and the geometric mean per family and over all GPUs of the engine.
+
+Nothing here runs in the simulator: `benchmarks/fit_roofline_aic.py` writes the data file
+and `llmcap validate --hold-out` refits its folds.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from estimators import _aic_tables as aic
+from estimators._cache import cache_dir
+from estimators._calibration import _log_sq, fit_group
+from estimators._curves import gemm_curve, monotone
+from estimators._engines import load_engine
+from estimators._models import builtin_model_names, load_model
+from estimators._roofline import (
+    _ACT_BYTES,
+    AttentionRows,
+    RooflineConstants,
+    TokenOp,
+    _coeffs,
+    _ring_allreduce,
+    _token_op_time,
+    attention_seconds,
+    load_roofline_constants,
+)
+from estimators._types import ModelArchitecture
+from sku_catalog import load_catalog
+from sku_catalog._types import GpuSku
+
+__all__ = [
+    "FIT_ENGINES",
+    "FIT_SKUS",
+    "FitResult",
+    "SkuEngineTables",
+    "engine_layer",
+    "fit_all",
+    "fit_allreduce",
+    "fit_tables",
+    "load_tables",
+    "model_shapes",
+    "score_tables",
+    "without_model_shapes",
+    "write_engine_layer",
+]
+
+FIT_ENGINES: tuple[str, ...] = ("vllm", "sglang", "trtllm")
+FIT_SKUS: tuple[str, ...] = ("h100-sxm", "h200", "b200", "a100-80gb", "l40s")
+MIN_DIM = 512  # GEMM n and k from which the table's shapes are a model's projections
+TP_DEGREES = (1, 2, 4, 8)
+HOLD_GEMM_EVERY = 5  # every 5th (n, k) shape is held out
+HOLD_ATTN_EVERY = 4  # every 4th per-GPU head shape is held out
+FIT_VERSION = "aic-roofline-2"  # part of every cache key: change it when the method changes
+
+MATMUL = ("matmul_eff_max", "matmul_m_half", "matmul_mem_eff", "matmul_overhead_us")
+MATMUL_FP8 = (
+    "matmul_fp8_eff_max",
+    "matmul_fp8_m_half",
+    "matmul_fp8_mem_eff",
+    "matmul_fp8_overhead_us",
+)
+# The tables' context rows have no cached prefix (every pair is causal), so the causal
+# factor cannot be told apart from the efficiency there: it is set to 1 (a causal pair does
+# the FLOPs of a context pair; FlashAttention skips masked tiles), and the per-context-token
+# cost keeps the value fitted to Vidur's chunked-prefill table (roofline.yaml).
+CAUSAL_FACTOR = 1.0
+ATTENTION = (
+    "attention_prefill_eff_max",
+    "attention_prefill_query_pairs",
+    "attention_decode_mem_eff",
+    "attention_decode_seq_kv",
+    "attention_overhead_us",
+)
+GEMM_DTYPES = {"bfloat16": False, "fp8": True}  # table dtype -> FP8 constants
+
+
+# --------------------------------------------------------------------------- tables
+
+
+@dataclass(slots=True)
+class GemmRows:
+    """Measured GEMMs of one dtype: m, n, k and seconds, one row each."""
+
+    m: np.ndarray
+    n: np.ndarray
+    k: np.ndarray
+    seconds: np.ndarray
+
+    def take(self, keep: np.ndarray) -> GemmRows:
+        return GemmRows(self.m[keep], self.n[keep], self.k[keep], self.seconds[keep])
+
+
+@dataclass(slots=True)
+class AttnRows:
+    """Measured attention rows (context and generation together) of one kernel."""
+
+    rows: AttentionRows
+    seconds: np.ndarray
+    is_prefill: np.ndarray
+
+    def take(self, keep: np.ndarray) -> AttnRows:
+        r = self.rows
+        fields_ = {
+            name: getattr(r, name)[keep]
+            for name in AttentionRows.__dataclass_fields__
+            if name != "kv_bytes"
+        }
+        return AttnRows(
+            AttentionRows(kv_bytes=r.kv_bytes, **fields_), self.seconds[keep], self.is_prefill[keep]
+        )
+
+
+@dataclass(slots=True)
+class SkuEngineTables:
+    """The rows one (GPU, engine) fit sees, and the tables they came from."""
+
+    sku: GpuSku
+    engine: str
+    labels: list[str]
+    gemm: dict[str, GemmRows]  # table dtype -> rows
+    attention: AttnRows | None
+    excluded: list[str] = field(default_factory=list)  # what was left out, in words
+
+
+def _main_kernel(df) -> str:
+    return str(df["kernel_source"].value_counts().index[0]) if len(df) else ""
+
+
+def _attention_rows(context, generation) -> AttnRows | None:
+    parts = []
+    for df, phase in ((context, "context"), (generation, "generation")):
+        if df is None or df.empty:
+            continue
+        b = df["batch_size"].to_numpy(dtype=float)
+        if phase == "context":
+            s = df["isl"].to_numpy(dtype=float)
+            npt, npf = b * s, b
+            pairs, kvt = b * s * (s + 1.0) / 2.0, b * s
+            nd = dkv = np.zeros_like(b)
+        else:
+            npt = npf = pairs = kvt = np.zeros_like(b)
+            nd, dkv = b, b * (df["step"].to_numpy(dtype=float) + 1.0)
+        parts.append(
+            (
+                df["num_heads"].to_numpy(dtype=float),
+                df["num_key_value_heads"].to_numpy(dtype=float),
+                df["head_dim"].to_numpy(dtype=float),
+                npt, npf, pairs, kvt, nd, dkv,
+                df["seconds"].to_numpy(dtype=float),
+                np.full(len(b), phase == "context"),
+            )
+        )  # fmt: skip
+    if not parts:
+        return None
+    cols = [np.concatenate(c) for c in zip(*parts, strict=True)]
+    rows = AttentionRows(
+        cols[0], cols[1], cols[2], 2.0, cols[3], cols[4], cols[5], cols[6], cols[7], cols[8]
+    )
+    return AttnRows(rows, cols[9], cols[10].astype(bool))
+
+
+def _table_version(engine: str) -> str | None:
+    """The version the engine's default profile asks the tables for."""
+    profile = load_engine(engine)
+    return None if profile.is_vidur else profile.version
+
+
+@functools.cache
+def _builtin_head_shapes() -> frozenset[tuple[int, int, int]]:
+    """(heads, kv heads, head_dim) per GPU of every built-in model at TP 1, 2, 4, 8."""
+    out: set[tuple[int, int, int]] = set()
+    for name in builtin_model_names():
+        out |= model_shapes(load_model(name))[1]
+    return frozenset(out)
+
+
+@functools.cache
+def _builtin_gemm_shapes() -> tuple[tuple[int, int], ...]:
+    """(n, k) per GPU of every built-in model's projections at TP 1, 2, 4, 8."""
+    out: set[tuple[int, int]] = set()
+    for name in builtin_model_names():
+        out |= model_shapes(load_model(name))[0]
+    return tuple(sorted(out))
+
+
+def _with_model_shapes(
+    grid: GemmRows, system: str, engine: str, version: str | None, dtype: str
+) -> GemmRows:
+    """`grid` plus rows at the built-in models' (n, k) off the grid, interpolated from the
+    table as the profiled backend does (bilinear in log n, log k; inside the measured range
+    only), at every measured m: the fit then weighs the shapes models run."""
+    from estimators._profiled import _gemm_cube
+
+    _, cube = _gemm_cube(system, engine, version, dtype)
+    if cube is None:
+        return grid
+    ms, ns, ks, _ = cube
+    on_grid = set(zip(grid.n.tolist(), grid.k.tolist(), strict=True))
+    parts = [grid]
+    for n, k in _builtin_gemm_shapes():
+        if (n, k) in on_grid or not (ns[0] <= n <= ns[-1] and ks[0] <= k <= ks[-1]):
+            continue
+        if n < MIN_DIM or k < MIN_DIM:
+            continue
+        curve = gemm_curve(cube, n, k)
+        if curve is None:
+            continue
+        m = ms.astype(float)
+        parts.append(
+            GemmRows(m, np.full(len(m), float(n)), np.full(len(m), float(k)), curve.many(m))
+        )
+    return GemmRows(
+        *(np.concatenate([getattr(p, f) for p in parts]) for f in ("m", "n", "k", "seconds"))
+    )
+
+
+def load_tables(sku: GpuSku, engine: str) -> SkuEngineTables | None:
+    """The GEMM and attention rows of `sku` under `engine` (None: the package has none)."""
+    system = aic.system_for_sku(sku.id)
+    if system is None:
+        return None
+    version = _table_version(engine)
+    labels: list[str] = []
+    gemm: dict[str, GemmRows] = {}
+    try:
+        ref, df = aic.load_gemm(system, engine, version)
+    except aic.AicDataMissing:
+        return None
+    labels.append(ref.label)
+    for dtype in GEMM_DTYPES:
+        sub = df[(df["gemm_dtype"] == dtype) & (df["n"] >= MIN_DIM) & (df["k"] >= MIN_DIM)]
+        if sub.empty:
+            continue
+        best = sub.groupby(["m", "n", "k"], sort=True)["seconds"].min().reset_index()
+        # more work is never faster: a shape's time at m is at most its time at any larger m
+        # (measurement spikes removed, as the profiled backend reads the table)
+        best["seconds"] = best.groupby(["n", "k"], sort=False)["seconds"].transform(
+            lambda t: monotone(t.to_numpy())
+        )
+        grid = GemmRows(*(best[c].to_numpy(dtype=float) for c in ("m", "n", "k", "seconds")))
+        gemm[dtype] = _with_model_shapes(grid, system, engine, version, dtype)
+    phases = []
+    for phase in ("context", "generation"):
+        try:
+            ref, adf = aic.load_attention(system, engine, phase, version)
+        except aic.AicDataMissing:
+            phases.append(None)
+            continue
+        labels.append(ref.label)
+        shapes = _builtin_head_shapes()
+        adf = adf[
+            (adf["window_size"] == 0)
+            & (adf["kv_cache_dtype"] == "bfloat16")
+            & pd.Series(
+                list(
+                    zip(adf["num_heads"], adf["num_key_value_heads"], adf["head_dim"], strict=True)
+                ),
+                index=adf.index,
+            ).isin(shapes)
+        ]
+        adf = adf[adf["kernel_source"] == _main_kernel(adf)]
+        keys = ["num_heads", "num_key_value_heads", "head_dim", "batch_size", "isl", "step"]
+        phases.append(adf.groupby(keys, sort=True)["seconds"].median().reset_index())
+    return SkuEngineTables(sku, engine, labels, gemm, _attention_rows(*phases))
+
+
+def model_shapes(
+    model: ModelArchitecture, tps: Sequence[int] = TP_DEGREES
+) -> tuple[set[tuple[int, int]], set[tuple[int, int, int]]]:
+    """((n, k) GEMM shapes, (heads, kv heads, head_dim) attention shapes) per GPU of
+    `model` at each TP degree that divides its heads."""
+    gemms: set[tuple[int, int]] = set()
+    heads: set[tuple[int, int, int]] = set()
+    h, hd = model.hidden_size, model.head_dim
+    for tp in tps:
+        if model.num_attention_heads % tp:
+            continue
+        q = model.num_attention_heads // tp
+        kv = max(1, model.num_key_value_heads // tp)
+        inter = model.intermediate_size // tp
+        up = (2 if model.gated_mlp else 1) * inter
+        vocab = -(-model.vocab_size // tp)
+        gemms |= {((q + 2 * kv) * hd, h), (h, q * hd), (up, h), (h, inter), (vocab, h)}
+        heads.add((q, kv, hd))
+    return gemms, heads
+
+
+def without_model_shapes(t: SkuEngineTables, model: ModelArchitecture) -> SkuEngineTables:
+    """`t` without the GEMM rows at `model`'s TP-sharded (n, k) shapes and the attention
+    rows at its per-GPU head shapes (TP 1, 2, 4, 8)."""
+    gemms, heads = model_shapes(model)
+    gemm = {}
+    for dtype, g in t.gemm.items():
+        hit = np.zeros(len(g.m), dtype=bool)
+        for n, k in gemms:
+            hit |= (g.n == n) & (g.k == k)
+        gemm[dtype] = g.take(~hit)
+    att = t.attention
+    if att is not None:
+        r = att.rows
+        hit = np.zeros(len(att.seconds), dtype=bool)
+        for q, kv, hd in heads:
+            hit |= (r.heads == q) & (r.kv_heads == kv) & (r.head_dim == hd)
+        att = att.take(~hit)
+    what = (
+        f"{model.name}: GEMM (n, k) {sorted(gemms)}; attention (heads, kv heads, head_dim) "
+        f"{sorted(heads)}"
+    )
+    return replace(t, gemm=gemm, attention=att, excluded=[*t.excluded, what])
+
+
+# --------------------------------------------------------------------------- predictions
+
+
+def gemm_seconds(g: GemmRows, c: RooflineConstants, sku: GpuSku, fp8: bool) -> np.ndarray:
+    """The roofline's seconds for each GEMM row (the estimator's own matmul formula)."""
+    w = 1 if fp8 else 2
+    op = TokenOp(
+        "gemm",
+        "matmul",
+        2.0 * g.n * g.k,
+        g.n * g.k * w,
+        (g.n + g.k) * _ACT_BYTES,  # type: ignore[arg-type]
+    )
+    k = _coeffs(c, sku.peak_flops(fp8=fp8), sku.memory_bandwidth_bytes, fp8=fp8)
+    return _token_op_time(op, g.m, k)
+
+
+def attn_seconds(a: AttnRows, c: RooflineConstants, sku: GpuSku) -> np.ndarray:
+    return attention_seconds(a.rows, c, sku.peak_flops(fp8=False), sku.memory_bandwidth_bytes)
+
+
+# --------------------------------------------------------------------------- fitting
+
+
+def _held_out_gemm(g: GemmRows) -> np.ndarray:
+    """Mask of the rows of every HOLD_GEMM_EVERY-th (n, k) shape."""
+    shapes = sorted(set(zip(g.n.tolist(), g.k.tolist(), strict=True)))
+    held = {s for i, s in enumerate(shapes) if i % HOLD_GEMM_EVERY == HOLD_GEMM_EVERY - 1}
+    return np.array([s in held for s in zip(g.n.tolist(), g.k.tolist(), strict=True)])
+
+
+def _held_out_attention(a: AttnRows) -> np.ndarray:
+    r = a.rows
+    keys = list(zip(r.heads.tolist(), r.kv_heads.tolist(), strict=True))
+    shapes = sorted(set(keys))
+    held = {s for i, s in enumerate(shapes) if i % HOLD_ATTN_EVERY == HOLD_ATTN_EVERY - 1}
+    return np.array([s in held for s in keys])
+
+
+def _mape(pred: np.ndarray, meas: np.ndarray) -> float:
+    return float(np.mean(np.abs(pred / meas - 1.0))) if len(meas) else float("nan")
+
+
+@dataclass(slots=True)
+class FitResult:
+    """Fitted constants of one (GPU, engine), the fields fitted, and operator errors:
+    ``errors[group] = (train MAPE, held-out MAPE, train rows, held-out rows)``."""
+
+    sku_id: str
+    engine: str
+    constants: RooflineConstants
+    fitted: list[str]
+    errors: dict[str, tuple[float, float, int, int]]
+    labels: list[str]
+    excluded: list[str]
+
+    def values(self) -> dict[str, float]:
+        return {n: float(getattr(self.constants, n)) for n in self.fitted}
+
+
+def _splits(t: SkuEngineTables) -> tuple[dict[str, tuple[GemmRows, GemmRows]], tuple | None]:
+    """(GEMM (train, held-out) rows by dtype, attention (train, held-out) rows or None)."""
+    gemm = {}
+    for dtype, g in t.gemm.items():
+        if len(g.m):
+            held = _held_out_gemm(g)
+            gemm[dtype] = (g.take(~held), g.take(held))
+    att = None
+    if t.attention is not None and len(t.attention.seconds):
+        held = _held_out_attention(t.attention)
+        att = (t.attention.take(~held), t.attention.take(held))
+    return gemm, att
+
+
+def score_tables(
+    t: SkuEngineTables, c: RooflineConstants
+) -> dict[str, tuple[float, float, int, int]]:
+    """``{group: (train MAPE, held-out MAPE, train rows, held-out rows)}`` of constants `c`
+    on the rows of `t` (GEMM by dtype, context and generation attention)."""
+    gemm, att = _splits(t)
+    out: dict[str, tuple[float, float, int, int]] = {}
+    for dtype, (train, test) in gemm.items():
+        fp8 = GEMM_DTYPES[dtype]
+        out[f"gemm {dtype}"] = (
+            _mape(gemm_seconds(train, c, t.sku, fp8), train.seconds),
+            _mape(gemm_seconds(test, c, t.sku, fp8), test.seconds),
+            len(train.m),
+            len(test.m),
+        )
+    if att is not None:
+        train, test = att
+        p_train, p_test = attn_seconds(train, c, t.sku), attn_seconds(test, c, t.sku)
+        for phase, sel in (("context", True), ("generation", False)):
+            tr, te = train.is_prefill == sel, test.is_prefill == sel
+            out[f"attention {phase}"] = (
+                _mape(p_train[tr], train.seconds[tr]),
+                _mape(p_test[te], test.seconds[te]),
+                int(tr.sum()),
+                int(te.sum()),
+            )
+    return out
+
+
+def fit_tables(t: SkuEngineTables, start: RooflineConstants) -> FitResult:
+    """Fit the matmul (16-bit, FP8) and attention constants of `t` from `start`, on the
+    rows not held out."""
+    c = start
+    fitted: list[str] = []
+    sku = t.sku
+    gemm, att = _splits(t)
+    for dtype, (train, _) in gemm.items():
+        fp8 = GEMM_DTYPES[dtype]
+        names = MATMUL_FP8 if fp8 else MATMUL
+        if fp8:  # start from the 16-bit fit
+            c = c.with_values({n8: getattr(c, n) for n8, n in zip(MATMUL_FP8, MATMUL, strict=True)})
+
+        weight = np.sqrt(train.seconds)
+
+        def mm_loss(cc: RooflineConstants, rows=train, fp8=fp8, w=weight) -> float:
+            d = np.log(gemm_seconds(rows, cc, sku, fp8)) - np.log(rows.seconds)
+            return float(np.sum(w * d * d) / np.sum(w))
+
+        fit = fit_group(c, names, mm_loss)
+        if fp8:  # own FP8 constants only where they beat the 16-bit ones on held-out rows
+            test = gemm[dtype][1]
+            off = fit.with_values(dict.fromkeys(MATMUL_FP8, 0.0))
+            if _mape(gemm_seconds(test, off, sku, True), test.seconds) <= _mape(
+                gemm_seconds(test, fit, sku, True), test.seconds
+            ):
+                c = off
+                continue
+        c = fit
+        fitted += names
+    if att is not None:
+        train = att[0]
+        pf = train.is_prefill
+
+        def at_loss(cc: RooflineConstants) -> float:
+            pred = attn_seconds(train, cc, sku)
+            return 0.5 * (
+                _log_sq(pred[pf], train.seconds[pf]) + _log_sq(pred[~pf], train.seconds[~pf])
+            )
+
+        c = c.with_values({"attention_prefill_causal_factor": CAUSAL_FACTOR})
+        if c.attention_decode_seq_kv <= 0:  # the log-parametrised search needs a start > 0
+            c = c.with_values({"attention_decode_seq_kv": 16.0})  # one paged KV block
+        c = fit_group(c, ATTENTION, at_loss, iters=1500)
+        fitted += ["attention_prefill_causal_factor", *ATTENTION]
+    return FitResult(sku.id, t.engine, c, fitted, score_tables(t, c), t.labels, t.excluded)
+
+
+# --------------------------------------------------------------------------- cache
+
+
+def _digest(t: SkuEngineTables, start: RooflineConstants) -> str:
+    h = hashlib.sha256(FIT_VERSION.encode())
+    h.update(json.dumps([t.sku.id, t.engine, t.labels, start.to_nested()], sort_keys=True).encode())
+    for dtype in sorted(t.gemm):
+        g = t.gemm[dtype]
+        h.update(dtype.encode())
+        for arr in (g.m, g.n, g.k, g.seconds):
+            h.update(np.ascontiguousarray(arr).tobytes())
+    if t.attention is not None:
+        h.update(np.ascontiguousarray(t.attention.seconds).tobytes())
+        r = t.attention.rows
+        for arr in (r.heads, r.kv_heads, r.num_prefill_tokens, r.decode_kv_tokens):
+            h.update(np.ascontiguousarray(arr).tobytes())
+    return h.hexdigest()[:24]
+
+
+def _cached_fit(t: SkuEngineTables, start: RooflineConstants, use_cache: bool) -> FitResult:
+    path = cache_dir() / "roofline-fits" / f"{_digest(t, start)}.json"
+    if use_cache and path.is_file():
+        try:
+            raw = json.loads(path.read_text("utf-8"))
+            return FitResult(
+                raw["sku_id"],
+                raw["engine"],
+                start.with_values(raw["values"]),
+                list(raw["fitted"]),
+                {k: tuple(v) for k, v in raw["errors"].items()},  # type: ignore[misc]
+                list(raw["labels"]),
+                list(raw["excluded"]),
+            )
+        except (OSError, ValueError, KeyError, TypeError):
+            pass  # a damaged cache entry is refitted
+    result = fit_tables(t, start)
+    if use_cache:
+        raw = {
+            "sku_id": result.sku_id,
+            "engine": result.engine,
+            "values": result.values(),
+            "fitted": result.fitted,
+            "errors": result.errors,
+            "labels": result.labels,
+            "excluded": result.excluded,
+        }
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(raw), "utf-8")
+        tmp.replace(path)
+    return result
+
+
+def fit_all(
+    engines: Iterable[str] = FIT_ENGINES,
+    skus: Iterable[str] = FIT_SKUS,
+    *,
+    exclude_sku: str | None = None,
+    exclude_model: ModelArchitecture | None = None,
+    use_cache: bool = True,
+) -> list[FitResult]:
+    """One fit per (GPU, engine) with tables, leaving out `exclude_sku`'s tables or the
+    rows at `exclude_model`'s shapes.  Each starts from the GPU's constants without an
+    engine layer (roofline.yaml's defaults, family and SKU entries)."""
+    catalog = load_catalog()
+    out = []
+    for engine in engines:
+        for sku_id in skus:
+            if sku_id == exclude_sku:
+                continue
+            sku = catalog.get(sku_id)
+            t = load_tables(sku, engine)
+            if t is None:
+                continue
+            if exclude_model is not None:
+                t = without_model_shapes(t, exclude_model)
+            out.append(_cached_fit(t, load_roofline_constants(sku), use_cache))
+    return out
+
+
+# --------------------------------------------------------------------------- the data file
+
+
+def _geomean(values: list[float]) -> float:
+    return float(np.exp(np.mean(np.log(values))))
+
+
+def _nested(values: dict[str, float]) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {}
+    for name in RooflineConstants.field_names():
+        if name in values:
+            group, key = name.split("_", 1)
+            out.setdefault(group, {})[key] = float(f"{values[name]:.4g}")
+    return out
+
+
+def engine_layer(fits: Sequence[FitResult]) -> dict[str, dict]:
+    """roofline.yaml's ``engines:`` section: ``{engine: {defaults, families, skus}}``;
+    a family's and the defaults' values are geometric means of its GPUs' fits."""
+    catalog = load_catalog()
+    layer: dict[str, dict] = {}
+    for engine in dict.fromkeys(f.engine for f in fits):
+        mine = [f for f in fits if f.engine == engine]
+        by_family: dict[str, list[FitResult]] = {}
+        for f in mine:
+            family = (catalog.get(f.sku_id).architecture or "").lower()
+            by_family.setdefault(family, []).append(f)
+
+        def mean_of(group: list[FitResult]) -> dict[str, float]:
+            names = [
+                n for n in RooflineConstants.field_names() if all(n in f.fitted for f in group)
+            ]
+            return {n: _geomean([getattr(f.constants, n) for f in group]) for n in names}
+
+        layer[engine] = {
+            "defaults": _nested(mean_of(mine)),
+            "families": {fam: _nested(mean_of(group)) for fam, group in sorted(by_family.items())},
+            "skus": {f.sku_id: _nested(f.values()) for f in mine},
+        }
+    return layer
+
+
+# --------------------------------------------------------------------------- all-reduce
+
+
+def fit_allreduce(sku: GpuSku, engine: str) -> tuple[float, float] | None:
+    """(latency_us, bw_eff) of the roofline's ring all-reduce fitted to `engine`'s own
+    all-reduce table on `sku` (the version its default profile asks for; 2-8 GPUs, messages
+    of 1 KiB to 128 MiB), or None without a table."""
+    system = aic.system_for_sku(sku.id)
+    if system is None:
+        return None
+    try:
+        _, df = aic.load_custom_allreduce(system, engine, _table_version(engine))
+    except aic.AicDataMissing:
+        return None
+    graph = df["variant"].astype(str).str.contains("graph")
+    if graph.any():
+        df = df[graph]
+    nbytes = df["message_size"].to_numpy(dtype=float) * 2.0
+    keep = (nbytes >= 1 << 10) & (nbytes <= 128 << 20) & (df["num_gpus"].to_numpy() > 1)
+    if not keep.any():
+        return None
+    n = df["num_gpus"].to_numpy(dtype=int)[keep]
+    nbytes, meas = nbytes[keep], df["seconds"].to_numpy(dtype=float)[keep]
+    link = sku.nodes[0].intra_node_bandwidth_gbps * 1e9
+
+    def loss(cc: RooflineConstants) -> float:
+        pred = np.concatenate(
+            [
+                _ring_allreduce(nbytes[n == g], int(g), link, cc.allreduce_bw_eff,
+                                cc.allreduce_latency_us * 1e-6)
+                for g in np.unique(n)
+            ]
+        )  # fmt: skip
+        order = np.concatenate([np.flatnonzero(n == g) for g in np.unique(n)])
+        return _log_sq(pred, meas[order])
+
+    start = RooflineConstants().with_values({"allreduce_bw_eff": 0.8, "allreduce_latency_us": 10})
+    c = fit_group(start, ("allreduce_latency_us", "allreduce_bw_eff"), loss)
+    return float(c.allreduce_latency_us), float(c.allreduce_bw_eff)
+
+
+def write_engine_layer(path: Path, fits: Sequence[FitResult], command: str) -> None:
+    """Replace roofline.yaml's engine layers (from `ENGINE_SECTION_MARKER` on) by `fits`'."""
+    import datetime as dt
+
+    import yaml
+
+    from estimators._calibration import ENGINE_SECTION_MARKER
+
+    text = path.read_text("utf-8")
+    at = text.find(ENGINE_SECTION_MARKER)
+    base = (text[:at] if at >= 0 else text).rstrip("\n") + "\n\n"
+    sources = sorted({label for f in fits for label in f.labels})
+    header = [
+        f"{ENGINE_SECTION_MARKER} (benchmarks/fit_roofline_aic.py; keep this line) ====",
+        "#",
+        f"# engines.<engine>: fitted {dt.date.today().isoformat()} by: {command}",
+        "# Source: aiconfigurator-core 0.12.0 (NVIDIA, Apache-2.0), measured operator tables",
+        "# read from the installed package (systems/data/...; the version nearest to each",
+        "# engine's default profile):",
+        *[f"#   {label}" for label in sources],
+        "# Method (estimators/_aic_calibration.py): per GPU and engine, Nelder-Mead over the log",
+        "# of the constants, mean squared log error of the roofline's own formulas against",
+        "# - GEMM rows with n, k >= 512 and rows at the built-in models' TP-sharded (n, k),",
+        "#   interpolated from the table (16-bit -> matmul.*, FP8 -> matmul.fp8_*; FP8 against",
+        "#   the FP8 tensor peak, 1-byte weights; fastest kernel per shape, made non-decreasing",
+        "#   in m as the profiled backend reads the table), each row's squared",
+        "#   log error weighted by the square root of its measured time (an iteration's time",
+        "#   is the sum of its GEMMs': long GEMMs count more, short ones still count); FP8",
+        "#   constants are kept only where they beat the 16-bit ones on the held-out FP8 rows;",
+        "# - one layer's attention, the engine's main kernel, 16-bit KV, at the built-in models'",
+        "#   per-GPU head shapes (TP 1-8), full attention: context rows (no cached prefix) and",
+        "#   generation rows weighted equally -> attention.prefill_eff_max, prefill_query_pairs,",
+        "#   decode_mem_eff, decode_seq_kv, overhead_us.  prefill_causal_factor is set to 1 (the",
+        "#   tables cannot tell it from the efficiency: no cached prefix); prefill_ctx_pairs, the",
+        "#   elementwise, communication and CPU constants stay as fitted to Vidur's tables above.",
+        "# Every 5th GEMM (n, k) shape and every 4th attention head shape is held out of the",
+        "# fit; benchmarks/fit_roofline_aic.py prints train and held-out errors.",
+        "# Lookup for a deployment run by <engine> (vllm, sglang, trtllm; never vidur):",
+        "# defaults, engines.<engine>.defaults, families.<family>,",
+        "# engines.<engine>.families.<family>, skus.<id>, engines.<engine>.skus.<id>.",
+        "# A family's and the engine's defaults are geometric means of its GPUs' fits.",
+    ]
+    body = yaml.safe_dump({"engines": engine_layer(fits)}, sort_keys=False)
+    path.write_text(base + "\n".join(header) + "\n" + body, encoding="utf-8")

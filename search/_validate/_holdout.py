@@ -1,0 +1,108 @@
+"""Leave-one-GPU-out and leave-one-model-out folds of the roofline's engine layers.
+
+The roofline's constants for vLLM, SGLang and TensorRT-LLM are fitted to aiconfigurator's
+operator tables (`estimators._aic_calibration`), never to the end-to-end points
+`llmcap validate` scores.  A fold refits them without some of those tables and scores
+the points the excluded data speaks for:
+
+* GPU X: no GEMM or attention table of X (X's engine-layer entries are dropped; its
+  family's and the engine's defaults become geometric means of the other GPUs' fits, so X
+  uses what the rest gives), and the engine profiles' all-reduce term of X's family is
+  refitted to the other GPUs of that family (or, with none left, dropped: the roofline's
+  NCCL fit to Vidur's tables applies).  Vidur's 2023 tables behind the base layers (the
+  elementwise, point-to-point and CPU constants; A100/H100/A40) are not aiconfigurator's
+  and stay.
+* model M: every GPU and engine refitted without the GEMM rows at M's TP-sharded (n, k)
+  shapes and the attention rows at its per-GPU head shapes (TP 1, 2, 4, 8).  Models that
+  share a head shape (Llama-3.1-70B and Qwen3-32B) lose those rows together.
+
+Fits are cached on disk (`estimators._aic_calibration`), so a fold costs seconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from search._validate._aic_silicon import ValidationPoint
+
+__all__ = ["HOLD_OUT_KINDS", "HoldOutFold", "gpu_fold", "model_fold", "parse_hold_out"]
+
+HOLD_OUT_KINDS = ("gpu", "model")
+
+
+@dataclass(frozen=True, slots=True)
+class HoldOutFold:
+    """What one fold leaves out and the constants it simulates with."""
+
+    kind: str  # gpu | model
+    name: str  # the catalog SKU id or the built-in model name held out
+    table: dict[str, Any]  # roofline.yaml's form, engine layers refitted without it
+    # engine -> {family: (latency_us, bw_eff) or None: dropped}; only what changes
+    allreduce: dict[str, dict[str, tuple[float, float] | None]] = field(default_factory=dict)
+    excluded: str = ""
+
+    def selects(self, point: ValidationPoint) -> bool:
+        return point.sku == self.name if self.kind == "gpu" else point.model == self.name
+
+
+def parse_hold_out(text: str) -> tuple[str, ...]:
+    """``gpu,model`` -> ('gpu', 'model'); ValueError names what is allowed."""
+    kinds = tuple(dict.fromkeys(k.strip().lower() for k in text.split(",") if k.strip()))
+    bad = [k for k in kinds if k not in HOLD_OUT_KINDS]
+    if bad or not kinds:
+        raise ValueError(
+            f"--hold-out {text!r}: expected a comma-separated list of {', '.join(HOLD_OUT_KINDS)}"
+        )
+    return kinds
+
+
+def _table_with(fits: Sequence[Any]) -> dict[str, Any]:
+    from estimators._aic_calibration import engine_layer
+    from estimators._roofline import _roofline_yaml
+
+    table = {k: v for k, v in _roofline_yaml().items() if k != "engines"}
+    table["engines"] = engine_layer(fits)
+    return table
+
+
+def gpu_fold(sku_id: str) -> HoldOutFold:
+    """The fold without GPU `sku_id`'s tables (see the module docstring)."""
+    import numpy as np
+
+    from estimators._aic_calibration import FIT_ENGINES, FIT_SKUS, fit_all, fit_allreduce
+    from sku_catalog import load_catalog
+
+    catalog = load_catalog()
+    family = (catalog.get(sku_id).architecture or "").lower()
+    fits = fit_all(exclude_sku=sku_id)
+    others = [
+        s for s in FIT_SKUS if s != sku_id and (catalog.get(s).architecture or "").lower() == family
+    ]
+    allreduce: dict[str, dict[str, tuple[float, float] | None]] = {}
+    for engine in FIT_ENGINES:
+        got = [r for r in (fit_allreduce(catalog.get(s), engine) for s in others) if r]
+        mean = tuple(float(v) for v in np.mean(got, axis=0)) if got else None
+        allreduce[engine] = {family: mean}  # type: ignore[dict-item]
+    kept = ", ".join(others) or "none: the roofline's NCCL fit applies"
+    excluded = (
+        f"GPU {sku_id}: its GEMM and attention tables (every engine) and its all-reduce "
+        f"tables ({family} all-reduce refitted to: {kept})"
+    )
+    return HoldOutFold("gpu", sku_id, _table_with(fits), allreduce, excluded)
+
+
+def model_fold(model_name: str) -> HoldOutFold:
+    """The fold without the rows at model `model_name`'s shapes (see the module docstring)."""
+    from estimators import load_model
+    from estimators._aic_calibration import fit_all, model_shapes
+
+    model = load_model(model_name)
+    fits = fit_all(exclude_model=model)
+    gemms, heads = model_shapes(model)
+    excluded = (
+        f"model {model_name}: GEMM rows at (n, k) in {sorted(gemms)} and attention rows at "
+        f"(heads, KV heads, head_dim) in {sorted(heads)}, on every GPU and engine"
+    )
+    return HoldOutFold("model", model_name, _table_with(fits), {}, excluded)

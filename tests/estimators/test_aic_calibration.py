@@ -1,0 +1,91 @@
+"""Fits of the roofline's engine layers to aiconfigurator's tables, and their folds."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("aiconfigurator_core") is None, reason="needs the aic extra"
+)
+
+
+@pytest.fixture()
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("LLMCAP_CACHE_DIR", str(tmp_path))
+    return tmp_path
+
+
+def test_a_fit_beats_the_vidur_constants_on_held_out_rows():
+    from estimators._aic_calibration import fit_tables, load_tables, score_tables
+    from estimators._roofline import load_roofline_constants
+    from sku_catalog import load_catalog
+
+    sku = load_catalog().get("h100-sxm")
+    tables = load_tables(sku, "vllm")
+    start = load_roofline_constants(sku)
+    fit = fit_tables(tables, start)
+    before = score_tables(tables, start)
+    for group in ("gemm bfloat16", "attention context", "attention generation"):
+        assert fit.errors[group][1] < before[group][1]  # held-out MAPE
+        assert fit.errors[group][3] > 100  # held-out rows
+    assert fit.errors["gemm bfloat16"][1] < 0.12
+    assert fit.errors["attention generation"][1] < 0.15
+    assert 0.3 < fit.constants.matmul_eff_max < 1.0
+
+
+def test_leaving_out_a_model_removes_exactly_its_shapes():
+    from estimators import load_model
+    from estimators._aic_calibration import load_tables, model_shapes, without_model_shapes
+    from sku_catalog import load_catalog
+
+    model = load_model("meta-llama/Llama-3.1-8B")
+    full = load_tables(load_catalog().get("h100-sxm"), "vllm")
+    cut = without_model_shapes(full, model)
+    gemms, heads = model_shapes(model)
+    assert (4096, 4096) in gemms and (32, 8, 128) in heads
+    g, g0 = cut.gemm["bfloat16"], full.gemm["bfloat16"]
+    left = set(zip(g.n.tolist(), g.k.tolist(), strict=True))
+    assert not left & gemms
+    assert len(g.m) == len(g0.m) - 74 * len(gemms & set(zip(g0.n, g0.k, strict=True)))
+    r = cut.attention.rows
+    assert not set(zip(r.heads, r.kv_heads, r.head_dim, strict=True)) & heads
+    assert 0 < len(cut.attention.seconds) < len(full.attention.seconds)
+
+
+def test_gpu_fold_has_no_constants_from_that_gpus_tables(cache):
+    from estimators._roofline import constants_from_table
+    from search._validate._holdout import gpu_fold
+
+    fold = gpu_fold("b200")
+    for engine in ("vllm", "sglang", "trtllm"):
+        layer = fold.table["engines"][engine]
+        assert "b200" not in layer["skus"] and "blackwell" not in layer["families"]
+        assert {"h100-sxm", "h200"} <= set(layer["skus"])
+        # B200 gets the engine's defaults: the geometric mean of the other GPUs' fits
+        fitted = [layer["skus"][s]["matmul"]["eff_max"] for s in layer["skus"]]
+        b200 = constants_from_table(fold.table, "blackwell", "b200", engine)
+        assert b200.matmul_eff_max == pytest.approx(np.exp(np.mean(np.log(fitted))), rel=1e-3)
+        assert fold.allreduce[engine] == {"blackwell": None}  # no other Blackwell GPU
+    h100 = gpu_fold("h100-sxm")
+    assert "h100-sxm" not in h100.table["engines"]["vllm"]["skus"]
+    lat, eff = h100.allreduce["vllm"]["hopper"]  # refitted to H200's table alone
+    assert 1.0 < lat < 30.0 and 0.2 < eff < 1.5
+
+
+def test_model_fold_refits_in_seconds_and_caches(cache):
+    import time
+
+    from search._validate._holdout import model_fold
+
+    started = time.perf_counter()
+    fold = model_fold("meta-llama/Llama-3.1-8B")
+    first = time.perf_counter() - started
+    assert len(list((cache / "roofline-fits").glob("*.json"))) == 15  # 5 GPUs x 3 engines
+    started = time.perf_counter()
+    again = model_fold("meta-llama/Llama-3.1-8B")
+    assert again.table == fold.table
+    assert time.perf_counter() - started < first
+    assert "(4096, 14336)" in fold.excluded

@@ -1,0 +1,112 @@
+"""The roofline's engine layers (roofline.yaml `engines:`): looked up only for their engine."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from estimators import BatchShape, Precision, RooflineEstimator, load_engine, load_model
+from estimators._roofline import (
+    AttentionRows,
+    _roofline_yaml,
+    attention_seconds,
+    load_roofline_constants,
+    roofline_table,
+)
+from sku_catalog import load_catalog
+
+H100 = load_catalog().get("h100-sxm")
+A40 = load_catalog().get("a40")
+LLAMA8 = load_model("meta-llama/Llama-3.1-8B")
+
+
+def _layer(engine: str, sku_id: str) -> dict:
+    return _roofline_yaml()["engines"][engine]["skus"][sku_id]
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
+def test_engine_constants_are_the_fitted_entry_of_that_engine(engine):
+    fitted = _layer(engine, "h100-sxm")
+    consts = load_roofline_constants(H100, engine)
+    assert consts.matmul_eff_max == fitted["matmul"]["eff_max"]
+    assert consts.attention_prefill_eff_max == fitted["attention"]["prefill_eff_max"]
+    assert consts.attention_decode_seq_kv == fitted["attention"]["decode_seq_kv"] > 0
+    # what no aiconfigurator table measures stays as fitted to Vidur's tables
+    base = load_roofline_constants(H100)
+    assert consts.elementwise_norm_mem_eff == base.elementwise_norm_mem_eff
+    assert consts.cpu_base_ms == base.cpu_base_ms
+
+
+def test_vidur_and_no_engine_keep_todays_constants():
+    base = load_roofline_constants(H100)
+    assert load_roofline_constants(H100, "vidur") == base
+    assert base.matmul_eff_max == _roofline_yaml()["families"]["hopper"]["matmul"]["eff_max"]
+    assert base.attention_decode_seq_kv == 0.0 and base.matmul_fp8_eff_max == 0.0
+    vidur = RooflineEstimator(LLAMA8, H100, engine=load_engine("vidur"))
+    vllm = RooflineEstimator(LLAMA8, H100, engine=load_engine("vllm"))
+    assert vidur.constants.matmul_eff_max == base.matmul_eff_max
+    assert vllm.constants.matmul_eff_max == _layer("vllm", "h100-sxm")["matmul"]["eff_max"]
+    assert vllm.constants.matmul_eff_max != base.matmul_eff_max
+
+
+def test_a_sku_without_tables_keeps_its_own_vidur_fit_under_an_engine():
+    # a40: the engine's defaults and ampere layer come first, the SKU's own Vidur fit last
+    own = _roofline_yaml()["skus"]["a40"]["matmul"]["eff_max"]
+    assert load_roofline_constants(A40, "vllm").matmul_eff_max == own
+    ampere = _roofline_yaml()["engines"]["vllm"]["families"]["ampere"]["attention"]
+    assert (
+        load_roofline_constants(A40, "vllm").attention_prefill_eff_max
+        == (ampere["prefill_eff_max"])
+    )
+
+
+def test_fp8_constants_apply_to_fp8_gemms_only():
+    table = {
+        "defaults": {"matmul": {"eff_max": 0.5, "fp8_eff_max": 0.25, "m_half": 1.0}},
+    }
+    with roofline_table(table):
+        bf16 = RooflineEstimator(LLAMA8, H100, precision=Precision.BF16)
+        fp8 = RooflineEstimator(LLAMA8, H100, precision=Precision.FP8)
+    m = 8192.0  # compute bound: time = flops / (peak * eff)
+    op = next(o for o in bf16.layer_ops if o.name == "mlp_up_proj")
+    t16 = bf16.token_op_times(np.array([m]))["mlp_up_proj"][0]
+    t8 = fp8.token_op_times(np.array([m]))["mlp_up_proj"][0]
+    ovh = bf16.constants.matmul_overhead_us * 1e-6
+    assert t16 - ovh == pytest.approx(op.flops_per_token * (m + 1) / (H100.peak_flops() * 0.5))
+    assert t8 - ovh == pytest.approx(
+        op.flops_per_token * (m + 1) / (H100.peak_flops(fp8=True) * 0.25)
+    )
+
+
+def test_roofline_table_swaps_the_table_for_the_block_only():
+    before = load_roofline_constants(H100, "vllm")
+    with roofline_table({"defaults": {"matmul": {"eff_max": 0.123}}}):
+        inside = load_roofline_constants(H100, "vllm")
+        est = RooflineEstimator(LLAMA8, H100, engine=load_engine("vllm"))
+    assert inside.matmul_eff_max == 0.123 and est.constants.matmul_eff_max == 0.123
+    assert inside.attention_decode_seq_kv == 0.0  # no engine layer in that table
+    assert load_roofline_constants(H100, "vllm") == before
+
+
+def test_vectorised_attention_equals_the_estimators_hooks():
+    est = RooflineEstimator(LLAMA8, H100, tp=2, engine=load_engine("vllm"))
+    batches = [
+        BatchShape(num_prefill_tokens=512, num_prefills=1, prefill_attn_pairs=512 * 513 / 2,
+                   prefill_kv_tokens=512),
+        BatchShape(num_prefill_tokens=3 * 256, num_prefills=3,
+                   prefill_attn_pairs=3 * 256 * (1000 + 257 / 2), prefill_kv_tokens=3 * 1256),
+        BatchShape(num_decodes=64, decode_kv_tokens=64 * 3000),
+        BatchShape(num_decodes=1, decode_kv_tokens=17),
+    ]  # fmt: skip
+    col = lambda name: np.array([float(getattr(b, name)) for b in batches])  # noqa: E731
+    n = len(batches)
+    rows = AttentionRows(
+        np.full(n, float(est.heads_per_gpu)), np.full(n, float(est.kv_heads_per_gpu)),
+        np.full(n, float(LLAMA8.head_dim)), 2.0,
+        col("num_prefill_tokens"), col("num_prefills"), col("prefill_attn_pairs"),
+        col("prefill_kv_tokens"), col("num_decodes"), col("decode_kv_tokens"),
+    )  # fmt: skip
+    many = attention_seconds(rows, est.constants, est.attn_peak, est.hbm_bw)
+    for b, t in zip(batches, many, strict=True):
+        ops = est.operator_times(b)
+        assert t == pytest.approx(ops["attn_prefill"] + ops["attn_decode"], rel=1e-12)
