@@ -49,6 +49,7 @@ SETTINGS: dict[str, Any] = {
 }
 FITS = [0]  # fits in this process (a list so tests can read the live value)
 _LOADED: dict[str, GemmRegressor] = {}
+_CURVES: dict[tuple[str, int, int], Curve] = {}  # (table digest, n, k) -> curve over m
 
 
 class GemmRegressor:
@@ -61,8 +62,14 @@ class GemmRegressor:
         self.digest = digest
 
     def seconds(self, m: Any, n: float, k: float) -> np.ndarray:
+        from threadpoolctl import threadpool_limits  # installed with scikit-learn
+
         m = np.atleast_1d(np.asarray(m, dtype=float))
-        return np.exp(self.model.predict(features(m, np.full(len(m), n), np.full(len(m), k))))
+        x = features(m, np.full(len(m), n), np.full(len(m), k))
+        # one thread: predicting a few dozen rows, OpenMP's start-up costs far more than it
+        # gives, and on a loaded machine its spinning threads stall for seconds
+        with threadpool_limits(limits=1):
+            return np.exp(self.model.predict(x))
 
 
 RIDGES = (32.0, 128.0, 512.0, 2048.0)  # tokens at which compute overtakes the weight read
@@ -140,6 +147,13 @@ def gemm_regressor(cube: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]) 
 
 def regressed_gemm_curve(cube: tuple, n: int, k: int) -> Curve:
     """Seconds of an ``[m, k] x [k, n]`` GEMM as a function of m (the cube's measured m)
-    from the cube's regressor: monotone in m, n and k."""
-    ms = np.asarray(cube[0], dtype=float)
-    return Curve(ms, monotone(gemm_regressor(cube).seconds(ms, n, k)), work_exp=1.0)
+    from the cube's regressor: monotone in m, n and k.  Cached per table and shape: every
+    deployment of a model asks for the same few shapes."""
+    regressor = gemm_regressor(cube)
+    key = (regressor.digest, int(n), int(k))
+    curve = _CURVES.get(key)
+    if curve is None:
+        ms = np.asarray(cube[0], dtype=float)
+        curve = Curve(ms, monotone(regressor.seconds(ms, n, k)), work_exp=1.0)
+        _CURVES[key] = curve
+    return curve
