@@ -6,6 +6,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
@@ -14,6 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from search._cli_common import user_errors
 
 DATASETS = ("aic-silicon",)
+OTHER_DATASETS = ("vidur-ops", "FILE.json (vllm bench serve)")
 FILTER_KEYS = ("engine", "gpu", "model", "tp", "concurrency", "source")
 
 VALIDATE_EPILOG = """
@@ -24,6 +26,8 @@ Examples:
   llmcap validate --dataset aic-silicon --filter engine=vllm --filter gpu=h200
   llmcap validate --dataset aic-silicon --limit 40 --no-aic         # a quick look
   llmcap validate --dataset aic-silicon --no-aic --hold-out gpu,model
+  llmcap validate --dataset vidur-ops --vidur-dir vidur/data
+  llmcap validate --dataset results/ --gpu h100-sxm --tp 1          # vllm bench serve JSONs
 
 \b
 aic-silicon: the aggregated, dense-model points NVIDIA ships in aiconfigurator-core
@@ -37,16 +41,47 @@ Errors are predicted / measured - 1.
 aiconfigurator's operator tables, not to these points; each fold refits them without
 one GPU's tables (or the rows at one model's shapes) and scores that GPU's (model's)
 points again: the "held out" table beside the normal one.
+
+\b
+vidur-ops: the roofline's operator times against Vidur's public profiling tables
+(--vidur-dir): its constants refitted without ~20% of the rows (chosen by a hash of each
+row's key) and scored on them, then leave-one-GPU-out and leave-one-model-out.
+
+\b
+FILE.json (repeatable, or a directory): results of `vllm bench serve --save-result`,
+each simulated as its client ran it (closed loop at max_concurrency, else the request
+rate and burstiness; per-request lengths with --save-detailed, else the means) on the
+deployment the JSON does not record: --gpu, --tp, --pp, --engine, --model, --precision.
 """
 
 
 @click.command("validate", epilog=VALIDATE_EPILOG)
 @click.option(
     "--dataset",
-    default="aic-silicon",
+    "datasets",
+    multiple=True,
+    default=("aic-silicon",),
     show_default=True,
-    help=f"Measured results to validate against: {', '.join(DATASETS)}.",
+    help=f"Measured results to validate against: {', '.join(DATASETS + OTHER_DATASETS)}; "
+    "repeat for several JSON files, or name a directory of them.",
 )
+@click.option(
+    "--vidur-dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="vidur-ops: a copy of Vidur's data/ folder (profiling/compute/..., profiling_2024/...).",
+)
+@click.option("--gpu", default=None, metavar="SKU", help="FILE.json: the GPU that served it.")
+@click.option("--tp", type=click.IntRange(min=1), default=1, show_default=True,
+              help="FILE.json: tensor-parallel degree.")  # fmt: skip
+@click.option("--pp", type=click.IntRange(min=1), default=1, show_default=True,
+              help="FILE.json: pipeline-parallel degree.")  # fmt: skip
+@click.option("--engine", default="vllm", show_default=True, metavar="NAME[@VERSION]",
+              help="FILE.json: the engine profile that served it.")  # fmt: skip
+@click.option("--model", default=None,
+              help="FILE.json: the model [the JSON's model_id when llmcap knows it].")  # fmt: skip
+@click.option("--precision", type=click.Choice(["bf16", "fp16", "fp8"]), default="bf16",
+              show_default=True, help="FILE.json: weight precision.")  # fmt: skip
 @click.option(
     "--out",
     "out_dir",
@@ -116,7 +151,14 @@ points again: the "held out" table beside the normal one.
 )
 @user_errors
 def validate(
-    dataset: str,
+    datasets: tuple[str, ...],
+    vidur_dir: Path | None,
+    gpu: str | None,
+    tp: int,
+    pp: int,
+    engine: str,
+    model: str | None,
+    precision: str,
     out_dir: Path | None,
     limit: int | None,
     filters: tuple[str, ...],
@@ -142,6 +184,11 @@ def validate(
         write_points_csv,
     )
 
+    if datasets != ("aic-silicon",):
+        serving = {"gpu": gpu, "tp": tp, "pp": pp, "engine": engine, "model": model}
+        _other_datasets(datasets, vidur_dir, {**serving, "precision": precision})
+        return
+    dataset = datasets[0]
     if dataset not in DATASETS:
         raise SpecError(f"unknown dataset {dataset!r}; available: {', '.join(DATASETS)}")
     kinds: tuple[str, ...] = ()
@@ -249,6 +296,30 @@ def _held_out(
             rows.append((fold, mine, held))
     click.echo(f"held-out folds: {len(rows)} in {time.perf_counter() - started:.0f} s")
     print_held_out(rows, console=_console())
+
+
+def _other_datasets(
+    datasets: tuple[str, ...], vidur_dir: Path | None, serving: dict[str, Any]
+) -> None:
+    """vidur-ops, or vllm bench serve JSON files (search/_cli_validate_datasets.py)."""
+    from search._cli_validate_datasets import run_bench_files, run_vidur_ops
+    from search._errors import SpecError
+
+    if "vidur-ops" in datasets:
+        if len(datasets) > 1:
+            raise SpecError("--dataset vidur-ops cannot be combined with another dataset")
+        run_vidur_ops(vidur_dir, _console())
+        return
+    if any(name in DATASETS for name in datasets):
+        raise SpecError("--dataset aic-silicon cannot be combined with another dataset")
+    paths = [Path(name) for name in datasets]
+    for path in paths:
+        if path.suffix != ".json" and not path.exists():
+            raise SpecError(
+                f"unknown dataset {str(path)!r}; available: aic-silicon, vidur-ops, or "
+                "FILE.json (a vllm bench serve result, or a directory of them)"
+            )
+    run_bench_files(paths, console=_console(), **serving)
 
 
 def _apply_filters(points: list, filters: tuple[str, ...]) -> list:
