@@ -57,6 +57,10 @@ _CPU_COLUMNS = (
 )  # fmt: skip
 
 
+# columns read as text or booleans; every other required column must be numeric
+_TEXT_COLUMNS = ("use_gated_mlp", "is_prefill", "model_name")
+
+
 def _net_columns(collective: str) -> tuple[str, ...]:
     return ("num_workers", "devices_per_node", "size", f"time_stats.{collective}.median")
 
@@ -79,6 +83,20 @@ def _check_columns(path: Path, columns: Iterable[str]) -> None:
     missing = [c for c in columns if c not in header]
     if missing:
         raise DatasetError(f"{path}: missing column(s) {', '.join(missing)}")
+    numeric = [c for c in columns if c not in _TEXT_COLUMNS]
+    try:
+        frame = pd.read_csv(path, usecols=numeric)
+    except (ValueError, pd.errors.ParserError) as exc:
+        raise DatasetError(f"{path}: not a readable CSV table ({exc})") from None
+    for column in numeric:
+        values = pd.to_numeric(frame[column], errors="coerce")
+        bad = values.isna() & frame[column].notna()
+        if bad.any():
+            line = int(np.flatnonzero(bad.to_numpy())[0]) + 2
+            raise DatasetError(
+                f"{path} line {line}: column {column} must be a number, "
+                f"got {frame[column][bad].iloc[0]!r}"
+            )
 
 
 def check_vidur_dir(vidur_dir: Path) -> list[Path]:

@@ -134,6 +134,21 @@ def test_vidur_ops_needs_a_complete_directory(tmp_path: Path) -> None:
     assert "Traceback" not in result.output
 
 
+@needs_vidur
+def test_a_malformed_value_names_file_line_and_column(vidur_subset: Path, tmp_path: Path) -> None:
+    broken = tmp_path / "vidur"
+    shutil.copytree(vidur_subset, broken)
+    table = broken / SUBSET_FILES[0]
+    frame = pd.read_csv(table)
+    frame["time_stats.mlp_up_proj.median"] = frame["time_stats.mlp_up_proj.median"].astype(object)
+    frame.loc[3, "time_stats.mlp_up_proj.median"] = "n/a ms"
+    frame.to_csv(table, index=False)
+    result = invoke("validate", "--dataset", "vidur-ops", "--vidur-dir", str(broken))
+    assert result.exit_code == 2, result.output
+    assert f"{table} line 5: column time_stats.mlp_up_proj.median" in result.output
+    assert "'n/a ms'" in result.output
+
+
 # -- vllm bench serve JSON ---------------------------------------------------------
 
 
