@@ -6,7 +6,6 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import click
 from rich.console import Console
@@ -186,7 +185,9 @@ def validate(
 
     if datasets != ("aic-silicon",):
         serving = {"gpu": gpu, "tp": tp, "pp": pp, "engine": engine, "model": model}
-        _other_datasets(datasets, vidur_dir, {**serving, "precision": precision})
+        from search._cli_validate_datasets import run_other_datasets
+
+        run_other_datasets(datasets, vidur_dir, {**serving, "precision": precision}, _console())
         return
     dataset = datasets[0]
     if dataset not in DATASETS:
@@ -296,30 +297,6 @@ def _held_out(
             rows.append((fold, mine, held))
     click.echo(f"held-out folds: {len(rows)} in {time.perf_counter() - started:.0f} s")
     print_held_out(rows, console=_console())
-
-
-def _other_datasets(
-    datasets: tuple[str, ...], vidur_dir: Path | None, serving: dict[str, Any]
-) -> None:
-    """vidur-ops, or vllm bench serve JSON files (search/_cli_validate_datasets.py)."""
-    from search._cli_validate_datasets import run_bench_files, run_vidur_ops
-    from search._errors import SpecError
-
-    if "vidur-ops" in datasets:
-        if len(datasets) > 1:
-            raise SpecError("--dataset vidur-ops cannot be combined with another dataset")
-        run_vidur_ops(vidur_dir, _console())
-        return
-    if any(name in DATASETS for name in datasets):
-        raise SpecError("--dataset aic-silicon cannot be combined with another dataset")
-    paths = [Path(name) for name in datasets]
-    for path in paths:
-        if path.suffix != ".json" and not path.exists():
-            raise SpecError(
-                f"unknown dataset {str(path)!r}; available: aic-silicon, vidur-ops, or "
-                "FILE.json (a vllm bench serve result, or a directory of them)"
-            )
-    run_bench_files(paths, console=_console(), **serving)
 
 
 def _apply_filters(points: list, filters: tuple[str, ...]) -> list:

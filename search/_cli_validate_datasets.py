@@ -5,12 +5,35 @@ from __future__ import annotations
 import math
 import time
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
 from rich.table import Table
 
 from search._errors import SpecError
+
+
+def run_other_datasets(
+    datasets: tuple[str, ...], vidur_dir: Path | None, serving: dict[str, Any], console: Console
+) -> None:
+    """`--dataset vidur-ops`, or vllm bench serve JSON files and directories."""
+
+    if "vidur-ops" in datasets:
+        if len(datasets) > 1:
+            raise SpecError("--dataset vidur-ops cannot be combined with another dataset")
+        run_vidur_ops(vidur_dir, console)
+        return
+    if any(name == "aic-silicon" for name in datasets):
+        raise SpecError("--dataset aic-silicon cannot be combined with another dataset")
+    paths = [Path(name) for name in datasets]
+    for path in paths:
+        if path.suffix != ".json" and not path.exists():
+            raise SpecError(
+                f"unknown dataset {str(path)!r}; available: aic-silicon, vidur-ops, or "
+                "FILE.json (a vllm bench serve result, or a directory of them)"
+            )
+    run_bench_files(paths, console=console, **serving)
 
 
 def run_vidur_ops(vidur_dir: Path | None, console: Console) -> None:
