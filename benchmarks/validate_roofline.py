@@ -35,7 +35,6 @@ if str(ROOT) not in sys.path:
 from estimators import _calibration as cal  # noqa: E402
 from estimators import _roofline  # noqa: E402
 from estimators._roofline import (  # noqa: E402
-    RooflineConstants,
     RooflineEstimator,
     load_roofline_constants,
 )
@@ -74,38 +73,18 @@ def _ar_interp(tables: list[cal.NetTable], n: int, elems: np.ndarray) -> np.ndar
 
 
 def fit(vidur_dir: Path, skus: dict, command: str) -> None:
-    families: dict[str, list[str]] = defaultdict(list)
-    for gpu, sku_id in cal.VIDUR_GPU_TO_SKU.items():
-        families[_family(skus[sku_id])].append(gpu)
-    start = RooflineConstants()
-    fitted: dict[str, tuple[RooflineConstants, list[str]]] = {}
-    sku_fits: dict[str, tuple[RooflineConstants, list[str], RooflineConstants]] = {}
-    for fam, gpus in families.items():
-        print(f"fitting family {fam} ({', '.join(gpus)}) ...", file=sys.stderr)
-        data = cal.load_family_data(vidur_dir, fam, skus)
-        c, names = cal.fit_family(data, start)
-        fitted[fam] = (c, names)
-        if len(gpus) > 1:
-            for gpu in gpus:
-                sku_id = cal.VIDUR_GPU_TO_SKU[gpu]
-                ops = [t for t in data.ops if t.gpu == gpu]
-                print(f"  fitting token-level constants of {sku_id} ...", file=sys.stderr)
-                sc, snames = cal.fit_family(cal.FamilyData(fam, ops=ops), c)
-                sku_fits[sku_id] = (sc, snames, c)
-    # defaults: geometric mean over the families that fitted a field, else the start value
-    values: dict[str, float] = {}
-    for name in RooflineConstants.field_names():
-        vals = [c_.__getattribute__(name) for c_, names in fitted.values() if name in names]
-        if vals:
-            values[name] = float(np.exp(np.mean(np.log(vals))))
-    defaults = start.with_values(values)
+    families = dict.fromkeys(_family(skus[sku_id]) for sku_id in cal.VIDUR_GPU_TO_SKU.values())
+    data = {fam: cal.load_family_data(vidur_dir, fam, skus) for fam in families}
+    fitted = cal.fit_constants(data, progress=lambda message: print(message, file=sys.stderr))
     notes = [
         "Hopper has no attention or CPU table: it uses the A100-fitted (default) attention",
         "efficiencies and CPU overhead. Per-SKU entries refit the matmul and elementwise",
         "constants on that SKU's tables alone. allreduce.pcie_bw_eff and p2p.pcie_bw_eff",
         "(PCIe-only nodes) are not fitted (no such table): assumed fractions of the PCIe rate.",
     ]
-    cal.write_constants_yaml(YAML_PATH, defaults, fitted, sku_fits, command, notes)
+    cal.write_constants_yaml(
+        YAML_PATH, fitted.defaults, fitted.families, fitted.skus, command, notes
+    )
     _roofline._roofline_yaml.cache_clear()
     _roofline._constants_for.cache_clear()
     print(f"wrote {YAML_PATH}", file=sys.stderr)

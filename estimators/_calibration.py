@@ -9,12 +9,17 @@ estimator only reads the fitted constants from ``estimators/data/roofline.yaml``
 Fitting minimises the squared log error (relative error, symmetric) with a small
 Nelder-Mead search over the logarithms of the constants of one group at a time
 (matmul, elementwise, attention, all-reduce, send/recv, cpu).
+
+Every measured row has a `RowKey` (its table, GPU, model and identity), so a fit can be
+run on any subset of the rows (`FamilyData.select`): `llmcap validate --dataset vidur-ops`
+fits on some rows and scores the others.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Iterable, Sequence
+import hashlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -40,7 +45,10 @@ __all__ = [
     "VIDUR_GPU_TO_SKU",
     "AttnTable",
     "FamilyData",
+    "FittedConstants",
     "OpTable",
+    "RowKey",
+    "fit_constants",
     "load_family_data",
     "nelder_mead",
 ]
@@ -89,6 +97,20 @@ NETWORK_NODES: dict[str, tuple[str, NodeShape | None]] = {
 # --------------------------------------------------------------------------- loading
 
 
+@dataclass(frozen=True, slots=True)
+class RowKey:
+    """The identity of one measured row: its table kind, GPU, model ('' where the row has
+    none) and what else tells it apart (TP degree, tokens, batch shape, message size)."""
+
+    table: str  # ops | attention | all_reduce | send_recv | cpu
+    gpu: str  # Vidur's GPU folder
+    model: str  # Vidur's model folder
+    ident: str
+
+    def __str__(self) -> str:
+        return f"{self.table}|{self.gpu}|{self.model}|{self.ident}"
+
+
 @dataclass(slots=True)
 class OpTable:
     """Measured seconds of the token-level operators of one (gpu, model, TP)."""
@@ -101,6 +123,16 @@ class OpTable:
     tp: int
     num_tokens: np.ndarray
     measured: dict[str, np.ndarray]  # op -> seconds (median column)
+
+    def row_keys(self) -> list[RowKey]:
+        return [
+            RowKey("ops", self.gpu, self.model_dir, f"tp{self.tp}|tokens{int(n)}")
+            for n in self.num_tokens
+        ]
+
+    def take(self, index: np.ndarray) -> OpTable:
+        measured = {op: values[index] for op, values in self.measured.items()}
+        return replace(self, num_tokens=self.num_tokens[index], measured=measured)
 
 
 @dataclass(slots=True)
@@ -117,6 +149,14 @@ class NetTable:
     size: np.ndarray  # fp16 elements
     measured: np.ndarray  # seconds
 
+    def row_keys(self) -> list[RowKey]:
+        where = "intra" if self.intra_node else "inter"
+        prefix = f"{self.node_name}|n{self.num_workers}|{where}"
+        return [RowKey(self.collective, self.gpu, "", f"{prefix}|{int(s)}") for s in self.size]
+
+    def take(self, index: np.ndarray) -> NetTable:
+        return replace(self, size=self.size[index], measured=self.measured[index])
+
 
 @dataclass(slots=True)
 class AttnTable:
@@ -130,6 +170,28 @@ class AttnTable:
     measured: np.ndarray
     is_prefill: np.ndarray
 
+    def row_keys(self) -> list[RowKey]:
+        head = f"{self.model.name}|tp{self.tp}"
+        return [
+            RowKey(
+                "attention",
+                self.gpu,
+                "",
+                f"{head}|prefill|{b.num_prefills}|{b.num_prefill_tokens}|{b.prefill_kv_tokens}"
+                if pf
+                else f"{head}|decode|{b.num_decodes}|{b.decode_kv_tokens}",
+            )
+            for b, pf in zip(self.batches, self.is_prefill, strict=True)
+        ]
+
+    def take(self, index: np.ndarray) -> AttnTable:
+        return replace(
+            self,
+            batches=[self.batches[i] for i in index],
+            measured=self.measured[index],
+            is_prefill=self.is_prefill[index],
+        )
+
 
 @dataclass(slots=True)
 class FamilyData:
@@ -139,7 +201,40 @@ class FamilyData:
     ops: list[OpTable] = field(default_factory=list)
     nets: list[NetTable] = field(default_factory=list)
     attention: list[AttnTable] = field(default_factory=list)
-    cpu: pd.DataFrame | None = None
+    cpu: pd.DataFrame | None = None  # cpu_overheads.csv rows, plus the column `vidur_gpu`
+
+    def select(self, keep: Callable[[RowKey], bool]) -> FamilyData:
+        """The same data with only the rows whose key `keep` accepts (empty tables dropped)."""
+
+        def taken(tables: list) -> list:
+            out = []
+            for t in tables:
+                index = np.flatnonzero([keep(k) for k in t.row_keys()])
+                if index.size:
+                    out.append(t.take(index))
+            return out
+
+        cpu = None
+        if self.cpu is not None:
+            mask = np.array([keep(k) for k in cpu_row_keys(self.cpu)], dtype=bool)
+            cpu = self.cpu[mask] if mask.any() else None
+        return FamilyData(
+            self.family, taken(self.ops), taken(self.nets), taken(self.attention), cpu
+        )
+
+
+def cpu_row_keys(df: pd.DataFrame) -> list[RowKey]:
+    """Keys of the rows of a cpu_overheads table read by `load_family_data`."""
+    return [
+        RowKey("cpu", str(gpu), str(model), f"tp{int(tp)}|bs{int(bs)}")
+        for gpu, model, tp, bs in zip(
+            df["vidur_gpu"],
+            df["model_name"],
+            df["tensor_parallel_degree"],
+            df["batch_size"],
+            strict=True,
+        )
+    ]
 
 
 def _model_from_row(model_dir: str, row: pd.Series) -> ModelArchitecture:
@@ -255,7 +350,7 @@ def load_family_data(vidur_dir: Path, family: str, skus: dict[str, GpuSku]) -> F
         data.attention += load_attention_tables(vidur_dir, gpu, sku)
         cpu = vidur_dir / "profiling_2024" / gpu / "cpu_overheads.csv"
         if cpu.exists() and gpu == "a100":
-            data.cpu = pd.read_csv(cpu)
+            data.cpu = pd.read_csv(cpu).assign(vidur_gpu=gpu)
     return data
 
 
@@ -454,10 +549,47 @@ def fit_group(
     return consts.with_values(dict(zip(names, np.exp(x), strict=True)))
 
 
-def fit_family(data: FamilyData, start: RooflineConstants) -> tuple[RooflineConstants, list[str]]:
-    """Fit every group the family has data for; returns (constants, names of fitted fields)."""
+# fitted values of one group: (group, its start values, digest of its rows) -> values
+FitCache = dict[tuple[str, tuple[float, ...], str], dict[str, float]]
+
+
+def _rows_digest(tables: Iterable) -> str:
+    """A digest of the identities of the rows of `tables` (what a group is fitted to)."""
+    h = hashlib.blake2b(digest_size=16)
+    for t in tables:
+        keys = cpu_row_keys(t) if isinstance(t, pd.DataFrame) else t.row_keys()
+        for k in keys:
+            h.update(str(k).encode())
+            h.update(b"\n")
+    return h.hexdigest()
+
+
+def fit_family(
+    data: FamilyData, start: RooflineConstants, cache: FitCache | None = None
+) -> tuple[RooflineConstants, list[str]]:
+    """Fit every group the family has data for; returns (constants, names of fitted fields).
+
+    Each group's loss depends on its own constants only, so a group fitted before to the
+    same rows from the same start values is taken from `cache` (leave-one-out folds)."""
     c = start
     fitted: list[str] = []
+
+    def group(
+        names: list[str],
+        tables: Sequence,
+        loss: Callable[[RooflineConstants], float],
+        iters: int = 600,
+    ) -> None:
+        nonlocal c
+        key = (",".join(names), tuple(getattr(c, n) for n in names), _rows_digest(tables))
+        if cache is not None and key in cache:
+            c = c.with_values(cache[key])
+        else:
+            c = fit_group(c, names, loss, iters)
+            if cache is not None:
+                cache[key] = {n: getattr(c, n) for n in names}
+        fitted.extend(names)
+
     ops = data.ops
 
     if ops:
@@ -472,8 +604,7 @@ def fit_family(data: FamilyData, start: RooflineConstants) -> tuple[RooflineCons
             return float(np.mean(errs))
 
         names = ["matmul_eff_max", "matmul_m_half", "matmul_mem_eff", "matmul_overhead_us"]
-        c = fit_group(c, names, mm_loss)
-        fitted += names
+        group(names, ops, mm_loss)
 
         def ew_loss(cc: RooflineConstants) -> float:
             errs = []
@@ -494,8 +625,7 @@ def fit_family(data: FamilyData, start: RooflineConstants) -> tuple[RooflineCons
             "elementwise_emb_mem_eff",
             "elementwise_overhead_us",
         ]
-        c = fit_group(c, names, ew_loss, iters=1200)
-        fitted += names
+        group(names, ops, ew_loss, iters=1200)
 
     if data.attention:
         subsets = [(t, np.arange(0, len(t.batches), 4)) for t in data.attention]  # for speed
@@ -512,8 +642,10 @@ def fit_family(data: FamilyData, start: RooflineConstants) -> tuple[RooflineCons
             "attention_decode_mem_eff",
             "attention_overhead_us",
         ]
-        c = fit_group(c, names, at_loss, iters=1500)
-        fitted += names
+        group(names, data.attention, at_loss, iters=1500)
+
+    def net_loss(tables: list[NetTable]) -> Callable[[RooflineConstants], float]:
+        return lambda cc: float(np.mean([_log_sq(predict_net(t, cc), t.measured) for t in tables]))
 
     ar = [t for t in data.nets if t.collective == "all_reduce"]
     ar_fast = [
@@ -523,51 +655,21 @@ def fit_family(data: FamilyData, start: RooflineConstants) -> tuple[RooflineCons
     ]
     ar_pcie = [t for t in ar if t not in ar_fast]
     if ar_fast:
-
-        def ar_loss(cc: RooflineConstants) -> float:
-            return float(np.mean([_log_sq(predict_net(t, cc), t.measured) for t in ar_fast]))
-
-        names = ["allreduce_bw_eff", "allreduce_latency_us"]
-        c = fit_group(c, names, ar_loss)
-        fitted += names
+        group(["allreduce_bw_eff", "allreduce_latency_us"], ar_fast, net_loss(ar_fast))
     if ar_pcie:
+        group(["link_pcie_gbps"], ar_pcie, net_loss(ar_pcie))
 
-        def pcie_loss(cc: RooflineConstants) -> float:
-            return float(np.mean([_log_sq(predict_net(t, cc), t.measured) for t in ar_pcie]))
-
-        c = fit_group(c, ["link_pcie_gbps"], pcie_loss)
-        fitted.append("link_pcie_gbps")
-
-    sr_intra = [
+    sr_nvswitch = [
         t
         for t in data.nets
-        if t.collective == "send_recv"
-        and t.intra_node
-        and t.node.intra_node_link is LinkKind.NVSWITCH
+        if t.collective == "send_recv" and t.node.intra_node_link is LinkKind.NVSWITCH
     ]
-    sr_inter = [
-        t
-        for t in data.nets
-        if t.collective == "send_recv"
-        and not t.intra_node
-        and t.node.intra_node_link is LinkKind.NVSWITCH
-    ]
+    sr_intra = [t for t in sr_nvswitch if t.intra_node]
+    sr_inter = [t for t in sr_nvswitch if not t.intra_node]
     if sr_intra:
-
-        def sri_loss(cc: RooflineConstants) -> float:
-            return float(np.mean([_log_sq(predict_net(t, cc), t.measured) for t in sr_intra]))
-
-        names = ["p2p_bw_eff", "p2p_latency_us"]
-        c = fit_group(c, names, sri_loss)
-        fitted += names
+        group(["p2p_bw_eff", "p2p_latency_us"], sr_intra, net_loss(sr_intra))
     if sr_inter:
-
-        def sre_loss(cc: RooflineConstants) -> float:
-            return float(np.mean([_log_sq(predict_net(t, cc), t.measured) for t in sr_inter]))
-
-        names = ["p2p_inter_bw_eff", "p2p_inter_latency_us"]
-        c = fit_group(c, names, sre_loss)
-        fitted += names
+        group(["p2p_inter_bw_eff", "p2p_inter_latency_us"], sr_inter, net_loss(sr_inter))
 
     if data.cpu is not None:
         bs, sec = cpu_measured(data.cpu)
@@ -575,6 +677,59 @@ def fit_family(data: FamilyData, start: RooflineConstants) -> tuple[RooflineCons
         c = c.with_values({"cpu_base_ms": intercept * 1e3, "cpu_per_seq_ms": slope * 1e3})
         fitted += ["cpu_base_ms", "cpu_per_seq_ms"]
     return c, fitted
+
+
+@dataclass(slots=True)
+class FittedConstants:
+    """The constants fitted to some tables, in the layers of data/roofline.yaml."""
+
+    defaults: RooflineConstants
+    families: dict[str, tuple[RooflineConstants, list[str]]]  # family -> (constants, fitted)
+    # SKU id -> (constants, fitted field names, its family's constants)
+    skus: dict[str, tuple[RooflineConstants, list[str], RooflineConstants]]
+
+    def for_sku(self, sku: GpuSku) -> RooflineConstants:
+        """What the estimator would load for `sku`: defaults, its family, its own fit."""
+        c = self.defaults
+        family = self.families.get(sku.architecture or "default")
+        if family is not None:
+            c = c.with_values({n: getattr(family[0], n) for n in family[1]})
+        own = self.skus.get(sku.id)
+        if own is not None:
+            c = c.with_values({n: getattr(own[0], n) for n in own[1]})
+        return c
+
+
+def fit_constants(
+    data: Mapping[str, FamilyData],
+    start: RooflineConstants | None = None,
+    progress: Callable[[str], None] | None = None,
+    cache: FitCache | None = None,
+) -> FittedConstants:
+    """Fit each family's constants to its tables; where a family has token-level tables of
+    several GPUs, refit those groups per SKU; defaults are the geometric mean over the
+    families that fitted a field (else the start value)."""
+    start = start or RooflineConstants()
+    say = progress or (lambda _message: None)
+    families: dict[str, tuple[RooflineConstants, list[str]]] = {}
+    skus: dict[str, tuple[RooflineConstants, list[str], RooflineConstants]] = {}
+    for family, fam_data in data.items():
+        gpus = list(dict.fromkeys(t.gpu for t in fam_data.ops))
+        say(f"fitting family {family} ({', '.join(gpus) or 'no operator tables'}) ...")
+        c, names = fit_family(fam_data, start, cache)
+        families[family] = (c, names)
+        if len(gpus) > 1:
+            for gpu in gpus:
+                ops = [t for t in fam_data.ops if t.gpu == gpu]
+                say(f"  fitting token-level constants of {ops[0].sku.id} ...")
+                sc, snames = fit_family(FamilyData(family, ops=ops), c, cache)
+                skus[ops[0].sku.id] = (sc, snames, c)
+    values: dict[str, float] = {}
+    for name in RooflineConstants.field_names():
+        vals = [getattr(c, name) for c, names in families.values() if name in names]
+        if vals:
+            values[name] = float(np.exp(np.mean(np.log(vals))))
+    return FittedConstants(start.with_values(values), families, skus)
 
 
 # --------------------------------------------------------------------------- YAML

@@ -14,6 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from search._cli_common import user_errors
 
 DATASETS = ("aic-silicon",)
+OTHER_DATASETS = ("vidur-ops", "FILE.json (vllm bench serve)")
 FILTER_KEYS = ("engine", "gpu", "model", "tp", "concurrency", "source")
 
 VALIDATE_EPILOG = """
@@ -24,6 +25,8 @@ Examples:
   llmcap validate --dataset aic-silicon --filter engine=vllm --filter gpu=h200
   llmcap validate --dataset aic-silicon --limit 40 --no-aic         # a quick look
   llmcap validate --dataset aic-silicon --no-aic --hold-out gpu,model
+  llmcap validate --dataset vidur-ops --vidur-dir vidur/data
+  llmcap validate --dataset results/ --gpu h100-sxm --tp 1          # vllm bench serve JSONs
 
 \b
 aic-silicon: the aggregated, dense-model points NVIDIA ships in aiconfigurator-core
@@ -37,16 +40,47 @@ Errors are predicted / measured - 1.
 aiconfigurator's operator tables, not to these points; each fold refits them without
 one GPU's tables (or the rows at one model's shapes) and scores that GPU's (model's)
 points again: the "held out" table beside the normal one.
+
+\b
+vidur-ops: the roofline's operator times against Vidur's public profiling tables
+(--vidur-dir): its constants refitted without ~20% of the rows (chosen by a hash of each
+row's key) and scored on them, then leave-one-GPU-out and leave-one-model-out.
+
+\b
+FILE.json (repeatable, or a directory): results of `vllm bench serve --save-result`,
+each simulated as its client ran it (closed loop at max_concurrency, else the request
+rate and burstiness; per-request lengths with --save-detailed, else the means) on the
+deployment the JSON does not record: --gpu, --tp, --pp, --engine, --model, --precision.
 """
 
 
 @click.command("validate", epilog=VALIDATE_EPILOG)
 @click.option(
     "--dataset",
-    default="aic-silicon",
+    "datasets",
+    multiple=True,
+    default=("aic-silicon",),
     show_default=True,
-    help=f"Measured results to validate against: {', '.join(DATASETS)}.",
+    help=f"Measured results to validate against: {', '.join(DATASETS + OTHER_DATASETS)}; "
+    "repeat for several JSON files, or name a directory of them.",
 )
+@click.option(
+    "--vidur-dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="vidur-ops: a copy of Vidur's data/ folder (profiling/compute/..., profiling_2024/...).",
+)
+@click.option("--gpu", default=None, metavar="SKU", help="FILE.json: the GPU that served it.")
+@click.option("--tp", type=click.IntRange(min=1), default=1, show_default=True,
+              help="FILE.json: tensor-parallel degree.")  # fmt: skip
+@click.option("--pp", type=click.IntRange(min=1), default=1, show_default=True,
+              help="FILE.json: pipeline-parallel degree.")  # fmt: skip
+@click.option("--engine", default="vllm", show_default=True, metavar="NAME[@VERSION]",
+              help="FILE.json: the engine profile that served it.")  # fmt: skip
+@click.option("--model", default=None,
+              help="FILE.json: the model [the JSON's model_id when llmcap knows it].")  # fmt: skip
+@click.option("--precision", type=click.Choice(["bf16", "fp16", "fp8"]), default="bf16",
+              show_default=True, help="FILE.json: weight precision.")  # fmt: skip
 @click.option(
     "--out",
     "out_dir",
@@ -116,7 +150,14 @@ points again: the "held out" table beside the normal one.
 )
 @user_errors
 def validate(
-    dataset: str,
+    datasets: tuple[str, ...],
+    vidur_dir: Path | None,
+    gpu: str | None,
+    tp: int,
+    pp: int,
+    engine: str,
+    model: str | None,
+    precision: str,
     out_dir: Path | None,
     limit: int | None,
     filters: tuple[str, ...],
@@ -142,6 +183,13 @@ def validate(
         write_points_csv,
     )
 
+    if datasets != ("aic-silicon",):
+        serving = {"gpu": gpu, "tp": tp, "pp": pp, "engine": engine, "model": model}
+        from search._cli_validate_datasets import run_other_datasets
+
+        run_other_datasets(datasets, vidur_dir, {**serving, "precision": precision}, _console())
+        return
+    dataset = datasets[0]
     if dataset not in DATASETS:
         raise SpecError(f"unknown dataset {dataset!r}; available: {', '.join(DATASETS)}")
     kinds: tuple[str, ...] = ()

@@ -15,6 +15,8 @@ from estimators import (
     AllReduceCost,
     EngineProfile,
     EstimatorFallbackWarning,
+    ModelArchitecture,
+    Precision,
     load_engine,
     load_model,
     make_estimator,
@@ -24,7 +26,7 @@ from search._validate._aic_silicon import ValidationPoint
 from search._validate._holdout import HoldOutFold
 from simulator import SchedulerConfig, SchedulerKind
 from simulator._deployment import Deployment, engine_scheduler, prepare
-from sku_catalog import load_catalog
+from sku_catalog import GpuSku, load_catalog
 from workloads import Workload
 
 # How each point is simulated (`engines`):
@@ -109,15 +111,32 @@ def deployment_for(
             kv_precision=point.kv_precision,
             engine=engine,
         )
-    scheduler = engine_scheduler(engine, sku, point.tp)
-    scheduler = replace(scheduler, batch_size=min(scheduler.batch_size, point.concurrency))
+    model = load_model(point.model)
+    return engine_deployment(engine, sku, model, point.tp, point.pp, point.precision,
+                             max_batch=point.concurrency)  # fmt: skip
+
+
+def engine_deployment(
+    engine: EngineProfile,
+    sku: GpuSku,
+    model: ModelArchitecture,
+    tp: int,
+    pp: int,
+    precision: Precision,
+    max_batch: int | None,
+) -> Deployment:
+    """The engine's own policy and limits, the batch capped at `max_batch` (a benchmark
+    client never has more requests in flight)."""
+    scheduler = engine_scheduler(engine, sku, tp)
+    if max_batch is not None:
+        scheduler = replace(scheduler, batch_size=min(scheduler.batch_size, max_batch))
     return Deployment(
-        model=load_model(point.model),
+        model=model,
         sku=sku,
-        tp=point.tp,
-        pp=point.pp,
+        tp=tp,
+        pp=pp,
         scheduler=scheduler,
-        precision=point.precision,
+        precision=precision,
         engine=engine,  # its KV precision, memory fraction and reserves
     )
 
