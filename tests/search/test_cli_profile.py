@@ -47,8 +47,9 @@ def test_simulate_on_imported_vidur_tables_says_which_tables_it_used(vidur_a100:
     assert f"llmcap op tables {vidur_a100.resolve()} (vidur on NVIDIA A100" in (
         data["estimator"]["label"]
     )
-    # layer GEMMs, attention and all-reduce all measured; Vidur does not time the LM head
-    assert set(data["estimator"]["fallbacks"]) == {"lm_head"}
+    # layer GEMMs, attention and all-reduce all measured; Vidur does not time the LM head,
+    # which the table's GEMM regressor (or, without one, the roofline) answers
+    assert set(data["estimator"]["fallbacks"]) <= {"lm_head"}
     assert data["requests"]["completed"] == 40
     roof = json.loads(invoke(*args[:-4], "--json").output)  # the roofline
     ratio = data["latency_s"]["tpot"]["p50"] / roof["latency_s"]["tpot"]["p50"]
