@@ -23,7 +23,7 @@ from workloads._lengths import (
     Zipf,
     parse_length_spec,
 )
-from workloads._traces import TRACE_FORMATS, TraceData, load_trace, read_trace
+from workloads._traces import TRACE_FORMATS, TraceData, hourly_shares, load_trace, read_trace
 from workloads._types import Workload
 
 __all__ = [
@@ -48,6 +48,7 @@ __all__ = [
     "builtin_workload_names",
     "describe_workload",
     "get_builtin_workload",
+    "hourly_shares",
     "load_trace",
     "mean_rate",
     "parse_length_spec",

@@ -346,3 +346,26 @@ def load_trace(
         target_qps=None if poisson else target_qps,
         metadata={"arrival": "poisson" if poisson else "trace", "qps": target_qps, "seed": seed},
     )
+
+
+SECONDS_PER_DAY = 86_400.0
+
+
+def hourly_shares(arrival_times: np.ndarray, start_hour: int = 0) -> list[float]:
+    """Each hour of the day's share of a trace's arrivals (hour 0-23), from timestamps in
+    seconds since the trace's first request, which arrived at `start_hour` o'clock.
+
+    Averaged over the days the trace covers; it must cover at least one whole day.
+    """
+    times = np.asarray(arrival_times, dtype=np.float64)
+    if times.size == 0:
+        raise WorkloadError("a daily profile needs a trace with arrival times; this one has none")
+    span = float(times.max() - times.min())
+    if span < SECONDS_PER_DAY * (23 / 24):
+        raise WorkloadError(
+            f"a daily profile needs a trace covering a whole day; this one spans "
+            f"{span / 3600:.1f} h"
+        )
+    hours = ((times - times.min()) // 3600 + start_hour).astype(np.int64) % 24
+    counts = np.bincount(hours, minlength=24).astype(np.float64)
+    return [float(c) for c in counts / counts.sum()]

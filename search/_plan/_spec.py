@@ -15,7 +15,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from search._errors import SpecError
 from search._spec import SearchSpec, load_spec, parse_spec
@@ -28,6 +36,19 @@ _PLAN_FIELDS = ("demand", "current_fleet", "spec")
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+class TraceProfile(_Strict):
+    """A daily profile read from a trace's own arrival times (at least one day of them)."""
+
+    trace: str = Field(description="The trace file whose arrivals give the hourly shares.")
+    format: str = Field("auto", description="The trace's format (as workload.trace_format).")
+    columns: dict[str, str] | None = Field(
+        None, description="For a csv trace: its arrival, prompt and output columns."
+    )
+    start_hour: int = Field(
+        0, ge=0, le=23, description="UTC hour of the trace's first request."
+    )
 
 
 class DemandSpec(_Strict):
@@ -46,9 +67,10 @@ class DemandSpec(_Strict):
     must_grow: bool = Field(
         True, description="Refuse a forecast whose peak ever falls (a typo, usually)."
     )
-    daily_profile: list[float] | None = Field(
-        None, description="24 hourly shares of the day's traffic (UTC hours 0-23); the peak "
-        "hour serves peak_qps.",
+    daily_profile: list[float] | TraceProfile | None = Field(
+        None, description="24 hourly shares of the day's traffic (UTC hours 0-23), or "
+        "{trace: FILE} to take them from a trace's own arrival times; the peak hour serves "
+        "peak_qps.",
     )  # fmt: skip
 
     @field_validator("points")
@@ -68,9 +90,23 @@ class DemandSpec(_Strict):
 
     @field_validator("daily_profile")
     @classmethod
-    def _day_of_shares(cls, shares: list[float] | None) -> list[float] | None:
+    def _day_of_shares(
+        cls, shares: list[float] | TraceProfile | None, info: ValidationInfo
+    ) -> list[float] | None:
         if shares is None:
             return None
+        if isinstance(shares, TraceProfile):
+            from workloads import hourly_shares, read_trace
+
+            base = (info.context or {}).get("base")  # the plan file's folder
+            file = _relative(base, Path(shares.trace)) if base else Path(shares.trace)
+            trace = read_trace(file, shares.format, columns=shares.columns)  # names the file
+            if trace.arrival_times is None:
+                raise ValueError(f"trace {shares.trace} has no arrival times")
+            try:
+                return hourly_shares(trace.arrival_times, shares.start_hour)
+            except ValueError as exc:
+                raise ValueError(f"trace {shares.trace}: {exc}") from None
         if len(shares) != 24:
             raise ValueError(f"give 24 hourly shares (hours 0-23); got {len(shares)}")
         if any(s < 0 for s in shares) or max(shares) <= 0:
@@ -210,7 +246,9 @@ def _service(
     if not isinstance(raw, dict):
         raise SpecError(f"{where}: must be a mapping (model:, skus:, demand: ... or spec:)")
     try:
-        entry = ServiceEntry.model_validate({k: raw[k] for k in _PLAN_FIELDS if k in raw})
+        entry = ServiceEntry.model_validate(
+            {k: raw[k] for k in _PLAN_FIELDS if k in raw}, context={"base": base}
+        )
     except ValidationError as exc:
         from search._errors import format_validation_error
 

@@ -349,3 +349,42 @@ def test_demand_forecasts() -> None:
     shares = DemandSpec(peak_qps=8, daily_profile=[1] * 12 + [2] * 12).hourly_peaks()
     assert shares == [4.0] * 12 + [8.0] * 12
     assert replicas_for(8.5, 10, 0.85) == 1 and replicas_for(8.51, 10, 0.85) == 2
+
+
+def _trace(path: Path, hours: float, busy_hour: int) -> Path:
+    """A CSV trace: one request a minute for `hours` hours, five a minute in `busy_hour`."""
+    rows = ["ts,in_tokens,out_tokens"]
+    for minute in range(int(hours * 60)):
+        per_minute = 5 if (minute // 60) % 24 == busy_hour else 1
+        rows += [f"{minute * 60 + i},100,20" for i in range(per_minute)]
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+COLUMNS = {"arrival": "ts", "prompt": "in_tokens", "output": "out_tokens"}
+
+
+def test_a_daily_profile_from_a_traces_own_arrivals(tmp_path: Path) -> None:
+    from search._plan._spec import load_plan
+
+    _trace(tmp_path / "day.csv", 48, busy_hour=3)
+    plan = write_plan(
+        tmp_path,
+        workload={"source": "chat", "num_requests": 60},
+        demand={"peak_qps": 10, "daily_profile": {"trace": "day.csv", "start_hour": 8,
+                                                  "format": "csv", "columns": COLUMNS}},
+    )  # fmt: skip
+    (service,) = load_plan(plan).services
+    hourly = service.demand.hourly_peaks()
+    # the trace's busy hour is its 4th, which started at 11:00 UTC (first request at 08:00)
+    assert max(range(24), key=hourly.__getitem__) == 11
+    assert hourly[11] == pytest.approx(10.0) and hourly[12] == pytest.approx(2.0)
+    # a trace shorter than a day cannot give a daily profile: exit 2 naming the field
+    _trace(tmp_path / "hour.csv", 1, busy_hour=0)
+    short = write_plan(
+        tmp_path,
+        demand={"peak_qps": 10,
+                "daily_profile": {"trace": "hour.csv", "format": "csv", "columns": COLUMNS}},
+    )  # fmt: skip
+    code, output = invoke("plan", "validate", str(short))
+    assert code == 2 and "demand.daily_profile" in output and "whole day" in output
