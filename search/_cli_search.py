@@ -70,7 +70,12 @@ def validate(spec_file: Path, max_configurations: int | None) -> None:
     reasons = _infeasible_reasons(cands)
     for kind, (count, example) in reasons.items():
         console.print(f"  {count:4d} {kind}  e.g. {example}")
-    console.print(f"spec fingerprint {spec.fingerprint()[:16]}")
+    # what decides results (reused across specs that share it), and the whole spec (two specs
+    # that differ anywhere, name, budget and strategy included, differ here)
+    console.print(
+        f"spec fingerprint {spec.fingerprint()[:16]} (what decides results); "
+        f"whole spec {spec.digest()[:16]}"
+    )
     if feasible:
         console.print(f"valid: {len(feasible)} configurations to simulate")
     else:
@@ -390,8 +395,9 @@ def jobs_group() -> None:
 @db_option
 @click.option("--limit", type=int, default=20, show_default=True)
 @records_options
+@click.option("--wide", is_flag=True, help="Also when each job finished, and its error.")
 @user_errors
-def jobs_list(db: str | None, limit: int, fmt: str | None) -> None:
+def jobs_list(db: str | None, limit: int, fmt: str | None, wide: bool) -> None:
     """Recent jobs, newest first, with the time a running one has left at its pace so far."""
     from datetime import UTC, datetime
 
@@ -420,16 +426,20 @@ def jobs_list(db: str | None, limit: int, fmt: str | None) -> None:
     if fmt:
         emit_records(rows, fmt)
         return
-    table = Table(title=f"Jobs in {database.url}", title_justify="left")
-    for name in ("id", "name", "status", "created", "finished", "configurations", "ETA", "error"):
-        table.add_column(name, no_wrap=name in ("id", "created", "finished"))
+    from rich import box
+
+    table = Table(title=f"Jobs in {database.url}", title_justify="left", box=box.SIMPLE_HEAD)
+    names = ["id", "name", "status", "created", "configurations", "ETA"]
+    names += ["finished", "error"] if wide else []
+    for name in names:
+        table.add_column(name, no_wrap=name in ("id", "created", "finished", "ETA"))
     for row in rows:
         eta = "-" if row["eta_s"] is None else format_duration(row["eta_s"])
-        table.add_row(
-            str(row["id"]), row["name"], row["status"], row["created"], row["finished"],
-            f"{row['done']}/{row['configurations']} done", eta, row["error"][:60],
-        )  # fmt: skip
-    print_table(table)
+        cells = [str(row["id"]), row["name"], row["status"], row["created"],
+                 f"{row['done']}/{row['configurations']} done", eta]  # fmt: skip
+        cells += [row["finished"], row["error"]] if wide else []
+        table.add_row(*cells)
+    print_table(table, whole=wide)
     for row in rows:
         if row["status"] == "interrupted":
             console.print(

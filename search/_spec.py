@@ -396,6 +396,10 @@ class SearchSpec(_Strict):
     def model_architecture(self) -> ModelArchitecture:
         return load_model(self.model)
 
+    def digest(self) -> str:
+        """sha256 of the whole spec, every field (the fingerprint leaves some out)."""
+        return sha256_json(self.model_dump(mode="json"))
+
     def fingerprint(self) -> str:
         """sha256 of everything that decides a configuration's capacity and metrics.
 

@@ -49,3 +49,19 @@ def test_results_and_jobs_as_json_and_csv(finished_job_db) -> None:
     assert job["name"] == "tiny" and job["done"] == 2
     (row,) = csv.DictReader(io.StringIO(_out("jobs", "list", "--db", finished_job_db, "--csv")))
     assert row["name"] == "tiny" and row["done"] == "2"
+
+
+def test_every_table_command_fits_80_columns_through_a_pipe(finished_job_db) -> None:
+    """CliRunner is a pipe (not a terminal): tables keep to COLUMNS=80 and never shorten an
+    id, a name or a number a user reads back."""
+    for args in (
+        ("catalog", "skus"), ("catalog", "models"), ("catalog", "workloads"),
+        ("jobs", "list", "--db", finished_job_db),
+        ("results", "list", "--db", finished_job_db),
+        ("results", "show", "--db", finished_job_db),
+    ):  # fmt: skip
+        out = _out(*args)
+        assert "…" not in out, args
+        assert max(len(line) for line in out.splitlines()) <= 80, args
+    jobs = _out("jobs", "list", "--db", finished_job_db)
+    assert " 1 " in jobs and "tiny" in jobs and "2/2 done" in jobs

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -155,6 +156,19 @@ def test_validate_reports_the_examples_space(example: str, total: int, dropped: 
     assert result.exit_code == 0, result.output
     assert f"{total} configurations: {total - dropped} feasible, {dropped} dropped" in result.output
     assert load_spec(EXAMPLES / example).fingerprint()[:16] in result.output
+
+
+def test_validate_tells_apart_specs_that_differ_anywhere(tmp_path: Path) -> None:
+    outputs = []
+    for budget in (1, 2):  # nothing fits one GPU's budget... or two: the same results key
+        path = tmp_path / f"b{budget}.yaml"
+        path.write_text(yaml.safe_dump(TINY_SPEC | {"budget": {"max_gpus": budget}}))
+        outputs.append(CliRunner().invoke(cli, ["search", "validate", str(path)]).output)
+    whole = [re.search(r"whole spec (\w+)", " ".join(out.split())).group(1) for out in outputs]
+    assert whole[0] != whole[1]
+    fingerprints = [re.search(r"spec fingerprint (\w+)", out).group(1) for out in outputs]
+    assert fingerprints[0] == fingerprints[1]  # the budget does not decide results
+    assert parse_spec(TINY_SPEC).digest() != parse_spec(TINY_SPEC | {"name": "other"}).digest()
 
 
 def test_validate_states_the_slo_semantics_in_force() -> None:
