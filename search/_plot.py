@@ -612,12 +612,15 @@ def _hover(
     passed: np.ndarray,
     ceiling: np.ndarray,
 ) -> list[str]:
-    latencies = [(f.label_x, _floats(frame[f.minimize])) for f in FRONTIERS]
+    latencies = [
+        (f.label_x, _floats(frame[f.minimize]), *AXIS_UNITS.get(f.minimize, ("s", 1.0)))
+        for f in FRONTIERS
+    ]  # in the unit of the panel's axis
     lines = []
     for i, label in enumerate(labels):
         parts = [f"<b>{_html_escape(label)}</b>", f"{_fmt_qpd(qpd[i])} QPS per $/h"]
-        for name, values in latencies:
-            shown = "-" if not math.isfinite(values[i]) else _fmt_latency(values[i] * 1e3, "ms")
+        for name, values, unit, scale in latencies:
+            shown = "-" if not math.isfinite(values[i]) else _fmt_latency(values[i] * scale, unit)
             parts.append(f"{name}: {shown}")
         parts.append("meets SLOs" if passed[i] else "misses SLOs")
         if ceiling[i]:
