@@ -200,16 +200,22 @@ EXIT_CANCELLED = 130  # as a shell reports a job stopped by a signal
 @contextmanager
 def _sigterm_raises(error: type[BaseException]) -> Iterator[None]:
     """SIGTERM (`search cancel`, Ray's job stop, systemd, Kubernetes) raises `error` in the
-    main thread, so the job is recorded cancelled and its workers are shut down."""
+    main thread, and Ctrl-C KeyboardInterrupt, so the job is recorded cancelled and its
+    workers are shut down; neither lands inside a database transaction."""
+    from search._interrupts import raise_or_defer
 
-    def handler(signum: int, frame: object) -> None:
-        raise error()
+    def on_term(signum: int, frame: object) -> None:
+        raise_or_defer(error())
 
-    previous = signal.signal(signal.SIGTERM, handler)
+    def on_int(signum: int, frame: object) -> None:
+        raise_or_defer(KeyboardInterrupt())
+
+    previous = signal.signal(signal.SIGTERM, on_term), signal.signal(signal.SIGINT, on_int)
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGTERM, previous[0])
+        signal.signal(signal.SIGINT, previous[1])
 
 
 def _note_unloaded(database, job_id: int, num_requests: int) -> None:

@@ -61,6 +61,7 @@ from search._db.models import (
     utcnow,
 )
 from search._db.schema import current_revisions, ensure_schema, llmcap_version
+from search._interrupts import critical_section
 
 MAX_ATTEMPTS = 2  # a failing configuration is tried once more, then left failed
 _IN_CHUNK = 500  # ids per IN (...) clause
@@ -273,8 +274,8 @@ class Database:
     @contextmanager
     def _transaction(self, *, write: bool = True) -> Iterator[Session]:
         sessions = self._writes if write else self._reads
-        try:
-            with sessions() as session, session.begin():
+        try:  # a SIGTERM waits for the transaction's end (search._interrupts)
+            with critical_section(), sessions() as session, session.begin():
                 yield session
         except (OperationalError, InterfaceError) as exc:
             reason = str(getattr(exc, "orig", exc)).strip().splitlines()[0]
