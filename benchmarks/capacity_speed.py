@@ -29,8 +29,7 @@ from search._capacity import (  # noqa: E402
     find_capacity,
     service_bound,
 )
-from simulator import SchedulerConfig, SchedulerKind  # noqa: E402
-from simulator._deployment import Deployment, prepare  # noqa: E402
+from simulator import Deployment, SchedulerConfig, SchedulerKind, prepare  # noqa: E402  # noqa: E402
 from sku_catalog import load_catalog  # noqa: E402
 from workloads import build_workload  # noqa: E402
 

@@ -29,8 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from estimators import load_model  # noqa: E402
-from simulator import RunOptions, SchedulerConfig, SchedulerKind  # noqa: E402
-from simulator._deployment import Deployment, prepare  # noqa: E402
+from simulator import Deployment, RunOptions, SchedulerConfig, SchedulerKind, prepare  # noqa: E402  # noqa: E402
 from sku_catalog import load_catalog  # noqa: E402
 from workloads import WorkloadSpec, build_workload  # noqa: E402
 

@@ -54,10 +54,15 @@ import numpy as np
 from estimators import BatchShape
 from search._capacity_kind import CAPACITY_CEILING, CAPACITY_MEASURED
 from search._zero_load import ZERO_LOAD_METRICS, zero_load_percentile
-from simulator import RunOptions, Simulation, weighted_percentiles
-from simulator._deployment import PreparedDeployment
+from simulator import (
+    PreparedDeployment,
+    RunOptions,
+    Simulation,
+    request_arrays,
+    summarize,
+    weighted_percentiles,
+)
 from simulator._kv import BlockPool, blocks_for
-from simulator._metrics import request_arrays, summarize
 from simulator._policies import make_policy
 from simulator._request import Request
 from workloads import Workload, rescale_to_rate

@@ -23,7 +23,7 @@ from search._capacity import (
     first_requests,
     servable,
 )
-from simulator._deployment import Deployment, PreparedDeployment, prepare
+from simulator import Deployment, PreparedDeployment, prepare
 from workloads import Workload
 
 GB = 1e9

@@ -7,7 +7,7 @@ import math
 from rich.console import Console, Group
 from rich.table import Table
 
-from simulator._deployment import PreparedDeployment
+from simulator import PreparedDeployment
 
 GIB = 1024**3
 

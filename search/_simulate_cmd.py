@@ -19,8 +19,7 @@ from search._errors import SpecError, format_validation_error
 from search._outputs import check_output_file, writing
 from search._report import estimator_label, overload_warning, print_summary
 from search._simulate_spec import SimulateSpec
-from simulator import RunOptions
-from simulator._deployment import prepare
+from simulator import RunOptions, prepare
 from workloads import build_workload, describe_workload
 
 REQUESTS_FORMATS = (".csv", ".parquet")

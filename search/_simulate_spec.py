@@ -19,8 +19,13 @@ from estimators import DEFAULT_ENGINE, EngineProfile, Precision, load_engine, lo
 from search._errors import SpecError
 from search._limits import NumRequests, Replicas
 from search._op_tables_input import check_op_tables
-from simulator import GlobalSchedulerKind, SchedulerConfig, SchedulerKind
-from simulator._deployment import Deployment, engine_scheduler
+from simulator import (
+    Deployment,
+    GlobalSchedulerKind,
+    SchedulerConfig,
+    SchedulerKind,
+    engine_scheduler,
+)
 from sku_catalog import YamlInputError, load_catalog, read_yaml_file
 from sku_catalog._yaml import shorten
 from workloads import WorkloadSpec

@@ -7,9 +7,14 @@ from dataclasses import asdict, dataclass
 
 from estimators import DoesNotFitError, EngineProfile, ParallelismError, Precision, load_engine
 from search._spec import SchedulerSpace, SearchSpec, sha256_json
-from simulator import SchedulerKind
-from simulator._config import DEFAULT_CHUNK_SIZE
-from simulator._deployment import Deployment, PreparedDeployment, engine_scheduler, prepare
+from simulator import (
+    DEFAULT_CHUNK_SIZE,
+    Deployment,
+    PreparedDeployment,
+    SchedulerKind,
+    engine_scheduler,
+    prepare,
+)
 
 VIDUR = "vidur@2024"
 

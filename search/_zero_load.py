@@ -21,8 +21,7 @@ from functools import lru_cache
 import numpy as np
 
 from estimators import BatchShape
-from simulator import weighted_percentiles
-from simulator._deployment import PreparedDeployment
+from simulator import PreparedDeployment, weighted_percentiles
 from workloads import Workload
 
 __all__ = ["ZERO_LOAD_METRICS", "zero_load_percentile"]

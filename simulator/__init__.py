@@ -7,14 +7,21 @@
 from __future__ import annotations
 
 from simulator._config import (
+    DEFAULT_CHUNK_SIZE,
     ClusterConfig,
     GlobalSchedulerKind,
     RunOptions,
     SchedulerConfig,
     SchedulerKind,
 )
+from simulator._deployment import Deployment, PreparedDeployment, engine_scheduler, prepare
 from simulator._engine import Hardware, Simulation
-from simulator._metrics import request_token_times, weighted_percentiles
+from simulator._metrics import (
+    request_arrays,
+    request_token_times,
+    summarize,
+    weighted_percentiles,
+)
 from simulator._result import SimulationResult
 
 
@@ -24,15 +31,22 @@ def simulate(*args, **kwargs) -> SimulationResult:
 
 
 __all__ = [
+    "DEFAULT_CHUNK_SIZE",
     "ClusterConfig",
+    "Deployment",
     "GlobalSchedulerKind",
     "Hardware",
+    "PreparedDeployment",
     "RunOptions",
     "SchedulerConfig",
     "SchedulerKind",
     "Simulation",
     "SimulationResult",
+    "engine_scheduler",
+    "prepare",
+    "request_arrays",
     "request_token_times",
     "simulate",
+    "summarize",
     "weighted_percentiles",
 ]

@@ -34,7 +34,7 @@ import numpy as np
 from estimators import Precision, load_engine, load_model
 from search._validate._aic_silicon import DatasetError
 from search._validate._run import engine_deployment
-from simulator._deployment import Deployment, prepare
+from simulator import Deployment, prepare
 from sku_catalog import load_catalog
 from workloads import Gamma, Poisson, Workload
 

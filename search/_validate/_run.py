@@ -24,8 +24,7 @@ from estimators import (
 from estimators._roofline import roofline_table
 from search._validate._aic_silicon import ValidationPoint
 from search._validate._holdout import HoldOutFold
-from simulator import SchedulerConfig, SchedulerKind
-from simulator._deployment import Deployment, engine_scheduler, prepare
+from simulator import Deployment, SchedulerConfig, SchedulerKind, engine_scheduler, prepare
 from sku_catalog import GpuSku, load_catalog
 from workloads import Workload
 
