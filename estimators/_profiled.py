@@ -422,12 +422,9 @@ class ProfiledEstimator(RooflineEstimator):
         op = next(o for o in self.layer_ops if o.name == name)
         return _token_op_time(op, float(m), self._k)
 
-    def _layer_token_part(self, nt: int) -> tuple[float, float, float]:
-        hit = self._layer_cache.get(nt)
-        if hit is not None:
-            return hit
-        t, fl, by = super()._layer_token_part(nt)  # flops and bytes as the roofline counts
-        m = float(nt)
+    # the roofline's token-level hooks (FLOPs and bytes stay counted as the roofline counts)
+
+    def _layer_seconds(self, m: float) -> float:
         t = 0.0
         for op in self._roof_layer_ops:
             t += _token_op_time(op, m, self._k)
@@ -435,21 +432,13 @@ class ProfiledEstimator(RooflineEstimator):
             t += curve(m)
         if self.tp > 1:
             t += 2 * self.all_reduce_time(self._act_row_bytes * m)
-        hit = (t, fl, by)
-        self._layer_cache[nt] = hit
-        return hit
+        return t
 
-    def _head_part(self, ns: int) -> tuple[float, float, float]:
-        hit = self._seq_cache.get(ns)
-        if hit is not None:
-            return hit
-        t, fl, by = super()._head_part(ns)
-        if self._head_curve is not None and ns > 0:
-            m = float(ns)
+    def _head_seconds(self, m: float) -> float:
+        t = super()._head_seconds(m)
+        if self._head_curve is not None and m > 0:
             t += self._head_curve(m) - _token_op_time(self.lm_head_op, m, self._k)
-        hit = (t, fl, by)
-        self._seq_cache[ns] = hit
-        return hit
+        return t
 
     def prefill_attention_time(self, batch: BatchShape) -> float:
         """Seconds of one layer's prefill attention: the context table at the chunks'

@@ -565,37 +565,35 @@ class RooflineEstimator:
         hit = self._layer_cache.get(nt)
         if hit is not None:
             return hit
-        k = self._k
-        t = 0.0
         fl = 0.0
         by = 0.0
         m = float(nt)
         for op in self.layer_ops:
-            t += _token_op_time(op, m, k)
             fl += op.flops_per_token * m * op.count
             by += (op.fixed_bytes + op.bytes_per_token * m) * op.count
-        if self.tp > 1:
-            t += 2 * self.all_reduce_time(self._act_row_bytes * m)
-        hit = (t, fl, by)
+        hit = (self._layer_seconds(m), fl, by)
         self._layer_cache[nt] = hit
         return hit
+
+    def _layer_seconds(self, m: float) -> float:
+        """Seconds of one layer's token-level ops and its TP all-reduces for m tokens (the
+        `_layer_token_part` hook, which backends override; FLOPs and bytes stay counted
+        there)."""
+        k = self._k
+        t = 0.0
+        for op in self.layer_ops:
+            t += _token_op_time(op, m, k)
+        if self.tp > 1:
+            t += 2 * self.all_reduce_time(self._act_row_bytes * m)
+        return t
 
     def _head_part(self, ns: int) -> tuple[float, float, float]:
         """(seconds, flops, bytes) of LM head + logits gather + sampling for `ns` sequences."""
         hit = self._seq_cache.get(ns)
         if hit is not None:
             return hit
-        k = self._k
         m = float(ns)
-        t = _token_op_time(self.lm_head_op, m, k) + _token_op_time(self.sampler_op, m, k)
-        if self.tp > 1:  # gather the vocab-parallel logits
-            t += _ring_allgather(
-                m * self.model.vocab_size * _ACT_BYTES,
-                self.tp,
-                self.tp_link_bw,
-                self._ar_eff,
-                self._ar_lat,
-            )
+        t = self._head_seconds(m)
         fl = (self.lm_head_op.flops_per_token + self.sampler_op.flops_per_token) * m
         by = (
             self.lm_head_op.fixed_bytes
@@ -605,6 +603,21 @@ class RooflineEstimator:
         hit = (t, fl, by)
         self._seq_cache[ns] = hit
         return hit
+
+    def _head_seconds(self, m: float) -> float:
+        """Seconds of the LM head, the logits gather and sampling for m sequences (the
+        `_head_part` hook)."""
+        k = self._k
+        t = _token_op_time(self.lm_head_op, m, k) + _token_op_time(self.sampler_op, m, k)
+        if self.tp > 1:  # gather the vocab-parallel logits
+            t += _ring_allgather(
+                m * self.model.vocab_size * _ACT_BYTES,
+                self.tp,
+                self.tp_link_bw,
+                self._ar_eff,
+                self._ar_lat,
+            )
+        return t
 
     def _token_entry(self, nt: int, ns: int) -> _Entry:
         """(stage base times, pp hop, cpu overhead, flops, bytes) of the token-level part."""
