@@ -169,8 +169,8 @@ class Replica:
         self.busy_time += end - now
         stage_free[0] = end
         spans = self.sim.stage_spans
-        batch_index = len(self.sim.batches)  # the row `record_batch` appends below
-        if spans is not None:
+        if spans is not None:  # only for --trace-out: nothing added to the hot path otherwise
+            batch_index = len(self.sim.batches)  # the row `record_batch` appends below
             spans.append((self.id, 0, now, end, batch_index))
         for s in range(1, self.pp):
             start = end + cost.pp_hop_time
