@@ -62,11 +62,16 @@ def emit_records(rows: list[dict[str, Any]], fmt: str) -> None:
     writer = csv.DictWriter(out, fieldnames=fields, lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        writer.writerow({
-            k: json.dumps(v, default=str) if isinstance(v, dict | list) else v
-            for k, v in row.items()
-        })  # fmt: skip
+        writer.writerow({k: json_text(v) for k, v in row.items()})
     click.echo(out.getvalue(), nl=False)
+
+
+def json_text(value: Any) -> Any:
+    """A nested value (dict or list) as JSON text for a flat format (CSV, Parquet); others as
+    they are."""
+    import json
+
+    return json.dumps(value, default=str) if isinstance(value, dict | list) else value
 
 
 def _plain(value: Any) -> Any:

@@ -11,6 +11,7 @@ from rich.console import Console
 from search._cli_common import (
     db_option,
     emit_records,
+    json_text,
     open_db,
     print_table,
     records_options,
@@ -179,7 +180,7 @@ def results_export(job, db, sku, scheduler, slo, out: Path) -> None:
     suffix = out.suffix.lower()
     # flat formats: the nested columns as JSON text (their keys vary by row)
     flat = frame.assign(
-        **{col: frame[col].map(_json_text) for col in ("params", "slo_detail")}
+        **{col: frame[col].map(json_text) for col in ("params", "slo_detail")}
     )
     with writing(out, "--out"):
         if suffix == ".csv":
@@ -189,10 +190,6 @@ def results_export(job, db, sku, scheduler, slo, out: Path) -> None:
         else:
             flat.to_parquet(out, index=False)
     click.echo(f"wrote {len(frame)} configurations to {out}")
-
-
-def _json_text(value):
-    return json.dumps(value) if isinstance(value, dict | list) else value
 
 
 @click.group("pareto")
