@@ -20,7 +20,14 @@ from search._cli_common import (
 from search._outputs import check_output_file, writing
 from search._plot import PLOT_FORMATS
 
-console = Console()
+console = Console()  # made again when a command group runs (`_fresh_console`)
+
+
+def _fresh_console() -> None:
+    """A console for this invocation: rich reads the terminal's width (COLUMNS) when a console
+    is made, and a module outlives one command when several run in one process."""
+    global console
+    console = Console()
 
 EXPORT_FORMATS = (".csv", ".json", ".parquet")
 
@@ -52,6 +59,7 @@ def filter_options(func):
 @click.group("results")
 def results_group() -> None:
     """Query a job's results (JOB defaults to the latest job)."""
+    _fresh_console()
 
 
 @results_group.command("list")
@@ -195,6 +203,7 @@ def results_export(job, db, sku, scheduler, slo, out: Path) -> None:
 @click.group("pareto")
 def pareto_group() -> None:
     """Pareto frontiers of a job: QPS per dollar against latency."""
+    _fresh_console()
 
 
 @pareto_group.command("plot")

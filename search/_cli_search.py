@@ -16,7 +16,14 @@ from rich.table import Table
 from search._cli_common import db_option, emit_records, open_db, records_options, user_errors
 from search._upload import DEFAULT_MAX_BYTES
 
-console = Console()
+console = Console()  # made again when a command group runs (`_fresh_console`)
+
+
+def _fresh_console() -> None:
+    """A console for this invocation: rich reads the terminal's width (COLUMNS) when a console
+    is made, and a module outlives one command when several run in one process."""
+    global console
+    console = Console()
 
 
 @click.group("search")
@@ -30,6 +37,7 @@ def search_group() -> None:
       llmcap search run examples/quick.yaml            # local Ray, results in results.db
       llmcap search submit spec.yaml --address http://HEAD:8265 --db postgresql://...
     """
+    _fresh_console()
 
 
 max_configurations_option = click.option(
@@ -395,6 +403,7 @@ def cancel(ray_job_id: str, address: str) -> None:
 @click.group("jobs")
 def jobs_group() -> None:
     """Search jobs recorded in the results database."""
+    _fresh_console()
 
 
 @jobs_group.command("list")
