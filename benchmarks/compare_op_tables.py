@@ -46,19 +46,24 @@ def _stats(ratios: np.ndarray) -> str:
     )
 
 
+_AIC_DTYPE = {"bf16": "bfloat16", "fp16": "bfloat16", "fp8": "fp8"}
+
+
 def compare_gemms(tables, aic: AicOpTables, min_s: float) -> dict[str, np.ndarray]:
-    """Ratios per model label (the ``op`` column's first word), GEMMs of >= min_s only."""
+    """Ratios per dtype and model label (the ``op`` column's first word), each dtype against
+    aiconfigurator's GEMMs of that dtype, GEMMs of >= min_s only."""
     gemm = pd.read_csv(tables.directory / "gemm.csv")
-    _, cube = aic.gemm_cube("bfloat16")
     out: dict[str, list[float]] = {}
-    for (n, k), rows in gemm.groupby(["n", "k"]):
-        curve = gemm_curve(cube, int(n), int(k))
+    for (dtype, n, k), rows in gemm.groupby(["dtype", "n", "k"]):
+        _, cube = aic.gemm_cube(_AIC_DTYPE[str(dtype)])
+        curve = gemm_curve(cube, int(n), int(k)) if cube is not None else None
         if curve is None:
             continue
         med = rows.groupby("m")["latency_ms"].median() * 1e-3
         med = med[med >= min_s]
         ratio = med.to_numpy() / curve.many(med.index.to_numpy(dtype=float))
-        label = str(rows["op"].iloc[0]).split(" ")[0] if "op" in rows else "all"
+        label = str(rows["op"].iloc[0]).split(" ")[0] if "op" in rows else ""
+        label = f"{dtype} {label}".strip()
         out.setdefault(label, []).extend(ratio)
     return {k: np.array(v) for k, v in out.items()}
 

@@ -12,11 +12,12 @@ The format: a directory holding
 
 ``meta.yaml``
     ``format: llmcap-op-tables``, ``version: 1``, ``source`` (``llmcap-profiler``, ``vidur``,
-    ...), ``device`` (``cuda`` or ``cpu``), ``dtype`` (``bf16``, ``fp16`` or ``fp8``: the GEMM
-    precision measured), ``date`` (ISO 8601); optional ``gpu_name`` (as the driver reports
-    it), ``sku`` (the catalog SKU id the tables stand for; empty when the device is not in
-    the catalog, and then the tables are used for whichever SKU is simulated), ``driver``,
-    ``cuda``, ``torch`` (versions), ``model`` and ``tp`` (what was profiled), ``notes``.
+    ...), ``device`` (``cuda`` or ``cpu``), ``dtype`` (``bf16``, ``fp16`` or ``fp8``, or a
+    list of them: the GEMM precisions measured), ``date`` (ISO 8601); optional ``gpu_name``
+    (as the driver reports it), ``sku`` (the catalog SKU id the tables stand for; empty when
+    the device is not in the catalog, and then the tables are used for whichever SKU is
+    simulated), ``driver``, ``cuda``, ``torch`` (versions), ``model`` and ``tp`` (what was
+    profiled), ``notes``.
 ``gemm.csv`` (required)
     one ``[m, k] x [k, n]`` GEMM (``y = x W^T`` with ``x`` of m tokens and k input features,
     n output features) per row: ``dtype`` (bf16, fp16, fp8), ``m``, ``n``, ``k`` (positive
@@ -73,6 +74,8 @@ __all__ = [
     "OpTablesMeta",
     "layer_gemm_shapes",
     "load_op_tables",
+    "resolve_op_tables",
+    "shipped_op_tables",
     "utc_now",
     "write_op_tables",
 ]
@@ -94,6 +97,7 @@ OPTIONAL_COLUMNS: dict[str, tuple[str, ...]] = {
     "allreduce": ("implementation",),
 }
 DTYPES = ("bf16", "fp16", "fp8")
+GemmDtype = Literal["bf16", "fp16", "fp8"]
 # the backend asks in aiconfigurator's spelling: 16-bit tables answer for "bfloat16"
 _ASKED_DTYPES = {"bfloat16": ("bf16", "fp16"), "fp8": ("fp8",)}
 _ELEM_BYTES = 2.0  # the backend asks for all-reduces in 16-bit elements
@@ -189,7 +193,7 @@ class OpTablesMeta(BaseModel):
     version: Literal[1] = 1
     source: str
     device: Literal["cuda", "cpu"]
-    dtype: Literal["bf16", "fp16", "fp8"]
+    dtype: GemmDtype | list[GemmDtype]
     date: str
     gpu_name: str | None = None
     sku: str | None = None
@@ -401,14 +405,39 @@ def _signature(directory: Path) -> tuple:
     return tuple(out)
 
 
-def load_op_tables(directory: str | Path) -> LlmcapOpTables:
-    """The op tables of `directory` (cached per process while its files are unchanged);
-    raises OpTablesError naming the directory, file or field that is wrong."""
+SHIPPED_DIR = Path(__file__).parent / "data" / "op_tables"
+
+
+def shipped_op_tables() -> list[str]:
+    """Names of the op tables that ship with llmcap (``<sku>/<model>``, measured by
+    `llmcap profile run` on that GPU; see data/op_tables/README.md)."""
+    if not SHIPPED_DIR.is_dir():
+        return []
+    metas = SHIPPED_DIR.glob(f"*/*/{META_FILE}")
+    return sorted(f"{meta.parent.parent.name}/{meta.parent.name}" for meta in metas)
+
+
+def resolve_op_tables(directory: str | Path) -> Path:
+    """The directory `directory` names: a path, or else the name of shipped tables
+    (``h100-sxm/llama-3.1-8b``); raises OpTablesError naming what exists."""
     path = Path(directory).expanduser()
-    if not path.is_dir():
-        what = "is not a directory" if path.exists() else "does not exist"
-        raise OpTablesError(f"op tables {directory}: {what} (write one with `llmcap profile`)")
-    path = path.resolve()
+    if path.is_dir():
+        return path.resolve()
+    shipped = shipped_op_tables()
+    if str(directory) in shipped:
+        return SHIPPED_DIR / str(directory)
+    what = "is not a directory" if path.exists() else "does not exist"
+    raise OpTablesError(
+        f"op tables {directory}: {what} (write one with `llmcap profile`, or name shipped "
+        f"tables: {', '.join(shipped) or 'none'})"
+    )
+
+
+def load_op_tables(directory: str | Path) -> LlmcapOpTables:
+    """The op tables of `directory` (a path or a shipped name, see `resolve_op_tables`;
+    cached per process while its files are unchanged); raises OpTablesError naming the
+    directory, file or field that is wrong."""
+    path = resolve_op_tables(directory)
     return _load_cached(path, _signature(path))
 
 

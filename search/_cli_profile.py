@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -11,6 +13,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from search._cli_common import user_errors
+from search._progress import DEFAULT_EVERY_S, eta_seconds, format_duration
 
 PROFILE_EPILOG = """
 \b
@@ -32,7 +35,7 @@ RUN_EPILOG = """
 \b
 Examples:
   llmcap profile run --model meta-llama/Llama-3.1-8B --tp 1,2,4,8 --out tables/h100-llama8b
-  llmcap profile run --model meta-llama/Llama-3.1-70B --tp 4,8 --dtype fp8 --out tables/fp8
+  llmcap profile run --model meta-llama/Llama-3.1-70B --tp 4,8 --dtype bf16,fp8 --out t/70b
   llmcap profile run --model path/to/config.json --tp 1,2 --device cpu --quick --out /tmp/t
 
 \b
@@ -90,6 +93,14 @@ def _tp_list(_ctx: click.Context, _param: click.Parameter, value: str) -> list[i
     return sorted(set(tps))
 
 
+def _dtype_list(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple[str, ...]:
+    dtypes = tuple(dict.fromkeys(v.strip().lower() for v in value.split(",") if v.strip()))
+    bad = [d for d in dtypes if d not in ("bf16", "fp8")]
+    if bad or not dtypes:
+        raise click.BadParameter(f"{value!r}: bf16, fp8, or both as bf16,fp8")
+    return dtypes
+
+
 @profile_group.command("run", epilog=RUN_EPILOG)
 @click.option(
     "--model",
@@ -107,10 +118,13 @@ def _tp_list(_ctx: click.Context, _param: click.Parameter, value: str) -> list[i
 )
 @click.option(
     "--dtype",
-    type=click.Choice(["bf16", "fp8"], case_sensitive=False),
+    "dtypes",
     default="bf16",
     show_default=True,
-    help="Precision of the layer GEMMs (attention and the LM head are timed in bf16).",
+    callback=_dtype_list,
+    metavar="LIST",
+    help="Precisions of the layer GEMMs: bf16, fp8 or bf16,fp8 (attention and the LM head "
+    "are timed in bf16, once).",
 )
 @click.option(
     "--device",
@@ -139,7 +153,7 @@ def _tp_list(_ctx: click.Context, _param: click.Parameter, value: str) -> list[i
 def profile_run(
     model: str,
     tps: list[int],
-    dtype: str,
+    dtypes: tuple[str, ...],
     device: str | None,
     quick: bool,
     sku: str | None,
@@ -162,7 +176,7 @@ def profile_run(
         load_model(model),
         model,
         tps,
-        dtype=dtype.lower(),
+        dtypes=dtypes,
         device=device.lower() if device else None,
         quick=quick,
         sku=sku,
@@ -190,24 +204,41 @@ def _print_written(files: list[Path], rows: dict[str, int]) -> None:
 
 
 @contextmanager
-def _progress(console: Console) -> Iterator[Callable[[int, int, str], None] | None]:
-    """A transient progress bar of measurements, on a terminal only."""
-    if not console.is_terminal:
-        yield None
+def _progress(console: Console) -> Iterator[Callable[[int, int, str], None]]:
+    """Progress of the measurements: a transient bar on a terminal, else a plain line at
+    most every LLMCAP_PROGRESS_EVERY seconds (a GPU job's log is never silent for long)."""
+    if console.is_terminal:
+        columns = (
+            TextColumn("profiling {task.description:<22}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+        )
+        with Progress(*columns, console=console, transient=True) as progress:
+            task = progress.add_task("", total=None)
+
+            def update(done: int, total: int, label: str) -> None:
+                progress.update(task, completed=done, total=total, description=label)
+
+            yield update
         return
-    columns = (
-        TextColumn("profiling {task.description:<22}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-    )
-    with Progress(*columns, console=console, transient=True) as progress:
-        task = progress.add_task("", total=None)
+    every = float(os.environ.get("LLMCAP_PROGRESS_EVERY", DEFAULT_EVERY_S))
+    started = time.monotonic()
+    last = [started]
 
-        def update(done: int, total: int, label: str) -> None:
-            progress.update(task, completed=done, total=total, description=label)
+    def line(done: int, total: int, label: str) -> None:
+        now = time.monotonic()
+        if now - last[0] < every and done < total:
+            return
+        last[0] = now
+        eta = eta_seconds(now - started, done, total)
+        console.print(
+            f"profiling: {done}/{total} measurements ({label}), elapsed "
+            f"{format_duration(now - started)}, ETA {format_duration(eta)}",
+            soft_wrap=True,
+        )
 
-        yield update
+    yield line
 
 
 @profile_group.command("import-vidur", epilog=IMPORT_EPILOG)

@@ -119,6 +119,16 @@ deployment the JSON does not record: --gpu, --tp, --pp, --engine, --model, --pre
     "to the roofline there.",
 )
 @click.option(
+    "--op-tables",
+    "op_tables",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    metavar="DIR",
+    help="aic-silicon: time the operators from these tables (`llmcap profile run`) instead "
+    "of aiconfigurator's; needs --estimator profiled or auto, and keeps the points of the "
+    "GPU they were measured on.",
+)
+@click.option(
     "--requests-per-slot",
     type=click.IntRange(min=1),
     default=10,
@@ -163,6 +173,7 @@ def validate(
     filters: tuple[str, ...],
     with_aic: bool,
     estimator: str,
+    op_tables: Path | None,
     requests_per_slot: int,
     engines: str,
     workers: int | None,
@@ -184,6 +195,8 @@ def validate(
     )
 
     if datasets != ("aic-silicon",):
+        if op_tables is not None:
+            raise SpecError("--op-tables: only --dataset aic-silicon reads operator tables")
         serving = {"gpu": gpu, "tp": tp, "pp": pp, "engine": engine, "model": model}
         from search._cli_validate_datasets import run_other_datasets
 
@@ -207,8 +220,13 @@ def validate(
             load_engine(engines)
         except UnknownEngineError as exc:
             raise SpecError(f"--engines: {exc}") from None
+    tables_sku = _op_tables_sku(op_tables, estimator) if op_tables is not None else None
     selection = load_aic_silicon()
     points = _apply_filters(selection.points, filters)
+    tables_note = ""
+    if tables_sku:
+        points = [p for p in points if p.sku == tables_sku]
+        tables_note = f" (the {tables_sku} points: the op tables' GPU)"
     if limit is not None and limit < len(points):
         step = len(points) / limit
         points = [points[int(i * step)] for i in range(limit)]
@@ -218,9 +236,9 @@ def validate(
         f"(skipped: {skipped})"
     )
     if not points:
-        raise SpecError("no point matches the filters")
+        raise SpecError("no point matches the filters" + tables_note)
     if len(points) != len(selection.points):
-        click.echo(f"validating {len(points)} of them")
+        click.echo(f"validating {len(points)} of them{tables_note}")
     if with_aic:
         from search._validate._aic_estimate import aic_available
 
@@ -235,6 +253,7 @@ def validate(
             on_done=advance,
             estimator=estimator,
             engines=engines,
+            op_tables=str(op_tables) if op_tables is not None else None,
         )
     failed = [r for r in results if not r.ok]
     elapsed = time.perf_counter() - started
@@ -297,6 +316,20 @@ def _held_out(
             rows.append((fold, mine, held))
     click.echo(f"held-out folds: {len(rows)} in {time.perf_counter() - started:.0f} s")
     print_held_out(rows, console=_console())
+
+
+def _op_tables_sku(op_tables: Path, estimator: str) -> str | None:
+    """The catalog SKU the tables were measured on (None: they name none and time every
+    point); SpecError for tables the estimator cannot read."""
+    from estimators._op_tables import load_op_tables
+    from search._errors import SpecError
+    from search._op_tables_input import check_op_tables
+
+    try:
+        check_op_tables(estimator, op_tables, [])
+        return load_op_tables(op_tables).meta.sku
+    except ValueError as exc:
+        raise SpecError(f"--op-tables: {exc}") from None
 
 
 def _apply_filters(points: list, filters: tuple[str, ...]) -> list:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from estimators._op_tables import load_op_tables
+from estimators._op_tables import load_op_tables, resolve_op_tables
 
 __all__ = ["check_op_tables", "op_tables_digest"]
 
@@ -37,7 +37,7 @@ def op_tables_digest(op_tables: Path) -> str:
     """sha256 of the directory's tables (meta and CSVs, by name), so results computed from
     other measurements are never taken for these."""
     digest = hashlib.sha256()
-    for path in sorted(Path(op_tables).iterdir()):
+    for path in sorted(resolve_op_tables(op_tables).iterdir()):
         if path.is_file() and path.suffix in (".csv", ".yaml"):
             digest.update(path.name.encode())
             digest.update(path.read_bytes())

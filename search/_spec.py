@@ -301,8 +301,9 @@ class SearchSpec(_Strict):
     )
     op_tables: Path | None = Field(
         None,
-        description="A directory of llmcap op tables (`llmcap profile`) that profiled and "
-        "auto read instead of aiconfigurator-core's; readable where the workers run.",
+        description="A directory of llmcap op tables (`llmcap profile`), or the name of "
+        "shipped ones (`llmcap catalog op-tables`), that profiled and auto read instead of "
+        "aiconfigurator-core's; readable where the workers run.",
     )
     engine: str = Field(
         DEFAULT_ENGINE,

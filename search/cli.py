@@ -88,6 +88,7 @@ def cli() -> None:
       llmcap catalog skus                    the GPUs you can deploy on, with prices
       llmcap catalog models                  the built-in model architectures
       llmcap catalog workloads               the built-in workloads and their lengths
+      llmcap catalog op-tables               operator tables measured on GPUs
       llmcap validate                        the simulator against measured results
       llmcap profile run --help              measure operator tables on your GPU
       llmcap plan run examples/capacity_plan.yaml  fleets and costs for forecast traffic
@@ -177,6 +178,40 @@ def catalog_workloads(wide: bool, fmt: str | None) -> None:
     print_table(table, whole=wide)
 
 
+@catalog.command("op-tables")
+@records_options
+def catalog_op_tables(fmt: str | None) -> None:
+    """Operator tables that ship with llmcap, measured on real GPUs by `llmcap profile run`
+    (`--estimator profiled --op-tables NAME`)."""
+    from rich import box
+    from rich.table import Table
+
+    from estimators._op_tables import load_op_tables, shipped_op_tables
+
+    rows = []
+    for name in shipped_op_tables():
+        meta = load_op_tables(name).meta
+        dtypes = meta.dtype if isinstance(meta.dtype, list) else [meta.dtype]
+        rows.append({
+            "name": name, "sku": meta.sku, "gpu": meta.gpu_name, "model": meta.model,
+            "tp": ",".join(map(str, meta.tp or [])), "gemm_dtypes": ",".join(dtypes),
+            "date": meta.date[:10], "torch": meta.torch, "driver": meta.driver,
+        })  # fmt: skip
+    if fmt:
+        emit_records(rows, fmt)
+        return
+    table = Table(
+        title="Shipped operator tables (--op-tables NAME)", title_justify="left",
+        box=box.SIMPLE_HEAD,
+    )  # fmt: skip
+    columns = ["name", "gpu", "tp", "gemm_dtypes", "date", "torch"]
+    for col in columns:
+        table.add_column(col.replace("_", " "), no_wrap=True)
+    for row in rows:
+        table.add_row(*(str(row[c] or "") for c in columns))
+    print_table(table)
+
+
 # -- simulate ----------------------------------------------------------------
 
 SIMULATE_EPILOG = """
@@ -191,6 +226,8 @@ Examples:
   llmcap simulate --config run.yaml --json > summary.json
   llmcap simulate --model meta-llama/Llama-3.1-8B --sku h100-sxm --estimator profiled \\
       --op-tables tables/h100-llama8b        # tables from `llmcap profile run`
+  llmcap simulate --model meta-llama/Llama-3.1-70B --sku h200 --tp 4 --estimator profiled \
+      --op-tables h200/llama-3.1-70b         # shipped tables: `llmcap catalog op-tables`
 
 \b
 Workload sources: a built-in name (chat, code, summarization, fixed-1k-128), or a trace file:
@@ -335,7 +372,8 @@ def _choice(enum_values: list[str]) -> click.Choice:
     default=None,
     metavar="DIR",
     help="Operator tables written by `llmcap profile run` or `llmcap profile import-vidur`, "
-    "read by --estimator profiled/auto instead of aiconfigurator-core's.",
+    "or the name of shipped ones (`llmcap catalog op-tables`), read by --estimator "
+    "profiled/auto instead of aiconfigurator-core's.",
 )
 @click.option(
     "--workload",

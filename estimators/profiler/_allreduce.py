@@ -51,7 +51,10 @@ def _worker(
         for nbytes in sizes:
             buf = torch.randn(nbytes // 2, device=device, dtype=torch.bfloat16)
             dist.barrier()
-            median = time_op(torch, device, lambda buf=buf: dist.all_reduce(buf), warmup, repeats)
+            # eager: every rank must capture a collective alike, so no CUDA graph here
+            median, _ = time_op(
+                torch, device, [lambda buf=buf: dist.all_reduce(buf)], warmup, repeats, graph=False
+            )
             slowest = torch.tensor([median * 1e3], device=device)
             dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
             rows.append({"num_gpus": world, "message_bytes": nbytes, "latency_ms": slowest.item()})

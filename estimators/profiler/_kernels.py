@@ -2,9 +2,16 @@
 
 Each ``*_op`` function allocates its inputs once (random normal values: the kernels'
 speed does not depend on the values, but all-zero inputs can take shortcuts) and returns a
-closure that runs the operator once.  `time_op` runs it ``warmup`` times, then ``repeats``
-times, each timed alone (CUDA events on a GPU, ``time.perf_counter`` on the CPU), and
-returns the median in seconds.
+closure that runs the operator once.
+
+`time_op` times a list of such closures, each over its own copy of the inputs, and returns
+the median seconds of one call.  On a GPU the list is captured once in a CUDA graph and
+the graph replayed between two CUDA events, as engines replay their decode steps: the
+kernels run back to back with no host launch gap, and the copies (together at least twice
+the L2 cache, see `rotation_copies`) make each call read its operands from HBM, as a layer
+does whose weights were evicted by the layers before it.  Where capture fails the same calls
+run eagerly between the events.  On the CPU each call is timed alone with
+``time.perf_counter``.
 
 Attention is torch's ``scaled_dot_product_attention`` (flash or memory-efficient kernels
 where torch has them for the device, the math kernel elsewhere): prefill causal over whole
@@ -20,40 +27,110 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["decode_op", "gemm_op", "prefill_op", "time_op", "torch_dtype"]
+__all__ = [
+    "MAX_COPIES",
+    "ROTATION_BYTES",
+    "decode_op",
+    "gemm_op",
+    "prefill_op",
+    "rotation_copies",
+    "time_op",
+    "torch_dtype",
+]
 
 
 def torch_dtype(torch: Any, name: str) -> Any:
     return {"bf16": torch.bfloat16, "fp16": torch.float16}[name]
 
 
-def time_op(torch: Any, device: str, fn: Callable[[], Any], warmup: int, repeats: int) -> float:
-    """Median seconds of one call of `fn` after `warmup` untimed calls."""
-    for _ in range(warmup):
-        fn()
-    samples: list[float] = []
-    if device == "cuda":
-        torch.cuda.synchronize()
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        for _ in range(repeats):
-            start.record()
+ROTATION_BYTES = 128 << 20  # inputs rotated through per timed call: over twice an H100's L2
+MAX_COPIES = 64
+
+
+def rotation_copies(input_bytes: int, budget_bytes: int) -> int:
+    """How many copies of an operator's inputs to rotate through on a GPU: enough that
+    together they span `ROTATION_BYTES` (so no call finds its operands in L2), at most
+    `MAX_COPIES`, and never more than fit in `budget_bytes`."""
+    want = -(-ROTATION_BYTES // max(1, input_bytes))
+    fit = max(1, budget_bytes // max(1, input_bytes))
+    return max(1, min(want, MAX_COPIES, fit))
+
+
+def time_op(
+    torch: Any,
+    device: str,
+    fns: list[Callable[[], Any]],
+    warmup: int,
+    repeats: int,
+    graph: bool = True,
+) -> tuple[float, str]:
+    """Median seconds of one call of the closures in `fns` (each the same operator over its
+    own inputs), and how it was timed: ``cuda-graph``, ``cuda-events`` (eager: `graph`
+    False, or capture failed) or ``perf-counter`` (CPU)."""
+    if device != "cuda":
+        fn = fns[0]
+        for _ in range(warmup):
             fn()
-            end.record()
-            end.synchronize()
-            samples.append(start.elapsed_time(end) * 1e-3)  # ms -> s
-    else:
+        samples = []
         for _ in range(repeats):
             t0 = time.perf_counter()
             fn()
             samples.append(time.perf_counter() - t0)
-    return statistics.median(samples)
+        return statistics.median(samples), "perf-counter"
+    run_all = _cuda_graph(torch, fns) if graph else None
+    method = "cuda-graph"
+    if run_all is None:
+        method = "cuda-events"
+
+        def run_all() -> None:
+            for fn in fns:
+                fn()
+
+    for _ in range(max(1, warmup)):
+        run_all()
+    torch.cuda.synchronize()
+    start = torch.cuda.Event(enable_timing=True)
+    end = torch.cuda.Event(enable_timing=True)
+    samples = []
+    for _ in range(repeats):
+        start.record()
+        run_all()
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end) * 1e-3 / len(fns))  # ms -> s, per call
+    return statistics.median(samples), method
+
+
+def _cuda_graph(torch: Any, fns: list[Callable[[], Any]]) -> Callable[[], Any] | None:
+    """The calls of `fns` captured in one CUDA graph, as its replay; None when the
+    operators cannot be captured (the caller then runs them eagerly)."""
+    try:
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # warm-up off the capture stream, as torch asks
+            for fn in fns:
+                fn()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for fn in fns:
+                fn()
+    except RuntimeError:
+        torch.cuda.synchronize()
+        return None
+    return graph.replay
 
 
 def gemm_op(torch: Any, device: str, dtype: str, m: int, n: int, k: int) -> Callable[[], Any]:
-    """``y = x W^T`` with x [m, k] and W [n, k]: a linear layer's GEMM.  fp8: both operands
-    in float8_e4m3fn, per-tensor scales, bf16 output (``torch._scaled_mm``; m padded to a
-    multiple of 16, as the fp8 kernels require)."""
+    """``y = x W^T`` with x [m, k] and W [n, k]: a linear layer's GEMM.
+
+    fp8: both operands in float8_e4m3fn, per-tensor scales, bf16 output
+    (``torch._scaled_mm``, cuBLASLt; m padded to a multiple of 16, as the fp8 kernels
+    require).  The activations' quantization is not timed: vLLM fuses it into the RMSNorm
+    before the layer.  Per-token scales are not used either: torch's row-wise scaled kernel
+    was measured 1.5-3x slower on an H100 than the engines' CUTLASS kernels at these
+    shapes, while the per-tensor one lies within 0.7-1.0x of them
+    (benchmarks/compare_op_tables.py against aiconfigurator's vLLM tables)."""
     if dtype == "fp8":
         mp = -(-m // 16) * 16
         x = torch.randn(mp, k, device=device).to(torch.float8_e4m3fn)

@@ -97,10 +97,12 @@ class ProfilePlan:
     skipped: list[str] = field(default_factory=list)
 
 
-def plan_profile(model: ModelArchitecture, tps: list[int], dtype: str = "bf16") -> ProfilePlan:
+def plan_profile(
+    model: ModelArchitecture, tps: list[int], dtypes: tuple[str, ...] = ("bf16",)
+) -> ProfilePlan:
     """The distinct GEMM and attention shapes of `model` at each TP degree of `tps`, the
-    layer GEMMs in `dtype` (a degree that does not divide the heads is skipped, with a line
-    in ``skipped``)."""
+    layer GEMMs in each of `dtypes` (a degree that does not divide the heads is skipped,
+    with a line in ``skipped``)."""
     plan = ProfilePlan(model, [])
     by_shape: dict[tuple[int, int, str], list[str]] = {}
     for tp in tps:
@@ -112,7 +114,8 @@ def plan_profile(model: ModelArchitecture, tps: list[int], dtype: str = "bf16") 
         plan.tps.append(tp)
         for name, (n, k) in layer_gemm_shapes(model, tp).items():
             label = _GEMM_NAMES[name] if model.gated_mlp or name != "mlp_up_proj" else "up"
-            by_shape.setdefault((n, k, dtype), []).append(f"tp{tp} {label}")
+            for dtype in dtypes:
+                by_shape.setdefault((n, k, dtype), []).append(f"tp{tp} {label}")
         vocab = -(-model.vocab_size // tp)
         by_shape.setdefault((vocab, model.hidden_size, "bf16"), []).append(f"tp{tp} lm_head")
         head = HeadShape(

@@ -18,7 +18,14 @@ from estimators.profiler._device import (
     import_torch,
     sku_for_gpu_name,
 )
-from estimators.profiler._kernels import decode_op, gemm_op, prefill_op, time_op
+from estimators.profiler._kernels import (
+    ROTATION_BYTES,
+    decode_op,
+    gemm_op,
+    prefill_op,
+    rotation_copies,
+    time_op,
+)
 from estimators.profiler._plan import FULL_GRID, QUICK_GRID, ProfileGrid, ProfilePlan, plan_profile
 
 __all__ = ["ProfileResult", "ProfileSettings", "run_profile"]
@@ -26,6 +33,10 @@ __all__ = ["ProfileResult", "ProfileSettings", "run_profile"]
 ATTENTION_DTYPE = "bf16"  # attention and its KV cache are measured in bf16
 _CPU_BYTES_PER_POINT = 1 << 30  # the most input bytes one CPU measurement allocates
 _GPU_MEMORY_SHARE = 0.25  # ... and one GPU measurement, as a share of its memory
+_ROTATION_NOTE = (
+    f" (each call over its own copy of the inputs, copies spanning {ROTATION_BYTES >> 20} MiB: "
+    "operands come from HBM, not L2)"
+)
 
 
 @dataclass(slots=True)
@@ -35,7 +46,7 @@ class ProfileSettings:
     model: ModelArchitecture
     model_ref: str  # the name or config path given, recorded in the meta
     tps: list[int]
-    dtype: str = "bf16"  # of the layer GEMMs: bf16 or fp8 (the LM head stays bf16)
+    dtypes: tuple[str, ...] = ("bf16",)  # of the layer GEMMs: bf16, fp8 (LM head: bf16)
     device: str | None = None  # "cuda", "cpu"; None: CUDA when present
     quick: bool = False
     sku: str | None = None  # the catalog SKU the tables stand for; None: from the GPU name
@@ -118,9 +129,10 @@ def _points(torch: Any, plan: ProfilePlan, grid: ProfileGrid, dev: str) -> list[
 
 
 def _check_dtype(s: ProfileSettings, info: DeviceInfo) -> None:
-    if s.dtype not in ("bf16", "fp8"):
-        raise ProfilerError(f"--dtype {s.dtype!r}: profile bf16 or fp8")
-    if s.dtype == "fp8" and not info.fp8_gemm:
+    bad = [d for d in s.dtypes if d not in ("bf16", "fp8")]
+    if bad or not s.dtypes:
+        raise ProfilerError(f"--dtype {','.join(bad) or '(none)'}: profile bf16, fp8 or both")
+    if "fp8" in s.dtypes and not info.fp8_gemm:
         raise ProfilerError(
             "--dtype fp8: fp8 GEMMs need an NVIDIA GPU of compute capability 8.9 or newer "
             f"(Ada, Hopper, Blackwell) and torch._scaled_mm; this device: {info.name} "
@@ -138,7 +150,7 @@ def run_profile(
     torch = import_torch()
     info = describe_device(torch, settings.device)
     _check_dtype(settings, info)
-    plan = plan_profile(settings.model, settings.tps, settings.dtype)
+    plan = plan_profile(settings.model, settings.tps, settings.dtypes)
     if not plan.tps:
         raise ProfilerError(
             f"--tp {','.join(map(str, settings.tps))}: no degree divides the "
@@ -163,14 +175,21 @@ def run_profile(
     points = _points(torch, plan, grid, info.device)
     rows: dict[str, list[dict[str, Any]]] = {}
     too_big = 0
+    methods: set[str] = set()
     for i, p in enumerate(points):
         if on_step is not None:
             on_step(i, len(points), p.table)
         if p.input_bytes > budget:
             too_big += 1
             continue
-        seconds = time_op(torch, info.device, p.build(), warmup, repeats)
+        copies = rotation_copies(p.input_bytes, budget) if info.device == "cuda" else 1
+        seconds, method = time_op(
+            torch, info.device, [p.build() for _ in range(copies)], warmup, repeats
+        )
+        methods.add(method)
         rows.setdefault(p.table, []).append({**p.row, "latency_ms": seconds * 1e3})
+        if info.device == "cuda":
+            torch.cuda.empty_cache()  # the copies' inputs and the graph's pool
     if too_big:
         result.notes.append(f"{too_big} point(s) skipped: inputs over {budget / 2**30:.1f} GiB")
     ar_tps = [tp for tp in plan.tps if tp > 1]
@@ -196,7 +215,7 @@ def run_profile(
     meta = OpTablesMeta(
         source="llmcap-profiler",
         device=info.device,  # type: ignore[arg-type]
-        dtype=settings.dtype,  # type: ignore[arg-type]
+        dtype=settings.dtypes[0] if len(settings.dtypes) == 1 else list(settings.dtypes),  # type: ignore[arg-type]
         date=utc_now(),
         gpu_name=info.name,
         sku=sku,
@@ -207,7 +226,14 @@ def run_profile(
         tp=plan.tps,
         notes=(
             f"{'quick' if settings.quick else 'full'} grid; median of {repeats} runs after "
-            f"{warmup} warm-up; random normal inputs; attention: torch SDPA, dense KV"
+            f"{warmup} warm-up; timed by {', '.join(sorted(methods)) or 'nothing'}"
+            f"{_ROTATION_NOTE if info.device == 'cuda' else ''}; random normal inputs; "
+            "attention: torch SDPA, dense KV"
+            + (
+                "; fp8 GEMMs: per-tensor scales, activations already fp8"
+                if "fp8" in settings.dtypes
+                else ""
+            )
         ),
     )
     tables = {kind: pd.DataFrame(r) for kind, r in rows.items()}

@@ -146,17 +146,19 @@ def simulate_point(
     engines: str = AUTO,
     estimator: str = "roofline",
     fold: HoldOutFold | None = None,
+    op_tables: str | None = None,
 ) -> PointResult:
     """Mean TTFT and mean TPOT over the run's requests, as the client reports them.
 
     TPOT per request is (end-to-end - TTFT) / (output tokens - 1); both are averaged over
     every request (the first wave included, as the client counts it; its warm-up requests
     are not part of the measurement and the simulator has no cold start to warm up).
-    `estimator` other than the roofline reads the tables of the point's engine and version.
+    `estimator` other than the roofline reads the tables of the point's engine and version,
+    or the `op_tables` directory (`llmcap profile`'s format) when one is given.
     A hold-out `fold` builds the estimator with the constants refitted without its data.
     """
     with roofline_table(fold.table if fold is not None else None):
-        return _simulate_point(point, requests_per_slot, engines, estimator, fold)
+        return _simulate_point(point, requests_per_slot, engines, estimator, fold, op_tables)
 
 
 def _simulate_point(
@@ -165,6 +167,7 @@ def _simulate_point(
     engines: str,
     estimator: str,
     fold: HoldOutFold | None,
+    op_tables: str | None,
 ) -> PointResult:
     try:
         prepared = prepare(deployment_for(point, engines, fold))
@@ -182,6 +185,7 @@ def _simulate_point(
                     kv_precision=d.resolved_kv_precision(),
                     engine=d.engine if d.engine is not None else point.engine,
                     engine_version=point.engine_version,
+                    op_tables=op_tables,
                 )
     except ValueError as exc:  # DoesNotFitError, ParallelismError
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
@@ -204,9 +208,10 @@ def evaluate_point(
     engines: str = AUTO,
     estimator: str = "roofline",
     fold: HoldOutFold | None = None,
+    op_tables: str | None = None,
 ) -> PointResult:
     """The simulator's answer and, with `with_aic`, aiconfigurator's estimate of one point."""
-    result = simulate_point(point, requests_per_slot, engines, estimator, fold)
+    result = simulate_point(point, requests_per_slot, engines, estimator, fold, op_tables)
     if not with_aic:
         return result
     from search._validate._aic_estimate import estimate_point
@@ -215,7 +220,7 @@ def evaluate_point(
     return replace(result, aic_ttft_ms=aic.ttft_ms, aic_tpot_ms=aic.tpot_ms, aic_error=aic.error)
 
 
-_Item = tuple[ValidationPoint, int, bool, str, str, "HoldOutFold | None"]
+_Item = tuple[ValidationPoint, int, bool, str, str, "HoldOutFold | None", "str | None"]
 
 
 def _evaluate_star(args: _Item) -> PointResult:
@@ -232,6 +237,7 @@ def simulate_points(
     engines: str = AUTO,
     estimator: str = "roofline",
     fold: HoldOutFold | None = None,
+    op_tables: str | None = None,
 ) -> list[PointResult]:
     """Every point's result in input order; `workers` > 1 runs them in a process pool.
 
@@ -239,7 +245,9 @@ def simulate_points(
     engine profile simulates each point (see the module's AUTO); `fold` simulates them
     with constants refitted without the fold's data.
     """
-    items = [(p, requests_per_slot, with_aic, engines, estimator, fold) for p in points]
+    items = [
+        (p, requests_per_slot, with_aic, engines, estimator, fold, op_tables) for p in points
+    ]
     workers = default_workers() if workers is None else workers
     results: dict[int, PointResult] = {}
     for index, result in _evaluate_all(items, workers):

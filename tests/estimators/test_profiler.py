@@ -68,7 +68,7 @@ def test_gpu_names_map_to_catalog_skus():
 def test_fp8_on_a_device_without_fp8_gemms_says_so(tiny_config: Path, tmp_path: Path):
     pytest.importorskip("torch")
     model = load_model(str(tiny_config))
-    settings = ProfileSettings(model, str(tiny_config), [1], dtype="fp8", device="cpu")
+    settings = ProfileSettings(model, str(tiny_config), [1], dtypes=("fp8",), device="cpu")
     with pytest.raises(ProfilerError, match="fp8 GEMMs need an NVIDIA GPU of compute"):
         run_profile(settings, tmp_path / "out")
     assert not (tmp_path / "out").exists()
@@ -135,3 +135,48 @@ def test_allreduce_processes_time_every_size_and_report_the_slowest_rank():
     rows = measure_allreduce(torch, 2, [1 << 10, 1 << 16], warmup=1, repeats=3, device="cpu")
     assert [(r["num_gpus"], r["message_bytes"]) for r in rows] == [(2, 1024), (2, 65536)]
     assert all(0 < r["latency_ms"] < 1e3 and r["implementation"] == "gloo" for r in rows)
+
+
+def test_rotation_spans_twice_the_l2_within_the_memory_budget():
+    from estimators.profiler._kernels import MAX_COPIES, ROTATION_BYTES, rotation_copies
+
+    assert rotation_copies(ROTATION_BYTES // 4, 1 << 40) == 4
+    assert rotation_copies(ROTATION_BYTES // 4 + 1, 1 << 40) == 4  # rounds up: 3 fall short
+    assert rotation_copies(ROTATION_BYTES * 3, 1 << 40) == 1  # one copy is past the L2
+    assert rotation_copies(1, 1 << 40) == MAX_COPIES
+    assert rotation_copies(ROTATION_BYTES // 8, ROTATION_BYTES // 4) == 2  # what fits
+
+
+def test_plan_measures_each_layer_gemm_in_every_dtype_asked_and_the_head_in_bf16():
+    model = load_model("meta-llama/Llama-3.1-8B")
+    plan = plan_profile(model, [1], ("bf16", "fp8"))
+    layer = set(layer_gemm_shapes(model, 1).values())
+    by_dtype = {dt: {(g.n, g.k) for g in plan.gemms if g.dtype == dt} for dt in ("bf16", "fp8")}
+    assert by_dtype["fp8"] == layer and by_dtype["bf16"] == layer | {(128256, 4096)}
+
+
+def test_time_op_on_the_cpu_times_one_call_alone():
+    torch = pytest.importorskip("torch")
+    from estimators.profiler._kernels import time_op
+
+    calls: list[int] = []
+    seconds, method = time_op(torch, "cpu", [lambda: calls.append(1)], warmup=2, repeats=5)
+    assert method == "perf-counter" and len(calls) == 7 and 0 <= seconds < 0.1
+
+
+def test_cuda_graph_timing_of_a_large_gemm_matches_eager_and_small_ones_lose_the_launch_gap():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    from estimators.profiler._kernels import gemm_op, rotation_copies, time_op
+
+    big = [gemm_op(torch, "cuda", "bf16", 8192, 8192, 8192) for _ in range(2)]
+    graphed, method = time_op(torch, "cuda", big, warmup=3, repeats=10)
+    eager, _ = time_op(torch, "cuda", big, warmup=3, repeats=10, graph=False)
+    assert method == "cuda-graph" and graphed == pytest.approx(eager, rel=0.1)
+    # 1 x 512 x 4096: a few microseconds of kernel, less than an eager launch each
+    n = rotation_copies(2 * (4096 + 512 * 4096 + 512), 1 << 34)
+    small = [gemm_op(torch, "cuda", "bf16", 1, 512, 4096) for _ in range(n)]
+    graphed, _ = time_op(torch, "cuda", small, warmup=3, repeats=10)
+    single, _ = time_op(torch, "cuda", small[:1], warmup=3, repeats=10, graph=False)
+    assert graphed < single
