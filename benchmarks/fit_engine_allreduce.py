@@ -1,16 +1,23 @@
-"""Fit the roofline's all-reduce term to measured all-reduce tables, per engine and GPU family.
+"""Fit the engines' all-reduce constants (estimators/data/engines.yaml) to measured tables.
 
-The engines' all-reduce (vLLM's and SGLang's custom one-shot/two-shot kernels, TensorRT-LLM's
-own kernels) is measured operator by operator in aiconfigurator-core's perf database
-(``systems/data/<system>/comm/<engine>/<version>/custom_allreduce_perf.parquet``; NCCL in
-``comm/nccl/<version>/nccl_perf.parquet``).  This script fits the roofline's ring model
+The engines' all-reduce (vLLM's and SGLang's custom kernels, TensorRT-LLM's own) is measured
+operator by operator in aiconfigurator-core's perf database
+(``systems/data/<system>/comm/<engine>/<version>/custom_allreduce_perf.parquet``; CUDA-graph
+kernels where both are there; 2, 4 and 8 GPUs; messages of 1 KiB to 128 MiB, one token's
+hidden state to an 8192-token prefill chunk of a 8192-wide model).  An engine runs one
+algorithm for small messages (one-shot: each GPU reads every peer's buffer; latency-bound)
+and another for large ones (two-shot reduce-scatter + all-gather, or NCCL's ring: bandwidth-
+bound), so the roofline prices a message as the faster of two lines
 
-    t = latency + 2 (n - 1) / n * bytes / (link_bw * bw_eff)
+    t = min(latency + 2 (n - 1) / n * bytes / (link * bw_eff),
+            large_latency + 2 (n - 1) / n * bytes / (link * large_bw_eff))
 
-(``estimators/_roofline.py``) to those tables, by least squares on log(predicted / measured)
-over 2, 4 and 8 GPUs and messages of 1 KiB to 128 MiB (one token's hidden state to an 8192-token
-prefill chunk of a 8192-wide model), and prints the ``allreduce`` entries of
-``estimators/data/engines.yaml``.  ``message_size`` in the tables counts bf16 elements.
+(``estimators/_roofline.py``, ``AllReduceCost``), fitted by least squares on
+log(predicted / measured) (``estimators._aic_calibration.fit_allreduce_lines``).  This script
+fits each engine on each GPU on the messages of even log2 size and prints the error on the
+odd ones (held out), for one ring line (the model before 2026-11-24) and for two; then fits
+on every message and prints the ``allreduce`` entries of engines.yaml (a family's entry is
+the mean of its GPUs' fits: hopper = h100_sxm and h200_sxm).
 
     python benchmarks/fit_engine_allreduce.py            # needs `pip install llmcap[aic]`
 """
@@ -18,81 +25,72 @@ prefill chunk of a 8192-wide model), and prints the ``allreduce`` entries of
 from __future__ import annotations
 
 import sys
-from importlib import resources
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
-from scipy.optimize import minimize
 
-from sku_catalog import load_catalog
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
-SYSTEMS = {"a100_sxm": "a100-80gb", "h100_sxm": "h100-sxm", "h200_sxm": "h200", "b200_sxm": "b200"}
-# the table of each engine profile (the version nearest the profile's that the package holds);
-# CUDA-graph kernels where the table has both (decode runs as graphs; prefill messages are
-# large enough that the latency term does not matter)
-TABLES = {
-    "vllm": ("vllm", ("0.14.0", "0.19.0"), "vllm_graph"),
-    "sglang": ("sglang", ("0.5.6.post2", "0.5.9", "0.5.10"), None),
-    "trtllm": ("trtllm", ("1.2.0rc5", "1.0.0"), None),
-    "nccl": ("nccl", ("2.27.3", "2.26.2", "2.23"), None),
-}
-MIN_BYTES, MAX_BYTES = 1 << 10, 128 << 20
+from estimators._aic_calibration import (  # noqa: E402
+    FIT_ENGINES,
+    allreduce_seconds,
+    allreduce_table,
+    fit_allreduce_lines,
+    mean_allreduce,
+)
+from sku_catalog import load_catalog  # noqa: E402
+
+SKUS = ("a100-80gb", "h100-sxm", "h200", "b200")
 
 
-def _load(root: Path, system: str, engine: str) -> pd.DataFrame | None:
-    folder, versions, backend = TABLES[engine]
-    for version in versions:
-        name = "nccl_perf.parquet" if engine == "nccl" else "custom_allreduce_perf.parquet"
-        path = root / system / "comm" / folder / version / name
-        if path.exists():
-            df = pd.read_parquet(path)
-            if engine == "nccl":
-                df = df[(df.op_name == "all_reduce") & (df.nccl_dtype == "half")]
-            if backend is not None and "backend" in df:
-                df = df[df.backend == backend]
-            df = df.assign(bytes=df.message_size * 2.0, source=f"{folder}/{version}")
-            return df[(df.bytes >= MIN_BYTES) & (df.bytes <= MAX_BYTES) & (df.num_gpus > 1)]
-    return None
-
-
-def fit(df: pd.DataFrame, link_bw: float) -> tuple[float, float, float]:
-    """(latency_us, bw_eff, median |log error|) of the ring model on `df`."""
-    n = df.num_gpus.to_numpy(float)
-    b = df.bytes.to_numpy(float)
-    t = df.latency.to_numpy(float) * 1e-3  # ms -> s
-
-    def loss(x: np.ndarray) -> float:
-        lat, eff = np.exp(x)
-        pred = lat + 2 * (n - 1) / n * b / (link_bw * eff)
-        return float(np.mean(np.log(pred / t) ** 2))
-
-    res = minimize(loss, np.log([10e-6, 0.8]), method="Nelder-Mead")
-    lat, eff = np.exp(res.x)
-    pred = lat + 2 * (n - 1) / n * b / (link_bw * eff)
-    return lat * 1e6, eff, float(np.median(np.abs(np.log(pred / t))))
+def _held_out_error(table, link: float, lines: int) -> tuple[float, float]:
+    """Median |log error| on the odd-log2-size messages of a fit on the even ones: all, and
+    messages of 8 MiB or more."""
+    n, nbytes, seconds = table
+    train = np.round(np.log2(nbytes)).astype(int) % 2 == 0
+    cost = fit_allreduce_lines(n[train], nbytes[train], seconds[train], link, lines)
+    test = ~train
+    err = np.abs(np.log(allreduce_seconds(cost, n[test], nbytes[test], link) / seconds[test]))
+    return float(np.median(err)), float(np.median(err[nbytes[test] >= 8 << 20]))
 
 
 def main() -> int:
     try:
-        root = Path(str(resources.files("aiconfigurator_core"))) / "systems" / "data"
+        import aiconfigurator_core  # noqa: F401
     except ModuleNotFoundError:
         print("needs aiconfigurator-core: pip install 'llmcap[aic]'", file=sys.stderr)
         return 2
     catalog = load_catalog()
-    for engine in TABLES:
-        for system, sku_id in SYSTEMS.items():
-            df = _load(root, system, engine)
-            if df is None or df.empty:
-                print(f"{engine:7s} {system:9s} no table")
-                continue
+    print("held-out median |log error| (odd log2 sizes; fitted on the even ones): all / >= 8 MiB")
+    entries: dict[str, dict[str, list]] = {}
+    for engine in FIT_ENGINES:
+        for sku_id in SKUS:
             sku = catalog.get(sku_id)
+            table = allreduce_table(sku, engine)
+            if table is None:
+                print(f"  {engine:7s} {sku_id:9s} no table")
+                continue
             link = sku.nodes[0].intra_node_bandwidth_gbps * 1e9
-            lat, eff, err = fit(df, link)
+            one = _held_out_error(table, link, 1)
+            two = _held_out_error(table, link, 2)
             print(
-                f"{engine:7s} {system:9s} ({sku.architecture}) {df.source.iloc[0]:22s} "
-                f"latency_us: {lat:6.2f}  bw_eff: {eff:5.3f}  (median |log err| {err:.3f}, "
-                f"{len(df)} points)"
+                f"  {engine:7s} {sku_id:9s} one line {one[0]:.3f} / {one[1]:.3f}   "
+                f"two lines {two[0]:.3f} / {two[1]:.3f}   ({len(table[0])} messages)"
+            )
+            family = (sku.architecture or "").lower()
+            entries.setdefault(engine, {}).setdefault(family, []).append(
+                fit_allreduce_lines(*table, link)
+            )
+    print("\nengines.yaml allreduce entries (fitted on every message):")
+    for engine, families in entries.items():
+        print(f"  {engine}:")
+        for family, costs in sorted(families.items()):
+            c = mean_allreduce(costs)
+            lat, eff = c.large  # type: ignore[misc]
+            print(
+                f"    {family}: {{latency_us: {c.latency_us:.3g}, bw_eff: {c.bw_eff:.3g}, "
+                f"large: {{latency_us: {lat:.3g}, bw_eff: {eff:.3g}}}}}"
             )
     return 0
 

@@ -45,7 +45,7 @@ from estimators import _aic_tables as aic
 from estimators._cache import cache_dir
 from estimators._calibration import _log_sq, fit_group
 from estimators._curves import gemm_curve, monotone
-from estimators._engines import load_engine
+from estimators._engines import AllReduceCost, load_engine
 from estimators._models import builtin_model_names, load_model
 from estimators._roofline import (
     _ACT_BYTES,
@@ -53,7 +53,6 @@ from estimators._roofline import (
     RooflineConstants,
     TokenOp,
     _coeffs,
-    _ring_allreduce,
     _token_op_time,
     attention_seconds,
     load_roofline_constants,
@@ -67,11 +66,15 @@ __all__ = [
     "FIT_SKUS",
     "FitResult",
     "SkuEngineTables",
+    "allreduce_seconds",
+    "allreduce_table",
     "engine_layer",
     "fit_all",
     "fit_allreduce",
+    "fit_allreduce_lines",
     "fit_tables",
     "load_tables",
+    "mean_allreduce",
     "model_shapes",
     "score_tables",
     "without_model_shapes",
@@ -619,10 +622,49 @@ def engine_layer(fits: Sequence[FitResult]) -> dict[str, dict]:
 # --------------------------------------------------------------------------- all-reduce
 
 
-def fit_allreduce(sku: GpuSku, engine: str) -> tuple[float, float] | None:
-    """(latency_us, bw_eff) of the roofline's ring all-reduce fitted to `engine`'s own
-    all-reduce table on `sku` (the version its default profile asks for; 2-8 GPUs, messages
-    of 1 KiB to 128 MiB), or None without a table."""
+def allreduce_seconds(cost: AllReduceCost, n: np.ndarray, nbytes: np.ndarray, link: float):
+    """Seconds of all-reduces of `nbytes` over `n` GPUs under `cost`: the ring line, or the
+    faster of its two lines when it has a large-message one (as the roofline prices it)."""
+    ring = 2.0 * (n - 1) / n * nbytes / link
+    t = cost.latency_us * 1e-6 + ring / cost.bw_eff
+    if cost.large is not None:
+        lat, eff = cost.large
+        t = np.minimum(t, lat * 1e-6 + ring / eff)
+    return t
+
+
+def fit_allreduce_lines(
+    n: np.ndarray, nbytes: np.ndarray, seconds: np.ndarray, link: float, lines: int = 2
+) -> AllReduceCost:
+    """The all-reduce of `lines` algorithms (2: with a large-message line; 1: one ring line)
+    fitted to measured times by least squares on log(predicted / measured), from a few
+    starts."""
+    from scipy.optimize import minimize
+
+    def cost_of(x: np.ndarray) -> AllReduceCost:
+        lat, eff, *large = np.exp(x)
+        return AllReduceCost(lat * 1e6, eff, *((large[0] * 1e6, large[1]) if large else ()))
+
+    def loss(x: np.ndarray) -> float:
+        pred = allreduce_seconds(cost_of(x), n, nbytes, link)
+        return float(np.mean(np.log(pred / seconds) ** 2))
+
+    start = np.log([5e-6, 0.5, 30e-6, 0.9][: 2 * lines])
+    best = None
+    for scale in ((1, 1, 1, 1), (0.5, 1, 2, 1), (2, 0.7, 0.5, 1.2)):
+        res = minimize(
+            loss, start + np.log(scale[: 2 * lines]), method="Nelder-Mead",
+            options={"maxiter": 4000, "xatol": 1e-6, "fatol": 1e-10},
+        )  # fmt: skip
+        if best is None or res.fun < best.fun:
+            best = res
+    return cost_of(best.x)
+
+
+def allreduce_table(sku: GpuSku, engine: str) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(GPUs, message bytes, seconds) of `engine`'s own all-reduce table on `sku` (the version
+    its default profile asks for; CUDA-graph kernels where the table has both; 2-8 GPUs,
+    messages of 1 KiB to 128 MiB), or None without a table."""
     system = aic.system_for_sku(sku.id)
     if system is None:
         return None
@@ -637,24 +679,30 @@ def fit_allreduce(sku: GpuSku, engine: str) -> tuple[float, float] | None:
     keep = (nbytes >= 1 << 10) & (nbytes <= 128 << 20) & (df["num_gpus"].to_numpy() > 1)
     if not keep.any():
         return None
-    n = df["num_gpus"].to_numpy(dtype=int)[keep]
-    nbytes, meas = nbytes[keep], df["seconds"].to_numpy(dtype=float)[keep]
-    link = sku.nodes[0].intra_node_bandwidth_gbps * 1e9
+    n = df["num_gpus"].to_numpy(dtype=float)[keep]
+    return n, nbytes[keep], df["seconds"].to_numpy(dtype=float)[keep]
 
-    def loss(cc: RooflineConstants) -> float:
-        pred = np.concatenate(
-            [
-                _ring_allreduce(nbytes[n == g], int(g), link, cc.allreduce_bw_eff,
-                                cc.allreduce_latency_us * 1e-6)
-                for g in np.unique(n)
-            ]
-        )  # fmt: skip
-        order = np.concatenate([np.flatnonzero(n == g) for g in np.unique(n)])
-        return _log_sq(pred, meas[order])
 
-    start = RooflineConstants().with_values({"allreduce_bw_eff": 0.8, "allreduce_latency_us": 10})
-    c = fit_group(start, ("allreduce_latency_us", "allreduce_bw_eff"), loss)
-    return float(c.allreduce_latency_us), float(c.allreduce_bw_eff)
+def mean_allreduce(costs: Sequence[AllReduceCost]) -> AllReduceCost:
+    """The field-by-field mean of several GPUs' fits (a family's constants); the large line
+    only where every fit has one."""
+    larges = [c.large for c in costs]
+    both = all(x is not None for x in larges)
+    return AllReduceCost(
+        float(np.mean([c.latency_us for c in costs])),
+        float(np.mean([c.bw_eff for c in costs])),
+        float(np.mean([x[0] for x in larges])) if both else None,  # type: ignore[index]
+        float(np.mean([x[1] for x in larges])) if both else None,  # type: ignore[index]
+    )
+
+
+def fit_allreduce(sku: GpuSku, engine: str) -> AllReduceCost | None:
+    """The all-reduce constants of `engine` on `sku` fitted to its own measured all-reduce
+    table (`allreduce_table`), or None without a table."""
+    table = allreduce_table(sku, engine)
+    if table is None:
+        return None
+    return fit_allreduce_lines(*table, sku.nodes[0].intra_node_bandwidth_gbps * 1e9)
 
 
 def write_engine_layer(path: Path, fits: Sequence[FitResult], command: str) -> None:

@@ -70,10 +70,22 @@ class IterationOverhead:
 
 @dataclass(frozen=True, slots=True)
 class AllReduceCost:
-    """The roofline's ring all-reduce constants for one GPU family."""
+    """The roofline's ring all-reduce constants for one GPU family: a message takes
+    ``latency + 2 (n - 1) / n * bytes / (link * bw_eff)``.  With ``large_*`` the engine has
+    a second algorithm (one-shot kernels for small messages, two-shot or NCCL rings for
+    large ones) and each message takes the faster of the two lines."""
 
     latency_us: float
     bw_eff: float
+    large_latency_us: float | None = None
+    large_bw_eff: float | None = None
+
+    @property
+    def large(self) -> tuple[float, float] | None:
+        """(latency_us, bw_eff) of the large-message algorithm, or None."""
+        if self.large_latency_us is None or self.large_bw_eff is None:
+            return None
+        return self.large_latency_us, self.large_bw_eff
 
 
 @dataclass(frozen=True, slots=True)
@@ -279,6 +291,16 @@ def load_engine(spec: str | None = None) -> EngineProfile:
     )
 
 
+def _allreduce_cost(entry: Mapping[str, Any]) -> AllReduceCost:
+    large = entry.get("large")
+    return AllReduceCost(
+        float(entry["latency_us"]),
+        float(entry["bw_eff"]),
+        float(large["latency_us"]) if large else None,
+        float(large["bw_eff"]) if large else None,
+    )
+
+
 def _overhead(value: Any) -> IterationOverhead | None:
     if value is None:
         return None
@@ -309,7 +331,7 @@ def _build(name: str, key: str, body: Mapping[str, Any]) -> EngineProfile:
             decode_overhead=_overhead(overhead.get("decode")),
             prefill_overhead=_overhead(overhead.get("prefill")),
             allreduce={
-                str(fam).lower(): AllReduceCost(float(v["latency_us"]), float(v["bw_eff"]))
+                str(fam).lower(): _allreduce_cost(v)
                 for fam, v in (body.get("allreduce") or {}).items()
             },
             memory_fraction_name=str(memory["fraction_name"]),

@@ -455,10 +455,12 @@ class RooflineEstimator:
         self.engine = engine
         consts = constants or load_roofline_constants(sku, engine.name if engine else None)
         family = (sku.architecture or "").lower()
+        ar_large = None
         if engine is not None and family in engine.allreduce:
             # the engine's own all-reduce (custom kernels), fitted to its measured tables
             ar = engine.allreduce[family]
             consts = replace(consts, allreduce_latency_us=ar.latency_us, allreduce_bw_eff=ar.bw_eff)
+            ar_large = ar.large
         self.constants = consts
         c = self.constants
 
@@ -528,6 +530,12 @@ class RooflineEstimator:
         # ---- communication
         self.tp_link_bw, self._ar_eff = tp_link(node, tp, c)
         self._ar_lat = c.allreduce_latency_us * 1e-6
+        # the engine's large-message algorithm, (bw_eff, latency s), on NVLink nodes
+        self._ar_large = (
+            (ar_large[1], ar_large[0] * 1e-6)
+            if ar_large is not None and node.intra_node_link is not LinkKind.PCIE
+            else None
+        )
         self._act_row_bytes = float(h * a)  # one token's hidden state
         self.pp_link = pp_link(node, tp, pp, c)
 
@@ -654,7 +662,10 @@ class RooflineEstimator:
 
     def all_reduce_time(self, nbytes: Any) -> Any:
         """Seconds of one TP all-reduce of `nbytes` (float or numpy array); 0 when tp == 1."""
-        return _ring_allreduce(nbytes, self.tp, self.tp_link_bw, self._ar_eff, self._ar_lat)
+        t = _ring_allreduce(nbytes, self.tp, self.tp_link_bw, self._ar_eff, self._ar_lat)
+        if self._ar_large is not None:  # the engine runs the faster algorithm of the two
+            t = np.minimum(t, _ring_allreduce(nbytes, self.tp, self.tp_link_bw, *self._ar_large))
+        return t
 
     def send_recv_time(self, nbytes: Any) -> Any:
         """Seconds of one stage-to-stage send of `nbytes` over this deployment's PP link."""
@@ -806,7 +817,13 @@ class RooflineEstimator:
             f"(causal x{c.attention_prefill_causal_factor:.2f}), decode mem_eff "
             f"{c.attention_decode_mem_eff:.2f}, overhead {c.attention_overhead_us:.1f} us",
             f"  TP link: {self.tp_link_bw / 1e9:.0f} GB/s ({self.node.intra_node_link.value}), "
-            f"all-reduce eff {c.allreduce_bw_eff:.2f} + {c.allreduce_latency_us:.0f} us",
+            f"all-reduce eff {c.allreduce_bw_eff:.2f} + {c.allreduce_latency_us:.0f} us"
+            + (
+                f" (large messages: eff {self._ar_large[0]:.2f} + "
+                f"{self._ar_large[1] * 1e6:.0f} us)"
+                if self._ar_large is not None
+                else ""
+            ),
             f"  PP link: {self.pp_link[0] / 1e9:.0f} GB/s",
             f"  cpu overhead: {c.cpu_base_ms:.2f} ms + {c.cpu_per_seq_ms * 1e3:.0f} us/seq",
         ]

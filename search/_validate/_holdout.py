@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from estimators._engines import AllReduceCost
 from search._validate._aic_silicon import ValidationPoint
 
 __all__ = ["HOLD_OUT_KINDS", "HoldOutFold", "gpu_fold", "model_fold", "parse_hold_out"]
@@ -39,8 +40,8 @@ class HoldOutFold:
     kind: str  # gpu | model
     name: str  # the catalog SKU id or the built-in model name held out
     table: dict[str, Any]  # roofline.yaml's form, engine layers refitted without it
-    # engine -> {family: (latency_us, bw_eff) or None: dropped}; only what changes
-    allreduce: dict[str, dict[str, tuple[float, float] | None]] = field(default_factory=dict)
+    # engine -> {family: its all-reduce refitted, or None: dropped}; only what changes
+    allreduce: dict[str, dict[str, AllReduceCost | None]] = field(default_factory=dict)
     excluded: str = ""
 
     def selects(self, point: ValidationPoint) -> bool:
@@ -69,9 +70,13 @@ def _table_with(fits: Sequence[Any]) -> dict[str, Any]:
 
 def gpu_fold(sku_id: str) -> HoldOutFold:
     """The fold without GPU `sku_id`'s tables (see the module docstring)."""
-    import numpy as np
-
-    from estimators._aic_calibration import FIT_ENGINES, FIT_SKUS, fit_all, fit_allreduce
+    from estimators._aic_calibration import (
+        FIT_ENGINES,
+        FIT_SKUS,
+        fit_all,
+        fit_allreduce,
+        mean_allreduce,
+    )
     from sku_catalog import load_catalog
 
     catalog = load_catalog()
@@ -80,11 +85,10 @@ def gpu_fold(sku_id: str) -> HoldOutFold:
     others = [
         s for s in FIT_SKUS if s != sku_id and (catalog.get(s).architecture or "").lower() == family
     ]
-    allreduce: dict[str, dict[str, tuple[float, float] | None]] = {}
+    allreduce: dict[str, dict[str, AllReduceCost | None]] = {}
     for engine in FIT_ENGINES:
         got = [r for r in (fit_allreduce(catalog.get(s), engine) for s in others) if r]
-        mean = tuple(float(v) for v in np.mean(got, axis=0)) if got else None
-        allreduce[engine] = {family: mean}  # type: ignore[dict-item]
+        allreduce[engine] = {family: mean_allreduce(got) if got else None}
     kept = ", ".join(others) or "none: the roofline's NCCL fit applies"
     excluded = (
         f"GPU {sku_id}: its GEMM and attention tables (every engine) and its all-reduce "

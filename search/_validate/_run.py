@@ -12,7 +12,6 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from estimators import (
-    AllReduceCost,
     EngineProfile,
     EstimatorFallbackWarning,
     ModelArchitecture,
@@ -87,7 +86,7 @@ def engine_for(
         for family, value in changes.items():
             allreduce.pop(family, None)
             if value is not None:
-                allreduce[family] = AllReduceCost(*value)
+                allreduce[family] = value
         profile = replace(profile, allreduce=allreduce)
     return profile
 

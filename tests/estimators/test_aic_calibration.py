@@ -56,8 +56,10 @@ def test_leaving_out_a_model_removes_exactly_its_shapes():
 
 
 def test_gpu_fold_has_no_constants_from_that_gpus_tables(cache):
+    from estimators._aic_calibration import fit_allreduce
     from estimators._roofline import constants_from_table
     from search._validate._holdout import gpu_fold
+    from sku_catalog import load_catalog
 
     fold = gpu_fold("b200")
     for engine in ("vllm", "sglang", "trtllm"):
@@ -71,8 +73,9 @@ def test_gpu_fold_has_no_constants_from_that_gpus_tables(cache):
         assert fold.allreduce[engine] == {"blackwell": None}  # no other Blackwell GPU
     h100 = gpu_fold("h100-sxm")
     assert "h100-sxm" not in h100.table["engines"]["vllm"]["skus"]
-    lat, eff = h100.allreduce["vllm"]["hopper"]  # refitted to H200's table alone
-    assert 1.0 < lat < 30.0 and 0.2 < eff < 1.5
+    h200_only = h100.allreduce["vllm"]["hopper"]  # refitted to H200's table alone
+    assert h200_only == fit_allreduce(load_catalog().get("h200"), "vllm")
+    assert 1.0 < h200_only.latency_us < 30.0 and 0.2 < h200_only.bw_eff < 1.5
 
 
 def test_model_fold_refits_in_seconds_and_caches(cache):
@@ -89,3 +92,21 @@ def test_model_fold_refits_in_seconds_and_caches(cache):
     assert again.table == fold.table
     assert time.perf_counter() - started < first
     assert "(4096, 14336)" in fold.excluded
+
+
+def test_the_two_line_allreduce_fit_recovers_known_algorithms():
+    """Messages timed by a known one-shot line and a known two-shot line (the faster of
+    the two), 2-8 GPUs, 1 KiB-128 MiB: the fit gives back both lines."""
+    from estimators._aic_calibration import allreduce_seconds, fit_allreduce_lines
+    from estimators._engines import AllReduceCost
+
+    truth = AllReduceCost(5.0, 0.4, 30.0, 0.8)
+    n = np.repeat([2.0, 4.0, 8.0], 18)
+    nbytes = np.tile(2.0 ** np.arange(10, 28), 3)
+    link = 450e9
+    fitted = fit_allreduce_lines(n, nbytes, allreduce_seconds(truth, n, nbytes, link), link)
+    assert fitted.latency_us == pytest.approx(5.0, rel=0.02)
+    assert fitted.bw_eff == pytest.approx(0.4, rel=0.02)
+    assert fitted.large == pytest.approx((30.0, 0.8), rel=0.02)
+    one = fit_allreduce_lines(n, nbytes, allreduce_seconds(truth, n, nbytes, link), link, 1)
+    assert one.large is None

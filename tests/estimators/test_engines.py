@@ -157,9 +157,15 @@ def test_overhead_and_allreduce_of_each_engine(llama8b, h100):
 
     sync, c_sync = cost("vllm@0.11")  # synchronous engine core: host work visible
     assert c_sync.cpu_overhead * 1e3 == pytest.approx(0.181 + 0.0066 * 32, rel=1e-6)
-    # vLLM's custom all-reduce (hopper fit): 5.07 us + ring term at 0.553 of 450 GB/s
-    expected = 5.07e-6 + 2 * 1 / 2 * 16384 / (450e9 * 0.553)
-    assert sync.all_reduce_time(16384.0) == pytest.approx(expected, rel=1e-9)
+    # vLLM's custom all-reduce (hopper fit): the faster of the one-shot line (4.74 us + ring
+    # term at 0.382 of 450 GB/s) and the large-message line (25.9 us, 0.74)
+    def line(latency_us: float, eff: float, nbytes: float) -> float:
+        return latency_us * 1e-6 + 2 * 1 / 2 * nbytes / (450e9 * eff)
+
+    small, large = 16384.0, 64 * 2.0**20
+    assert sync.all_reduce_time(small) == pytest.approx(line(4.74, 0.382, small), rel=1e-9)
+    assert sync.all_reduce_time(large) == pytest.approx(line(25.9, 0.74, large), rel=1e-9)
+    assert line(25.9, 0.74, large) < 0.6 * line(4.74, 0.382, large)  # two-shot wins big
     assert c_sync.stage_times[0] < c_vidur.stage_times[0]  # faster all-reduces
 
     _, c_async = cost("vllm@0.13")  # async scheduling: host work hidden behind the GPU step
