@@ -244,17 +244,7 @@ def unit_arrival_times(workload: Workload) -> np.ndarray:
 
 def first_requests(workload: Workload, n: int) -> Workload:
     """The first `n` requests of `workload` (all of them when it has no more)."""
-    if n >= len(workload):
-        return workload
-    return Workload(
-        name=workload.name,
-        arrival_times=workload.arrival_times[:n],
-        prompt_tokens=workload.prompt_tokens[:n],
-        output_tokens=workload.output_tokens[:n],
-        concurrency=workload.concurrency,
-        has_own_timestamps=workload.has_own_timestamps,
-        metadata=dict(workload.metadata),
-    )
+    return workload if n >= len(workload) else workload.head(n)
 
 
 def late_limit(n: int, percentile: int) -> int:

@@ -132,6 +132,14 @@ def render_summary(summary: dict, prepared: PreparedDeployment, workload_info: d
     )
     warning = overload_warning(summary, workload_info)
     parts = [head, "", latency, "", replicas, footer]
+    cache = summary.get("prefix_cache")
+    if cache is not None:
+        size = cache["capacity_tokens"]
+        size_text = "unbounded" if size is None else f"{size:,} tokens in all"
+        parts.insert(-1, (
+            f"prefix cache: hit rate {cache['hit_rate']:.1%} of prompt tokens "
+            f"({cache['prefill_tokens_saved']:,} not recomputed); {size_text}"
+        ))
     if warning:
         parts[1:1] = ["", f"[bold yellow]warning[/bold yellow]: {warning}"]
     return Group(*parts)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Literal
 
@@ -54,6 +55,10 @@ class SimulateSpec(BaseModel):
     kv_precision: Precision | None = None
     block_size: PositiveInt = 16
     gpu_memory_utilization: float | None = Field(None, gt=0.0, le=1.0)
+    # prefix caching of workloads that carry prefix hashes; its size in tokens per replica
+    # (None: the KV cache's; "unbounded")
+    prefix_cache: bool = True
+    prefix_cache_tokens: PositiveInt | Literal["unbounded"] | None = None
     estimator: Literal["roofline", "profiled", "auto"] = "roofline"
     # a directory of llmcap op tables (`llmcap profile`) for the profiled/auto estimator
     op_tables: Path | None = None
@@ -112,6 +117,10 @@ class SimulateSpec(BaseModel):
             estimator=self.estimator,
             op_tables=str(self.op_tables) if self.op_tables is not None else None,
             engine=self.engine_profile,
+            prefix_cache=self.prefix_cache,
+            prefix_cache_tokens=(
+                math.inf if self.prefix_cache_tokens == "unbounded" else self.prefix_cache_tokens
+            ),
         )
 
     def scheduler_config(self, sku) -> SchedulerConfig:

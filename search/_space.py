@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import asdict, dataclass
 
 from estimators import DoesNotFitError, EngineProfile, ParallelismError, Precision, load_engine
@@ -88,6 +89,10 @@ class ConfigPoint:
             estimator=spec.estimator,
             op_tables=str(spec.op_tables) if spec.op_tables is not None else None,
             engine=engine,
+            prefix_cache=spec.prefix_cache,
+            prefix_cache_tokens=(
+                math.inf if spec.prefix_cache_tokens == "unbounded" else spec.prefix_cache_tokens
+            ),
         )
 
 

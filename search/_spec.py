@@ -311,6 +311,16 @@ class SearchSpec(_Strict):
         "memory plan, KV precision and per-iteration overhead.",
     )
     block_size: PositiveInt = Field(16, description="KV-cache block size in tokens.")
+    prefix_cache: bool = Field(
+        True,
+        description="Reuse the KV of cached prompt prefixes (as the engines do by default), "
+        "for workloads that carry prefix hashes (a Mooncake trace's hash_ids).",
+    )
+    prefix_cache_tokens: PositiveInt | Literal["unbounded"] | None = Field(
+        None,
+        description="Prefix-cache size per replica in tokens, least recently used blocks "
+        "evicted; null: the replica's KV-cache size; unbounded.",
+    )
     gpu_memory_utilization: float | None = Field(
         None, gt=0.0, le=1.0,
         description="Share of GPU memory the engine takes; null: each engine's own fraction.",
@@ -423,6 +433,7 @@ class SearchSpec(_Strict):
             **({"op_tables": op_tables_digest(self.op_tables)} if self.op_tables else {}),
             "block_size": self.block_size,
             "gpu_memory_utilization": self.gpu_memory_utilization,
+            "prefix_cache": [self.prefix_cache, self.prefix_cache_tokens],
             "cost_model": cost_model_digest(),  # fitted constants and engine profiles
         }
         return sha256_json(decisive)

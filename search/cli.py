@@ -224,6 +224,8 @@ Examples:
   llmcap simulate --workload chat --prompt-len lognormal:1000:0.8:8192 --output-len fixed:256 \\
       --concurrency 32
   llmcap simulate --config run.yaml --json > summary.json
+  llmcap simulate --workload mooncake_conversation.jsonl --qps 1 --num-requests 2000 \\
+      --prefix-cache-tokens unbounded   # hash_ids feed the prefix cache; hit rate printed
   llmcap simulate --model meta-llama/Llama-3.1-8B --sku h100-sxm --estimator profiled \\
       --op-tables tables/h100-llama8b        # tables from `llmcap profile run`
   llmcap simulate --model meta-llama/Llama-3.1-70B --sku h200 --tp 4 --estimator profiled \
@@ -356,6 +358,20 @@ def _choice(enum_values: list[str]) -> click.Choice:
     default=None,
     help="Memory fraction of the engine's plan (vLLM gpu_memory_utilization, SGLang "
     "mem_fraction_static, TensorRT-LLM free_gpu_memory_fraction) [the engine's default].",
+)
+@click.option(
+    "--prefix-cache/--no-prefix-cache",
+    default=True,
+    show_default=True,
+    help="Reuse the KV of cached prompt prefixes, as the engines do by default; used when the "
+    "workload carries prefix hashes (a Mooncake trace's hash_ids).",
+)
+@click.option(
+    "--prefix-cache-tokens",
+    default=None,
+    metavar="N|unbounded",
+    help="Prefix-cache size per replica in tokens, least recently used blocks evicted "
+    "[the replica's KV-cache size].",
 )
 @click.option(
     "--estimator",

@@ -78,6 +78,11 @@ class ClusterConfig:
     block_size: int = 16  # tokens per KV block
     watermark: float = 0.01  # fraction of blocks kept free when admitting new prompts (vLLM)
     global_scheduler: GlobalSchedulerKind = GlobalSchedulerKind.ROUND_ROBIN
+    # prefix caching (simulator/_prefix_cache.py), used when the workload carries prefix
+    # hashes: on by default, as in vLLM v1, SGLang and TensorRT-LLM; the cache holds
+    # `prefix_cache_tokens` (None: as many tokens as the replica's KV blocks; inf: unbounded)
+    prefix_cache: bool = True
+    prefix_cache_tokens: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -52,6 +52,11 @@ class Deployment:
     # the serving engine's profile (overhead, all-reduce, memory plan, KV precision);
     # None: Vidur's 2024 vLLM, llmcap's behaviour before engine profiles
     engine: EngineProfile | None = None
+    # prefix caching of workloads that carry prefix hashes (simulator/_prefix_cache.py): on,
+    # as the engines run by default; the cache size in tokens (None: the KV cache's; inf:
+    # unbounded)
+    prefix_cache: bool = True
+    prefix_cache_tokens: float | None = None
 
     @property
     def engine_key(self) -> str:
@@ -178,6 +183,8 @@ def prepare(deployment: Deployment) -> PreparedDeployment:
         num_kv_blocks=memory.num_kv_blocks,
         block_size=d.block_size,
         global_scheduler=d.global_scheduler,
+        prefix_cache=d.prefix_cache,
+        prefix_cache_tokens=d.prefix_cache_tokens,
     )
     hardware = Hardware(
         gpus_per_replica=d.gpus_per_replica,

@@ -13,6 +13,7 @@ from estimators import BatchCost, ExecutionTimeEstimator
 from simulator._config import ClusterConfig, RunOptions, SchedulerConfig
 from simulator._lane import Lane
 from simulator._policies import BatchPlan, make_policy
+from simulator._prefix_cache import PrefixCache
 from simulator._replica import Replica
 from simulator._request import Request
 from simulator._routing import make_router
@@ -32,6 +33,15 @@ class Hardware:
     gpus_per_replica: int = 1
     peak_flops: float = 0.0  # FLOP/s per GPU
     memory_bandwidth: float = 0.0  # bytes/s per GPU
+
+
+def _prefix_cache(workload: Workload, cluster: ClusterConfig) -> PrefixCache:
+    """One replica's prefix cache, in the workload's prefix blocks."""
+    tokens = cluster.prefix_cache_tokens
+    if tokens is None:
+        tokens = cluster.num_kv_blocks * cluster.block_size
+    size = workload.prefix_block_tokens
+    return PrefixCache(size, None if math.isinf(tokens) else int(tokens // size))
 
 
 class Simulation:
@@ -62,6 +72,10 @@ class Simulation:
                 )
             )
         ]
+        prefixes = workload.prefix_blocks if cluster.prefix_cache else None
+        if prefixes is not None:
+            for req, prefix in zip(self.requests, prefixes, strict=True):
+                req.prefix = prefix
         self.pp = cluster.pp
         self.replicas = [
             Replica(
@@ -73,6 +87,7 @@ class Simulation:
                 cluster.block_size,
                 cluster.watermark,
                 cluster.pp,
+                _prefix_cache(workload, cluster) if prefixes is not None else None,
             )
             for r in range(cluster.num_replicas)
         ]

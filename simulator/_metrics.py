@@ -164,7 +164,7 @@ def summarize(sim: Simulation) -> dict:
         "normalized_latency": weighted_percentiles(cols["normalized_latency"][done], None),
         "scheduling_delay": weighted_percentiles(delay, None),
     }
-    return {
+    out = {
         "requests": {
             "total": len(sim.requests),
             "completed": int(done.sum()),
@@ -186,6 +186,25 @@ def summarize(sim: Simulation) -> dict:
             "iterations": len(sim.batches),
             "wall_time_s": sim.wall_time,
         },
+    }
+    caches = [r.prefix_cache for r in sim.replicas if r.prefix_cache is not None]
+    if caches:
+        out["prefix_cache"] = prefix_cache_stats(caches)
+    return out
+
+
+def prefix_cache_stats(caches: list) -> dict[str, float | int | None]:
+    """Hit rate and prefill tokens saved of the replicas' prefix caches (over every request
+    that arrived; a request's hit is counted when it arrives), and their capacity in tokens
+    (all replicas; None: unbounded)."""
+    hit = sum(c.hit_tokens for c in caches)
+    looked = sum(c.prompt_tokens for c in caches)
+    bounded = all(c.capacity is not None for c in caches)
+    return {
+        "hit_rate": hit / looked if looked else 0.0,
+        "prefill_tokens_saved": hit,
+        "prompt_tokens": looked,
+        "capacity_tokens": sum(c.capacity * c.block_tokens for c in caches) if bounded else None,
     }
 
 

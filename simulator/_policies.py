@@ -81,7 +81,7 @@ class Policy:
             req = waiting[0]
             if not replica.admit(req, lane):
                 break
-            q = min(req.prefill_target, budget)
+            q = min(req.remaining_prefill, budget)  # after any cached prefix
             chunks.append((req, q))
             budget -= q
         return chunks
@@ -111,10 +111,11 @@ class VllmPolicy(Policy):
         while waiting and lane.num_seqs < self.batch_size:
             req = waiting[0]
             # a recompute (prompt + generated) longer than the limit runs alone
-            if (req.prefill_target > budget and chunks) or not replica.admit(req, lane):
+            q = req.remaining_prefill
+            if (q > budget and chunks) or not replica.admit(req, lane):
                 break
-            chunks.append((req, req.prefill_target))
-            budget -= req.prefill_target
+            chunks.append((req, q))
+            budget -= q
         if chunks:
             return BatchPlan(False, chunks)
         replica.prepare_decodes(lane)
@@ -134,17 +135,18 @@ class OrcaPolicy(Policy):
         while waiting and lane.num_seqs < self.batch_size:
             req = waiting[0]
             # a recompute (prompt + generated) longer than the limit runs alone
+            q = req.remaining_prefill
             if (
                 budget is not None
-                and req.prefill_target > budget
-                and (chunks or lane.members or req.prefill_target <= self.token_budget)
+                and q > budget
+                and (chunks or lane.members or q <= self.token_budget)
             ):
                 break
             if not replica.admit(req, lane):
                 break
-            chunks.append((req, req.prefill_target))
+            chunks.append((req, q))
             if budget is not None:
-                budget -= req.prefill_target
+                budget -= q
         if not chunks and not lane.members:
             return None
         return BatchPlan(bool(lane.members), chunks)
@@ -188,13 +190,14 @@ class StaticPolicy(Policy):
         chunks: list[tuple[Request, int]] = []
         while waiting and len(chunks) < self.batch_size:
             req = waiting[0]
-            if budget is not None and req.prefill_target > budget:
+            q = req.remaining_prefill
+            if budget is not None and q > budget:
                 break
             if not replica.admit(req, lane):
                 break
-            chunks.append((req, req.prefill_target))
+            chunks.append((req, q))
             if budget is not None:
-                budget -= req.prefill_target
+                budget -= q
         return BatchPlan(False, chunks) if chunks else None
 
 

@@ -10,6 +10,7 @@ from estimators import BatchShape, ExecutionTimeEstimator
 from simulator._kv import BlockPool, blocks_for
 from simulator._lane import Lane
 from simulator._policies import BatchPlan, Policy
+from simulator._prefix_cache import PrefixCache
 from simulator._request import Request
 
 if TYPE_CHECKING:
@@ -35,6 +36,7 @@ class Replica:
         block_size: int,
         watermark: float,
         pp: int,
+        prefix_cache: PrefixCache | None = None,
     ) -> None:
         self.id = replica_id
         self.sim = sim
@@ -51,6 +53,7 @@ class Replica:
         self.now = 0.0
         self.wake_at = -1.0  # pending wake-up for a free stage 0 (PP)
         self.busy_time = 0.0  # stage-0 busy seconds
+        self.prefix_cache = prefix_cache  # None: off, or the workload has no prefix hashes
 
     # -- admission ---------------------------------------------------------
 
@@ -67,6 +70,9 @@ class Replica:
     def enqueue(self, req: Request, now: float) -> None:
         req.replica = self.id
         req.prefill_target = req.prompt_tokens
+        cache = self.prefix_cache
+        if cache is not None and req.prefix is not None:
+            req.cached_tokens = req.prefilled = cache.match(req.prefix, req.prompt_tokens)
         self.waiting.append(req)
         self.outstanding += 1
         # dispatch after every arrival of this instant is queued, so they can batch together
@@ -198,7 +204,9 @@ class Replica:
                 req.prefilled += q
                 if req.prefilled < req.prefill_target:
                     continue
-                # the prompt is done: it emits one token
+                # the prompt is done: its blocks enter the prefix cache, it emits one token
+                if self.prefix_cache is not None and req.prefix is not None:
+                    self.prefix_cache.insert(req.prefix)
                 req.generated += 1
                 if math.isnan(req.first_token_at):
                     req.first_token_at = now

@@ -46,6 +46,8 @@ class Request:
     rejected: str | None = None
     segments: list[tuple[float, int, int, int]] = field(default_factory=list)
     last_prefill_emit: float = NAN
+    prefix: tuple[int, ...] | None = None  # prefix-block hashes of the prompt, when known
+    cached_tokens: int = 0  # prompt tokens found in the prefix cache on arrival
 
     @property
     def remaining_prefill(self) -> int:

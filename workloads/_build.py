@@ -299,7 +299,8 @@ def build_workload(
     )
     if prompt_override is not None:
         trace = dataclasses.replace(
-            trace, prompt_tokens=prompt_override.sample(len(trace), rng_prompt)
+            trace, prompt_tokens=prompt_override.sample(len(trace), rng_prompt),
+            prefix_blocks=None,  # the hashes describe the recorded prompts, not these
         )
     if output_override is not None:
         trace = dataclasses.replace(

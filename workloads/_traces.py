@@ -7,7 +7,10 @@ Formats (sniffed from the extension and header when `format="auto"`):
 - ``vidur``: Vidur trace CSV, ``num_prefill_tokens, num_decode_tokens`` and, when the trace has
   timestamps, ``arrived_at`` (seconds).  Without ``arrived_at`` (the arxiv summarization trace)
   the trace has no timestamps of its own.
-- ``mooncake``: Mooncake JSON lines, ``timestamp`` (ms), ``input_length``, ``output_length``.
+- ``mooncake``: Mooncake JSON lines, ``timestamp`` (ms), ``input_length``, ``output_length``,
+  and, when present, ``hash_ids``: the prompt's 512-token blocks as hashes of their whole
+  prefix (a list of integers per line), kept as ``Workload.prefix_blocks`` for the
+  simulator's prefix cache.
 - ``csv``: any CSV with a column mapping ``{"prompt": ..., "output": ..., "arrival": ...}``
   ("arrival" optional; numeric in `time_unit`, or datetimes).
 
@@ -55,6 +58,7 @@ class TraceData:
     prompt_tokens: np.ndarray  # int64 >= 1
     output_tokens: np.ndarray  # int64 >= 1
     dropped_invalid: int = 0
+    prefix_blocks: np.ndarray | None = None  # object array of int tuples (Mooncake hash_ids)
 
     def __len__(self) -> int:
         return len(self.prompt_tokens)
@@ -68,6 +72,7 @@ class TraceData:
             prompt_tokens=self.prompt_tokens[index],
             output_tokens=self.output_tokens[index],
             dropped_invalid=self.dropped_invalid,
+            prefix_blocks=None if self.prefix_blocks is None else self.prefix_blocks[index],
         )
 
 
@@ -166,11 +171,19 @@ def _to_seconds(raw: pd.Series, fmt: str, time_unit: str) -> np.ndarray:
     return pd.to_numeric(raw, errors="coerce").to_numpy(dtype=np.float64) * scale
 
 
-def _read_mooncake(path: Path, names: list[str]) -> pd.DataFrame:
+MOONCAKE_BLOCK_TOKENS = 512  # tokens per hash_ids block in the Mooncake traces
+HASH_IDS = "hash_ids"
+
+
+def _read_mooncake(path: Path, names: list[str]) -> tuple[pd.DataFrame, np.ndarray | None]:
+    """The columns `names`, and the prefix blocks (``hash_ids``) when the file has them."""
     import pandas as pd
 
-    _check_columns(path, "mooncake", names, _jsonl_keys(path))
+    keys = _jsonl_keys(path)
+    _check_columns(path, "mooncake", names, keys)
+    with_hashes = HASH_IDS in keys
     rows = []
+    hashes: list[tuple[int, ...]] = []
     with path.open("rb") as f:
         for lineno, line in enumerate(f, start=1):
             if not line.strip():
@@ -180,7 +193,24 @@ def _read_mooncake(path: Path, names: list[str]) -> pd.DataFrame:
                 rows.append([record.get(name) for name in names])
             except (json.JSONDecodeError, AttributeError):
                 raise WorkloadError(f"trace {path}: line {lineno} is not a JSON object") from None
-    return pd.DataFrame(rows, columns=names)
+            if with_hashes:
+                hashes.append(_hash_ids(path, lineno, record.get(HASH_IDS)))
+    blocks = None
+    if with_hashes:
+        blocks = np.empty(len(hashes), dtype=object)
+        blocks[:] = hashes
+    return pd.DataFrame(rows, columns=names), blocks
+
+
+def _hash_ids(path: Path, lineno: int, value: object) -> tuple[int, ...]:
+    if not isinstance(value, list) or not all(
+        isinstance(h, int) and not isinstance(h, bool) for h in value
+    ):
+        raise WorkloadError(
+            f"trace {path}: line {lineno}: field {HASH_IDS!r} must be a list of integers "
+            f"(got {str(value)[:60]!r})"
+        )
+    return tuple(value)
 
 
 def read_trace(
@@ -219,9 +249,10 @@ def _read_trace(
     fmt = _sniff(path, columns) if format == "auto" else format
     arrival_col, prompt_col, output_col = _resolve_columns(path, fmt, columns)
 
+    prefix_blocks = None
     if fmt == "mooncake":
         names = [c for c in (arrival_col, prompt_col, output_col) if c is not None]
-        frame = _read_mooncake(path, names)
+        frame, prefix_blocks = _read_mooncake(path, names)
     else:
         header = _csv_header(path)
         if fmt == "vidur" and arrival_col not in header:
@@ -239,12 +270,18 @@ def _read_trace(
     if not valid.any():
         raise WorkloadError(f"trace {path}: no request with prompt >= 1 and output >= 1 tokens")
     prompt, output = prompt[valid].astype(np.int64), output[valid].astype(np.int64)
+    if prefix_blocks is not None:
+        prefix_blocks = prefix_blocks[valid]
     if times is not None:
         times = times[valid]
         order = np.argsort(times, kind="stable")
         times, prompt, output = times[order], prompt[order], output[order]
+        if prefix_blocks is not None:
+            prefix_blocks = prefix_blocks[order]
         times = times - times[0]
-    return TraceData(path, fmt, times, prompt, output, int(len(valid) - valid.sum()))
+    return TraceData(
+        path, fmt, times, prompt, output, int(len(valid) - valid.sum()), prefix_blocks
+    )
 
 
 def trace_workload(
@@ -303,6 +340,8 @@ def trace_workload(
         output_tokens=trace.output_tokens,
         has_own_timestamps=arrivals is None,
         metadata=meta,
+        prefix_blocks=trace.prefix_blocks,
+        prefix_block_tokens=MOONCAKE_BLOCK_TOKENS if trace.prefix_blocks is not None else 0,
     )
 
 

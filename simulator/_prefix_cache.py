@@ -1,0 +1,76 @@
+"""A replica's prefix cache: KV blocks of earlier prompts, found again by their hashes.
+
+Engines keep the KV blocks of finished prompts and reuse them when a new prompt starts with
+the same tokens (vLLM's automatic prefix caching, SGLang's RadixAttention, TensorRT-LLM's
+KV-cache reuse).  A workload that carries prefix hashes (``Workload.prefix_blocks``: per
+request, the hash of each ``prefix_block_tokens``-token block of its prompt, each hash
+covering the whole prefix up to its block, as Mooncake's ``hash_ids`` do) feeds this cache:
+
+- when a request arrives, its leading blocks that the cache holds are a hit: that many
+  prompt tokens are not computed again (at least one token always is, to produce the first
+  output token), but attention still reads them as context;
+- when a request's prefill ends, its blocks enter the cache;
+- the cache holds at most `capacity` blocks; the least recently used leave first (a hit or
+  an insert refreshes a block).
+
+Cached blocks are counted apart from the replica's paged KV pool: a request still allocates
+blocks for its whole prompt (sharing a prefix's blocks between running requests is not
+modelled), and the default capacity is the pool's size, as in engines where unreferenced
+cached blocks live in the free KV memory until it is needed.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+
+__all__ = ["PrefixCache"]
+
+
+class PrefixCache:
+    """LRU set of prefix-block hashes, with hit counters."""
+
+    __slots__ = ("block_tokens", "blocks", "capacity", "hit_tokens", "prompt_tokens")
+
+    def __init__(self, block_tokens: int, capacity: int | None) -> None:
+        if block_tokens < 1:
+            raise ValueError(f"prefix block_tokens must be >= 1, got {block_tokens}")
+        if capacity is not None and capacity < 0:
+            raise ValueError(f"prefix cache capacity must be >= 0 blocks, got {capacity}")
+        self.block_tokens = block_tokens
+        self.capacity = capacity  # None: unbounded
+        self.blocks: OrderedDict[int, None] = OrderedDict()
+        self.hit_tokens = 0  # prompt tokens served from the cache
+        self.prompt_tokens = 0  # prompt tokens of the requests looked up
+
+    def match(self, hashes: Sequence[int], prompt_tokens: int) -> int:
+        """Prompt tokens of a new request found in the cache (its leading cached blocks,
+        at most ``prompt_tokens - 1``); refreshes the blocks hit."""
+        blocks = self.blocks
+        hit = 0
+        for h in hashes:
+            if h not in blocks:
+                break
+            blocks.move_to_end(h)
+            hit += 1
+        tokens = min(hit * self.block_tokens, prompt_tokens - 1)
+        self.hit_tokens += tokens
+        self.prompt_tokens += prompt_tokens
+        return tokens
+
+    def insert(self, hashes: Sequence[int]) -> None:
+        """A finished prefill's blocks enter the cache (the least recently used leave)."""
+        blocks = self.blocks
+        for h in hashes:
+            if h in blocks:
+                blocks.move_to_end(h)
+            else:
+                blocks[h] = None
+        if self.capacity is not None:
+            while len(blocks) > self.capacity:
+                blocks.popitem(last=False)
+
+    @property
+    def hit_rate(self) -> float:
+        """Share of the looked-up prompt tokens served from the cache."""
+        return self.hit_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
