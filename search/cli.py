@@ -331,10 +331,11 @@ def _choice(enum_values: list[str]) -> click.Choice:
 )
 @click.option(
     "--global-scheduler",
-    type=_choice(["round_robin", "lor", "random"]),
+    type=_choice(["round_robin", "lor", "random", "cache_aware"]),
     default="round_robin",
     show_default=True,
-    help="Routing of requests to replicas (lor: least outstanding requests).",
+    help="Routing of requests to replicas (lor: least outstanding requests; cache_aware: the "
+    "replica caching the request's prefix, as vLLM's router and SGLang's gateway route).",
 )
 @click.option(
     "--precision",

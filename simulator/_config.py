@@ -32,6 +32,7 @@ class GlobalSchedulerKind(StrEnum):
     ROUND_ROBIN = "round_robin"
     LEAST_OUTSTANDING = "lor"
     RANDOM = "random"
+    CACHE_AWARE = "cache_aware"  # the replica caching the request's prefix (vllm-router, SGLang)
 
 
 DEFAULT_BATCH_SIZE = 128

@@ -151,7 +151,7 @@ class Simulation:
     def _arrive(self, index: int, now: float) -> None:
         req = self.requests[index]
         req.arrival = now
-        replica = self._route()
+        replica = self._route(req)
         reason = replica.rejection(req)
         if reason is not None:
             req.rejected = reason

@@ -46,17 +46,23 @@ class PrefixCache:
     def match(self, hashes: Sequence[int], prompt_tokens: int) -> int:
         """Prompt tokens of a new request found in the cache (its leading cached blocks,
         at most ``prompt_tokens - 1``); refreshes the blocks hit."""
-        blocks = self.blocks
-        hit = 0
-        for h in hashes:
-            if h not in blocks:
-                break
-            blocks.move_to_end(h)
-            hit += 1
+        hit = self.cached_blocks(hashes)
+        for h in hashes[:hit]:
+            self.blocks.move_to_end(h)
         tokens = min(hit * self.block_tokens, prompt_tokens - 1)
         self.hit_tokens += tokens
         self.prompt_tokens += prompt_tokens
         return tokens
+
+    def cached_blocks(self, hashes: Sequence[int]) -> int:
+        """How many leading blocks of `hashes` the cache holds (a router's look: nothing
+        is refreshed or counted)."""
+        n = 0
+        for h in hashes:
+            if h not in self.blocks:
+                break
+            n += 1
+        return n
 
     def insert(self, hashes: Sequence[int]) -> None:
         """A finished prefill's blocks enter the cache (the least recently used leave)."""

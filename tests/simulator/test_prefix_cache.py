@@ -8,7 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simulator import ClusterConfig, SchedulerConfig, SchedulerKind, Simulation, simulate
+from simulator import (
+    ClusterConfig,
+    GlobalSchedulerKind,
+    SchedulerConfig,
+    SchedulerKind,
+    Simulation,
+    simulate,
+)
 from simulator._prefix_cache import PrefixCache
 from tests.simulator.conftest import LinearEstimator, make_workload
 from tests.simulator.test_invariants import check_conservation
@@ -106,3 +113,45 @@ def test_mooncake_hit_rate_with_an_unbounded_cache_is_the_traces_own_reuse():
                                                                prefix_cache=False)
     ).summary
     assert unbounded["latency_s"]["ttft"]["p50"] < off["latency_s"]["ttft"]["p50"]
+
+
+def test_cache_aware_routing_sends_a_prefix_where_it_is_cached():
+    """Three system prompts, four replicas: cache-aware routing keeps each prompt's requests
+    on the replica that cached it (a new prompt goes to the emptiest cache), so only each
+    prompt's first request misses; round robin misses each prompt once per replica."""
+    n = 40
+    w = make_workload([64] * n, [4] * n, np.arange(n) * 1.0)
+    blocks = np.empty(n, dtype=object)
+    blocks[:] = [(i % 3, 10 + i % 3, 1000 + i) for i in range(n)]
+    w = replace(w, prefix_blocks=blocks, prefix_block_tokens=16)
+
+    def run(kind):
+        cluster = ClusterConfig(num_replicas=4, num_kv_blocks=400, global_scheduler=kind)
+        return Simulation(w, LinearEstimator(), SchedulerConfig(), cluster).run()
+
+    aware, rr = run(GlobalSchedulerKind.CACHE_AWARE), run(GlobalSchedulerKind.ROUND_ROBIN)
+    by_prompt = [{r.replica for r in aware.requests if r.prefix[0] == p} for p in range(3)]
+    assert [len(replicas) for replicas in by_prompt] == [1, 1, 1]
+    assert len(set.union(*by_prompt)) == 3  # each prompt on its own replica
+    hits = [sum(r.prefix_cache.hit_tokens for r in sim.replicas) for sim in (aware, rr)]
+    assert hits == [(40 - 3) * 32, (40 - 12) * 32]
+
+
+def test_cache_aware_routing_balances_load_past_the_thresholds():
+    from simulator._routing import CacheAwareThresholds, make_router
+
+    class Stub:
+        def __init__(self, i, outstanding, cached):
+            self.id, self.outstanding = i, outstanding
+            self.prefix_cache = PrefixCache(16, None)
+            self.prefix_cache.insert(cached)
+
+    from simulator._request import Request
+
+    t = CacheAwareThresholds()
+    r = Request(0, 0.0, 64, 4, prefix=(7, 8))
+    hot = Stub(0, t.balance_abs + 1, (7, 8))
+    route = make_router(GlobalSchedulerKind.CACHE_AWARE, [hot, Stub(1, 0, ())], 0)
+    assert route(r).id == 1  # 65 > 64 more and more than 1.5x: by load
+    hot.outstanding = t.balance_abs
+    assert route(r).id == 0  # within the thresholds: the cached prefix wins
