@@ -58,6 +58,7 @@ from simulator import (
     PreparedDeployment,
     RunOptions,
     Simulation,
+    prefix_reuse_tokens,
     request_arrays,
     summarize,
     weighted_percentiles,
@@ -507,6 +508,9 @@ def service_bound(
     budget and the batch cap allow saves them in the other batches, which is taken off.
     Under pipeline parallelism the stages overlap: the bottleneck stage counts (stage 0
     with the CPU overhead).  Preemptions (recompute) and idle time only add to the cost.
+    With prefix caching, a prompt computes only what an unbounded shared cache would not
+    hold (`prefix_reuse_tokens`), its chunks' pairs as if no context preceded them; its
+    decodes still read the whole prompt.
     """
     sched = prepared.deployment.scheduler
     cluster = prepared.cluster
@@ -517,26 +521,32 @@ def service_bound(
         return ServiceBound(math.inf, 0.0, 1, cluster.num_replicas, 0, len(workload))
     p = workload.prompt_tokens[mask].astype(np.float64)
     o = workload.output_tokens[mask].astype(np.float64)
+    computed = p  # prompt tokens computed; less where a cached prefix may be reused
+    if cluster.prefix_cache and workload.prefix_blocks is not None:
+        reuse = prefix_reuse_tokens(
+            workload.prefix_blocks, workload.prompt_tokens, workload.prefix_block_tokens
+        )
+        computed = p - reuse[mask]
     capacity = float(cluster.num_kv_blocks * cluster.block_size)
     budget = sched.token_budget()
     max_tokens = float(budget) if budget is not None else capacity + sched.batch_size
-    chunks = np.ceil(p / max_tokens)  # a chunk is never longer than the budget
+    chunks = np.ceil(computed / max_tokens)  # a chunk is never longer than the budget
     decode_kv = (o - 1) * p + (o - 1) * (o - 2) / 2
     limits = (
-        (p + o - 1) / max_tokens,  # tokens
+        (computed + o - 1) / max_tokens,  # tokens
         (chunks + o - 1) / sched.batch_size,  # sequences
         # the pp micro-batches in flight share one KV cache: cap / pp of context each
         decode_kv / (capacity / cluster.pp),  # decode KV context
     )
     binding = max(limits, key=lambda x: float(x.mean()))
     k = float(binding.mean())  # batches per request
-    prefill, decodes = float(p.mean()), float((o - 1).mean())
+    prefill, decodes = float(computed.mean()), float((o - 1).mean())
     kv_per_decode = float(decode_kv.mean()) / decodes if decodes > 0 else 0.0
     npt = max(1, round(prefill / k))
     nd = decodes / k
     stages = _stage_seconds(
-        prepared, npt, float(chunks.mean()) / k, float((p * (p + 1) / 2).mean()) / k, nd,
-        kv_per_decode,
+        prepared, npt, float(chunks.mean()) / k,
+        float((computed * (computed + 1) / 2).mean()) / k, nd, kv_per_decode,
     )  # fmt: skip
     # shares of the batches that must carry prompt chunks, and decodes
     with_chunks = min(1.0, max(prefill / max_tokens, float(chunks.mean()) / sched.batch_size) / k)

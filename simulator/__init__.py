@@ -22,6 +22,7 @@ from simulator._metrics import (
     summarize,
     weighted_percentiles,
 )
+from simulator._prefix_cache import prefix_reuse_tokens
 from simulator._result import SimulationResult
 
 
@@ -43,6 +44,7 @@ __all__ = [
     "Simulation",
     "SimulationResult",
     "engine_scheduler",
+    "prefix_reuse_tokens",
     "prepare",
     "request_arrays",
     "request_token_times",

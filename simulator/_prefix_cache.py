@@ -24,7 +24,9 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 
-__all__ = ["PrefixCache"]
+import numpy as np
+
+__all__ = ["PrefixCache", "prefix_reuse_tokens"]
 
 
 class PrefixCache:
@@ -80,3 +82,22 @@ class PrefixCache:
     def hit_rate(self) -> float:
         """Share of the looked-up prompt tokens served from the cache."""
         return self.hit_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+
+
+def prefix_reuse_tokens(
+    prefix_blocks: Sequence[Sequence[int]], prompt_tokens: np.ndarray, block_tokens: int
+) -> np.ndarray:
+    """Per request, the prompt tokens an unbounded cache shared by every replica would have
+    when it arrives, in array order: its leading blocks seen in any earlier prompt (at most
+    ``prompt - 1``).  No run caches more, so it bounds what prefix caching can save."""
+    seen: set[int] = set()
+    out = np.zeros(len(prompt_tokens), dtype=np.int64)
+    for i, (hashes, prompt) in enumerate(zip(prefix_blocks, prompt_tokens.tolist(), strict=True)):
+        hit = 0
+        for h in hashes:
+            if h not in seen:
+                break
+            hit += 1
+        out[i] = min(hit * block_tokens, prompt - 1)
+        seen.update(hashes)
+    return out

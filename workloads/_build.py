@@ -69,6 +69,15 @@ class WorkloadSpec(BaseModel):
     time_unit: Literal["s", "ms"] = Field(
         "s", description="Unit of a csv trace's numeric arrival column."
     )
+    shared_prefix_tokens: int = Field(
+        0, ge=0,
+        description="A system prompt of this many tokens starts every request's prompt (added "
+        "to its length); with prefix caching its blocks are computed once per replica.",
+    )  # fmt: skip
+    shared_prefixes: int = Field(
+        1, ge=1, description="Distinct system prompts of shared_prefix_tokens; each request "
+        "draws one at random.",
+    )  # fmt: skip
 
     @field_validator("source")
     @classmethod
@@ -250,6 +259,58 @@ def build_workload(
     """
     spec = _validate_spec(spec)
     _check_args(num_requests, qps, concurrency, seed)
+    workload = _build(spec, num_requests, qps, concurrency, seed)
+    if spec.shared_prefix_tokens:
+        rng_prefix = np.random.default_rng(np.random.SeedSequence(seed).spawn(4)[3])
+        workload = with_shared_prefix(
+            workload, spec.shared_prefix_tokens, spec.shared_prefixes, rng_prefix
+        )
+    return workload
+
+
+SHARED_PREFIX_BLOCK_TOKENS = 64  # granularity of a synthetic prompt's prefix hashes
+
+
+def with_shared_prefix(
+    workload: Workload, tokens: int, prompts: int, rng: np.random.Generator
+) -> Workload:
+    """`workload` with a system prompt of `tokens` tokens (one of `prompts` distinct ones,
+    drawn per request) before every prompt, and the prefix hashes that say so: the system
+    prompt's whole blocks are shared, every later block is the request's own."""
+    if workload.prefix_blocks is not None:
+        raise WorkloadError(
+            f"shared_prefix_tokens: {workload.name!r} carries its own prefix hashes "
+            "(hash_ids); leave shared_prefix_tokens at 0"
+        )
+    size = SHARED_PREFIX_BLOCK_TOKENS
+    prompt = workload.prompt_tokens + tokens
+    group = rng.integers(prompts, size=len(prompt))
+    shared = tokens // size
+    blocks = np.empty(len(prompt), dtype=object)
+    next_own = 0
+    for i, (p, g) in enumerate(zip(prompt.tolist(), group.tolist(), strict=True)):
+        own = p // size - shared
+        # shared blocks are negative (-1 - (g * shared + j)); a request's own count up from 0
+        blocks[i] = tuple(range(-1 - g * shared, -1 - (g + 1) * shared, -1)) + tuple(
+            range(next_own, next_own + own)
+        )
+        next_own += own
+    metadata = dict(workload.metadata) | {
+        "shared_prefix_tokens": tokens,
+        "shared_prefixes": prompts,
+    }
+    return dataclasses.replace(
+        workload,
+        prompt_tokens=prompt,
+        metadata=metadata,
+        prefix_blocks=blocks,
+        prefix_block_tokens=size,
+    )
+
+
+def _build(
+    spec: WorkloadSpec, num_requests: int, qps: float | None, concurrency: int | None, seed: int
+) -> Workload:
     rng_arrival, rng_prompt, rng_output = (
         np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(3)
     )

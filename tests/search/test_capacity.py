@@ -372,3 +372,23 @@ def test_rejected_requests_are_counted_as_the_simulator_counts_them() -> None:
     found = find_capacity(prepared, workload)
     assert found.rejected_requests == never and found.num_requests == 300
     assert found.summary is not None and found.summary["requests"]["rejected"] == never
+
+
+def test_with_prefix_caching_the_bound_rises_and_still_bounds_the_run():
+    """A 2,048-token system prompt before every chat prompt: the analytic service rate
+    counts only the tokens an unbounded cache would not hold, so it rises with caching on,
+    and the simulated saturated throughput stays under it."""
+    prompted = build_workload(
+        {"source": "chat", "shared_prefix_tokens": 2048}, num_requests=N, qps=1.0,
+        concurrency=None, seed=3,
+    )  # fmt: skip
+    on, off = _deployment(), _deployment(prefix_cache=False)
+    steady_on = service_bound(on, prompted).steady_qps
+    steady_off = service_bound(off, prompted).steady_qps
+    assert steady_on > 1.3 * steady_off
+    for prepared, steady in ((on, steady_on), (off, steady_off)):
+        summary = _summary_at(prepared, prompted, 3 * steady)
+        assert summary["requests"]["completed"] == N
+        assert summary["throughput"]["requests_per_s"] <= steady
+    saturated_on = _summary_at(on, prompted, 3 * steady_on)
+    assert saturated_on["prefix_cache"]["hit_rate"] > 0.5

@@ -252,3 +252,37 @@ def test_build_workload_is_always_well_formed(  # type: ignore[no-untyped-def]
     assert np.all(np.diff(w.arrival_times) >= 0) and np.all(np.isfinite(w.arrival_times))
     assert w.prompt_tokens.dtype == np.int64 and w.output_tokens.dtype == np.int64
     assert w.prompt_tokens.min() >= 1 and w.output_tokens.min() >= 1
+
+
+def test_a_shared_system_prompt_prefixes_every_prompt_with_shared_block_hashes():
+    from workloads._build import SHARED_PREFIX_BLOCK_TOKENS as B
+
+    plain = build_workload({"source": "chat"}, num_requests=50, qps=1.0, concurrency=None,
+                           seed=1)  # fmt: skip
+    w = build_workload(
+        {"source": "chat", "shared_prefix_tokens": 1000, "shared_prefixes": 3},
+        num_requests=50, qps=1.0, concurrency=None, seed=1,
+    )  # fmt: skip
+    assert np.array_equal(w.prompt_tokens, plain.prompt_tokens + 1000)
+    assert np.array_equal(w.arrival_times, plain.arrival_times)  # its own random stream
+    assert w.prefix_block_tokens == B and len(w.prefix_blocks) == 50
+    shared = 1000 // B
+    heads = {blocks[:shared] for blocks in w.prefix_blocks}
+    assert len(heads) == 3  # one per system prompt
+    tails = [h for blocks in w.prefix_blocks for h in blocks[shared:]]
+    assert len(tails) == len(set(tails))  # every later block is the request's own
+    assert all(
+        len(blocks) == p // B for blocks, p in zip(w.prefix_blocks, w.prompt_tokens, strict=True)
+    )
+    assert not set(tails) & {h for head in heads for h in head}
+
+
+def test_a_trace_with_its_own_hashes_refuses_a_synthetic_prefix(tmp_path):
+    trace = tmp_path / "t.jsonl"
+    trace.write_text(
+        '{"timestamp": 0, "input_length": 100, "output_length": 5, "hash_ids": [1]}\n'
+        '{"timestamp": 5, "input_length": 100, "output_length": 5, "hash_ids": [1]}\n'
+    )
+    with pytest.raises(WorkloadError, match="carries its own prefix hashes"):
+        build_workload({"source": str(trace), "shared_prefix_tokens": 64}, num_requests=2,
+                       qps=1.0, concurrency=None, seed=0)  # fmt: skip
