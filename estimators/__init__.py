@@ -42,6 +42,11 @@ from estimators._registry import (
     register_backend,
 )
 from estimators._roofline import RooflineConstants, RooflineEstimator
+from estimators._speculative import (
+    SpeculativeConfig,
+    SpeculativeEstimator,
+    expected_tokens_per_step,
+)
 from estimators._types import ModelArchitecture, Precision, resolve_kv_precision
 
 __all__ = [
@@ -64,6 +69,8 @@ __all__ = [
     "ProfiledEstimator",
     "RooflineConstants",
     "RooflineEstimator",
+    "SpeculativeConfig",
+    "SpeculativeEstimator",
     "UnknownEngineError",
     "UnknownModelError",
     "available_backends",
@@ -71,6 +78,7 @@ __all__ = [
     "builtin_model_names",
     "check_fits",
     "cost_model_digest",
+    "expected_tokens_per_step",
     "format_model_table",
     "load_engine",
     "load_model",

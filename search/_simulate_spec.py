@@ -20,6 +20,7 @@ from estimators import DEFAULT_ENGINE, EngineProfile, Precision, load_engine, lo
 from search._errors import SpecError
 from search._limits import NumRequests, Replicas
 from search._op_tables_input import check_op_tables
+from search._speculative_input import SpeculativeSpec
 from simulator import (
     Deployment,
     GlobalSchedulerKind,
@@ -59,6 +60,7 @@ class SimulateSpec(BaseModel):
     # (None: the KV cache's; "unbounded")
     prefix_cache: bool = True
     prefix_cache_tokens: PositiveInt | Literal["unbounded"] | None = None
+    speculative: SpeculativeSpec | None = None  # speculative decoding; None: off
     estimator: Literal["roofline", "profiled", "auto"] = "roofline"
     # a directory of llmcap op tables (`llmcap profile`) for the profiled/auto estimator
     op_tables: Path | None = None
@@ -121,6 +123,7 @@ class SimulateSpec(BaseModel):
             prefix_cache_tokens=(
                 math.inf if self.prefix_cache_tokens == "unbounded" else self.prefix_cache_tokens
             ),
+            speculative=self.speculative.config() if self.speculative is not None else None,
         )
 
     def scheduler_config(self, sku) -> SchedulerConfig:

@@ -93,6 +93,7 @@ class ConfigPoint:
             prefix_cache_tokens=(
                 math.inf if spec.prefix_cache_tokens == "unbounded" else spec.prefix_cache_tokens
             ),
+            speculative=spec.speculative.config() if spec.speculative is not None else None,
         )
 
 

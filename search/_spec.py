@@ -37,6 +37,7 @@ from estimators import (
 from search._errors import SpecError
 from search._limits import DEFAULT_MAX_CONFIGURATIONS, NumRequests, Replicas
 from search._op_tables_input import check_op_tables, op_tables_digest
+from search._speculative_input import SpeculativeSpec
 from simulator import SchedulerKind
 from sku_catalog import Catalog, YamlInputError, load_catalog, read_yaml_file
 from sku_catalog._yaml import shorten
@@ -321,6 +322,11 @@ class SearchSpec(_Strict):
         description="Prefix-cache size per replica in tokens, least recently used blocks "
         "evicted; null: the replica's KV-cache size; unbounded.",
     )
+    speculative: SpeculativeSpec | None = Field(
+        None,
+        description="Speculative decoding of every configuration: {method: mtp|eagle|draft, "
+        "num_speculative_tokens, acceptance_rate, draft_layers, draft_model}; null: off.",
+    )
     gpu_memory_utilization: float | None = Field(
         None, gt=0.0, le=1.0,
         description="Share of GPU memory the engine takes; null: each engine's own fraction.",
@@ -434,6 +440,7 @@ class SearchSpec(_Strict):
             "block_size": self.block_size,
             "gpu_memory_utilization": self.gpu_memory_utilization,
             "prefix_cache": [self.prefix_cache, self.prefix_cache_tokens],
+            "speculative": self.speculative.model_dump() if self.speculative else None,
             "cost_model": cost_model_digest(),  # fitted constants and engine profiles
         }
         return sha256_json(decisive)

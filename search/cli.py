@@ -226,6 +226,8 @@ Examples:
   llmcap simulate --config run.yaml --json > summary.json
   llmcap simulate --workload mooncake_conversation.jsonl --qps 1 --num-requests 2000 \\
       --prefix-cache-tokens unbounded   # hash_ids feed the prefix cache; hit rate printed
+  llmcap simulate --model meta-llama/Llama-3.1-8B --sku h100-sxm --concurrency 8 \\
+      --speculative eagle --num-speculative-tokens 3 --acceptance-rate 0.7
   llmcap simulate --model meta-llama/Llama-3.1-8B --sku h100-sxm --estimator profiled \\
       --op-tables tables/h100-llama8b        # tables from `llmcap profile run`
   llmcap simulate --model meta-llama/Llama-3.1-70B --sku h200 --tp 4 --estimator profiled \
@@ -375,6 +377,27 @@ def _choice(enum_values: list[str]) -> click.Choice:
     "[the replica's KV-cache size].",
 )
 @click.option(
+    "--speculative",
+    "speculative_method",
+    type=_choice(["mtp", "eagle", "draft"]),
+    default=None,
+    help="Speculative decoding: mtp or eagle (draft layers of the model's shape), or draft "
+    "(--draft-model) [off].",
+)
+@click.option("--draft-model", default=None, help="The draft model of --speculative draft.")
+@click.option(
+    "--num-speculative-tokens",
+    type=int,
+    default=None,
+    help="Tokens proposed per step (k) [1].",
+)
+@click.option(
+    "--acceptance-rate",
+    type=float,
+    default=None,
+    help="Probability a proposed token is accepted given the ones before it [0.7].",
+)
+@click.option(
     "--estimator",
     type=_choice(["roofline", "profiled", "auto"]),
     default="roofline",
@@ -496,6 +519,14 @@ def _merge_config(ctx: click.Context, config_file: Path | None, options: dict) -
         if explicit or key not in merged:
             merged[key] = list(value) if isinstance(value, tuple) else value
     merged["workload"] = workload
+    names = {
+        "speculative_method": "method", "draft_model": "draft_model",
+        "num_speculative_tokens": "num_speculative_tokens", "acceptance_rate": "acceptance_rate",
+    }  # fmt: skip
+    given = {key: merged.pop(name) for name, key in names.items() if name in merged}
+    speculative = {key: value for key, value in given.items() if value is not None}
+    if speculative:
+        merged["speculative"] = {**(merged.get("speculative") or {}), **speculative}
     return merged
 
 

@@ -10,7 +10,10 @@ from estimators import (
     MemoryPlan,
     ModelArchitecture,
     Precision,
+    SpeculativeConfig,
+    SpeculativeEstimator,
     check_fits,
+    load_model,
     make_estimator,
     validate_parallelism,
 )
@@ -57,6 +60,8 @@ class Deployment:
     # unbounded)
     prefix_cache: bool = True
     prefix_cache_tokens: float | None = None
+    # speculative decoding (estimators/_speculative.py): None is off
+    speculative: SpeculativeConfig | None = None
 
     @property
     def engine_key(self) -> str:
@@ -177,6 +182,8 @@ def prepare(deployment: Deployment) -> PreparedDeployment:
         engine=d.engine,
         op_tables=d.op_tables,
     )
+    if d.speculative is not None:
+        estimator = _speculative(d, estimator)
     cluster = ClusterConfig(
         num_replicas=d.num_replicas,
         pp=d.pp,
@@ -192,3 +199,18 @@ def prepare(deployment: Deployment) -> PreparedDeployment:
         memory_bandwidth=d.sku.memory_bandwidth_bytes,
     )
     return PreparedDeployment(d, memory, estimator, cluster, hardware)
+
+
+def _speculative(d: Deployment, target: ExecutionTimeEstimator) -> SpeculativeEstimator:
+    """The target's estimator priced per emitted token under speculative decoding; a draft
+    model runs on the same GPUs at the same TP, one pipeline stage (its weights and KV
+    are not in the memory plan)."""
+    spec = d.speculative
+    assert spec is not None
+    draft = None
+    if spec.draft_model is not None:
+        draft = make_estimator(
+            d.estimator, load_model(spec.draft_model), d.sku, d.tp, 1, d.precision,
+            kv_precision=d.resolved_kv_precision(), engine=d.engine, op_tables=d.op_tables,
+        )  # fmt: skip
+    return SpeculativeEstimator(target, spec, draft)

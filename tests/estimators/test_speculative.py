@@ -1,0 +1,111 @@
+"""Speculative decoding: tokens per step, the price of one emitted token, the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from estimators import (
+    BatchShape,
+    SpeculativeConfig,
+    SpeculativeEstimator,
+    expected_tokens_per_step,
+    load_engine,
+    load_model,
+    make_estimator,
+)
+from search.cli import cli
+from sku_catalog import load_catalog
+
+
+def test_tokens_per_step_is_the_expected_accepted_run_plus_one():
+    assert expected_tokens_per_step(1, 0.0) == 1.0
+    assert expected_tokens_per_step(3, 1.0) == 4.0
+    assert expected_tokens_per_step(3, 0.5) == pytest.approx(1 + 0.5 + 0.25 + 0.125)
+    assert SpeculativeConfig("eagle", 3, 0.7).tokens_per_step == pytest.approx(2.533)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"acceptance_rate": 1.5}, "acceptance_rate 1.5: must be within"),
+        ({"num_speculative_tokens": 0}, "at least 1 proposal"),
+        ({"method": "draft"}, "needs draft_model"),
+        ({"method": "medusa"}, "one of mtp, eagle, draft"),
+    ],
+)
+def test_bad_settings_say_what_is_allowed(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        SpeculativeConfig(**kwargs)
+
+
+@pytest.fixture(scope="module")
+def target():
+    model = load_model("meta-llama/Llama-3.1-8B")
+    return make_estimator("roofline", model, load_catalog().get("h100-sxm"), 1,
+                          engine=load_engine("vllm"))  # fmt: skip
+
+
+def _ratio(target, config, n, kv=2048):
+    batch = BatchShape(num_decodes=n, decode_kv_tokens=n * kv)
+    spec = SpeculativeEstimator(target, config).batch_cost(batch).stage_times[0]
+    return spec / target.batch_cost(batch).stage_times[0]
+
+
+def test_a_token_costs_more_when_nothing_is_accepted_and_less_when_most_is(target):
+    assert _ratio(target, SpeculativeConfig("eagle", 3, 0.0), 8) > 1.1  # verify 4 + draft 3
+    assert _ratio(target, SpeculativeConfig("eagle", 3, 0.9), 8) < 0.5
+    # a decode step is bound by reading the weights: verifying 4 tokens a sequence costs
+    # little more at small batches; at large ones the GEMMs grow with the tokens
+    small = _ratio(target, SpeculativeConfig("eagle", 3, 0.7), 4, kv=512)
+    large = _ratio(target, SpeculativeConfig("eagle", 3, 0.7), 256, kv=512)
+    assert small < 0.5 < large
+
+
+def test_prompt_chunks_keep_their_price_and_the_rest_delegates(target):
+    spec = SpeculativeEstimator(target, SpeculativeConfig("mtp", 2, 0.8))
+    prompt = BatchShape(num_prefill_tokens=512, num_prefills=1, prefill_attn_pairs=512 * 513 / 2,
+                        prefill_kv_tokens=512)  # fmt: skip
+    assert spec.batch_cost(prompt) == target.batch_cost(prompt)
+    assert spec.layers_per_stage == target.layers_per_stage  # the target's attributes
+
+
+def test_a_draft_model_prices_its_own_steps(target):
+    sku = load_catalog().get("h100-sxm")
+    big = make_estimator("roofline", load_model("meta-llama/Llama-3.1-70B"), sku, 4,
+                         engine=load_engine("vllm"))  # fmt: skip
+    config = SpeculativeConfig("draft", 4, 0.0, draft_model="meta-llama/Llama-3.1-8B")
+    batch = BatchShape(num_decodes=8, decode_kv_tokens=8 * 1024)
+    with_draft = SpeculativeEstimator(big, config, draft=target).batch_cost(batch)
+    drafts = 4 * target.batch_cost(batch).stage_times[0]  # 4 steps of the 8B (its CPU too)
+    assert with_draft.stage_times[0] > drafts * 0.9
+
+
+def _simulate(*args: str) -> dict:
+    result = CliRunner().invoke(cli, [
+        "simulate", "--model", "meta-llama/Llama-3.1-8B", "--sku", "h100-sxm",
+        "--concurrency", "8", "--num-requests", "64", "--json", *args,
+    ])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+def test_simulate_with_eagle_emits_tokens_faster():
+    plain = _simulate()
+    eagle = _simulate("--speculative", "eagle", "--num-speculative-tokens", "3",
+                      "--acceptance-rate", "0.7")  # fmt: skip
+    ratio = eagle["latency_s"]["tpot"]["p50"] / plain["latency_s"]["tpot"]["p50"]
+    assert 0.4 < ratio < 0.7  # 2.5 tokens a step, each step a little dearer
+    draft = _simulate("--speculative", "draft", "--draft-model", "meta-llama/Llama-2-7b-hf",
+                      "--num-speculative-tokens", "2", "--acceptance-rate", "0.1")  # fmt: skip
+    assert draft["latency_s"]["tpot"]["p50"] > plain["latency_s"]["tpot"]["p50"]
+
+
+def test_an_acceptance_rate_outside_0_1_exits_2_naming_the_field():
+    result = CliRunner().invoke(cli, [
+        "simulate", "--speculative", "mtp", "--acceptance-rate", "1.5", "--qps", "1",
+    ])  # fmt: skip
+    assert result.exit_code == 2
+    assert "speculative.acceptance_rate" in result.output and "Traceback" not in result.output
