@@ -71,6 +71,16 @@ def render_summary(summary: dict, prepared: PreparedDeployment, workload_info: d
         + (f", max tokens {d.scheduler.max_tokens}" if d.scheduler.max_tokens else "")
         + ")",
     )
+    if d.decode is not None and prepared.decode_pool is not None:
+        pool, dm = d.decode, prepared.decode_memory
+        head.add_row(
+            "Decode pool",
+            f"{pool.num_replicas} x {pool.sku.name} replica(s), TP{pool.tp}, "
+            f"{pool.scheduler.kind.value} (batch {pool.scheduler.batch_size}); KV cache "
+            f"{dm.kv_capacity_tokens:,} tokens / replica; a prompt's KV reaches it "
+            f"{prepared.decode_pool.transfer_seconds_per_token * 1e6:.2f} us per token "
+            "after its prefill (the pool above prefills; TTFT is its first token)",
+        )
     engine = d.engine
     head.add_row(
         "Engine",

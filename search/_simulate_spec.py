@@ -22,6 +22,7 @@ from search._limits import NumRequests, Replicas
 from search._op_tables_input import check_op_tables
 from search._speculative_input import SpeculativeSpec
 from simulator import (
+    DecodeSpec,
     Deployment,
     GlobalSchedulerKind,
     SchedulerConfig,
@@ -31,6 +32,18 @@ from simulator import (
 from sku_catalog import YamlInputError, load_catalog, read_yaml_file
 from sku_catalog._yaml import shorten
 from workloads import WorkloadSpec
+
+
+class DecodePoolSpec(BaseModel):
+    """The decode pool of disaggregated serving (the simulate spec's own sku, tp and replicas
+    are then the prefill pool)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    sku: str | None = None  # None: the prefill pool's
+    tp: PositiveInt = 1
+    replicas: Replicas = 1
+    batch_size: PositiveInt | None = None  # None: the engine's cap
 
 
 class SimulateSpec(BaseModel):
@@ -61,6 +74,7 @@ class SimulateSpec(BaseModel):
     prefix_cache: bool = True
     prefix_cache_tokens: PositiveInt | Literal["unbounded"] | None = None
     speculative: SpeculativeSpec | None = None  # speculative decoding; None: off
+    decode: DecodePoolSpec | None = None  # disaggregated prefill / decode; None: aggregated
     estimator: Literal["roofline", "profiled", "auto"] = "roofline"
     # a directory of llmcap op tables (`llmcap profile`) for the profiled/auto estimator
     op_tables: Path | None = None
@@ -97,6 +111,15 @@ class SimulateSpec(BaseModel):
         return self
 
     @model_validator(mode="after")
+    def _decode_pool_takes_requests_mid_batch(self) -> SimulateSpec:
+        if self.decode is not None and self.scheduler is SchedulerKind.STATIC:
+            raise ValueError(
+                "decode pool: scheduler 'static' cannot take requests mid-batch; use "
+                "sarathi, vllm, orca or sglang"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _tables_for_a_table_estimator(self) -> SimulateSpec:
         check_op_tables(self.estimator, self.op_tables, [])  # the SKU is checked on use
         return self
@@ -124,7 +147,18 @@ class SimulateSpec(BaseModel):
                 math.inf if self.prefix_cache_tokens == "unbounded" else self.prefix_cache_tokens
             ),
             speculative=self.speculative.config() if self.speculative is not None else None,
+            decode=self._decode_spec(catalog),
         )
+
+    def _decode_spec(self, catalog) -> DecodeSpec | None:
+        if self.decode is None:
+            return None
+        sku = catalog.get(self.decode.sku or self.sku)
+        scheduler = engine_scheduler(
+            self.engine_profile, sku, self.decode.tp, kind=self.scheduler,
+            batch_size=self.decode.batch_size,
+        )  # fmt: skip
+        return DecodeSpec(sku, self.decode.tp, self.decode.replicas, scheduler)
 
     def scheduler_config(self, sku) -> SchedulerConfig:
         """The engine's policy and limits on `sku`, with the options given here on top."""

@@ -228,6 +228,8 @@ Examples:
       --prefix-cache-tokens unbounded   # hash_ids feed the prefix cache; hit rate printed
   llmcap simulate --model meta-llama/Llama-3.1-8B --sku h100-sxm --concurrency 8 \\
       --speculative eagle --num-speculative-tokens 3 --acceptance-rate 0.7
+  llmcap simulate --model meta-llama/Llama-3.1-70B --sku h100-sxm --tp 4 \\
+      --decode-sku h200 --decode-tp 4 --decode-replicas 1 --qps 4   # prefill / decode pools
   llmcap simulate --model meta-llama/Llama-3.1-8B --sku h100-sxm --estimator profiled \\
       --op-tables tables/h100-llama8b        # tables from `llmcap profile run`
   llmcap simulate --model meta-llama/Llama-3.1-70B --sku h200 --tp 4 --estimator profiled \
@@ -375,6 +377,18 @@ def _choice(enum_values: list[str]) -> click.Choice:
     metavar="N|unbounded",
     help="Prefix-cache size per replica in tokens, least recently used blocks evicted "
     "[the replica's KV-cache size].",
+)
+@click.option(
+    "--decode-replicas",
+    type=int,
+    default=None,
+    help="Disaggregated serving: replicas of a decode pool (--sku/--tp/--replicas are then "
+    "the prefill pool) [aggregated].",
+)
+@click.option("--decode-sku", default=None, help="GPU of the decode pool [--sku].")
+@click.option("--decode-tp", type=int, default=None, help="TP of the decode pool [1].")
+@click.option(
+    "--decode-batch-size", type=int, default=None, help="Batch cap of the decode pool [engine's]."
 )
 @click.option(
     "--speculative",
@@ -527,6 +541,12 @@ def _merge_config(ctx: click.Context, config_file: Path | None, options: dict) -
     speculative = {key: value for key, value in given.items() if value is not None}
     if speculative:
         merged["speculative"] = {**(merged.get("speculative") or {}), **speculative}
+    pool_names = {"decode_replicas": "replicas", "decode_sku": "sku", "decode_tp": "tp",
+                  "decode_batch_size": "batch_size"}  # fmt: skip
+    pool = {key: merged.pop(name) for name, key in pool_names.items() if name in merged}
+    pool = {key: value for key, value in pool.items() if value is not None}
+    if pool:
+        merged["decode"] = {**(merged.get("decode") or {}), **pool}
     return merged
 
 

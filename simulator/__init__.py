@@ -14,7 +14,13 @@ from simulator._config import (
     SchedulerConfig,
     SchedulerKind,
 )
-from simulator._deployment import Deployment, PreparedDeployment, engine_scheduler, prepare
+from simulator._deployment import (
+    DecodeSpec,
+    Deployment,
+    PreparedDeployment,
+    engine_scheduler,
+    prepare,
+)
 from simulator._engine import Hardware, Simulation
 from simulator._metrics import (
     request_arrays,
@@ -34,6 +40,7 @@ def simulate(*args, **kwargs) -> SimulationResult:
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
     "ClusterConfig",
+    "DecodeSpec",
     "Deployment",
     "GlobalSchedulerKind",
     "Hardware",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from estimators import (
     EngineProfile,
@@ -25,7 +25,7 @@ from simulator._config import (
     SchedulerConfig,
     SchedulerKind,
 )
-from simulator._engine import Hardware, Simulation
+from simulator._engine import DecodePool, Hardware, Simulation
 from simulator._result import SimulationResult
 from sku_catalog import GpuSku
 from workloads import Workload
@@ -33,6 +33,21 @@ from workloads import Workload
 # activation reserve of schedulers without a token limit (Orca, static): sized like
 # vLLM's profiling run at this many tokens
 UNBOUNDED_BATCH_TOKENS = 8192
+
+
+@dataclass(frozen=True, slots=True)
+class DecodeSpec:
+    """The decode pool of a disaggregated deployment: `num_replicas` replicas of `tp` GPUs
+    of `sku` running `scheduler`; the deployment's own fields are then its prefill pool."""
+
+    sku: GpuSku
+    tp: int = 1
+    num_replicas: int = 1
+    scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
+
+    @property
+    def num_gpus(self) -> int:
+        return self.tp * self.num_replicas
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +77,8 @@ class Deployment:
     prefix_cache_tokens: float | None = None
     # speculative decoding (estimators/_speculative.py): None is off
     speculative: SpeculativeConfig | None = None
+    # disaggregated serving: the decode pool (the fields above are then the prefill pool's)
+    decode: DecodeSpec | None = None
 
     @property
     def engine_key(self) -> str:
@@ -79,11 +96,16 @@ class Deployment:
 
     @property
     def num_gpus(self) -> int:
-        return self.gpus_per_replica * self.num_replicas
+        """GPUs of the whole deployment (both pools when disaggregated)."""
+        decode = self.decode.num_gpus if self.decode is not None else 0
+        return self.gpus_per_replica * self.num_replicas + decode
 
     @property
     def cost_per_hour(self) -> float:
-        return self.num_gpus * self.sku.price_per_gpu_hour
+        own = self.gpus_per_replica * self.num_replicas * self.sku.price_per_gpu_hour
+        if self.decode is not None:
+            own += self.decode.num_gpus * self.decode.sku.price_per_gpu_hour
+        return own
 
     def max_batched_tokens(self) -> int:
         """Most tokens one iteration can hold: sizes the activation reserve."""
@@ -136,6 +158,8 @@ class PreparedDeployment:
     estimator: ExecutionTimeEstimator
     cluster: ClusterConfig
     hardware: Hardware
+    decode_pool: DecodePool | None = None  # disaggregated: the decode side, ready to run
+    decode_memory: MemoryPlan | None = None
 
     def simulation(self, workload: Workload, options: RunOptions | None = None) -> Simulation:
         return Simulation(
@@ -145,6 +169,7 @@ class PreparedDeployment:
             self.cluster,
             options,
             self.hardware,
+            self.decode_pool,
         )
 
     def simulate(self, workload: Workload, options: RunOptions | None = None) -> SimulationResult:
@@ -198,7 +223,57 @@ def prepare(deployment: Deployment) -> PreparedDeployment:
         peak_flops=d.sku.peak_flops(fp8=d.precision is Precision.FP8),
         memory_bandwidth=d.sku.memory_bandwidth_bytes,
     )
-    return PreparedDeployment(d, memory, estimator, cluster, hardware)
+    prepared = PreparedDeployment(d, memory, estimator, cluster, hardware)
+    if d.decode is not None:
+        prepared.decode_pool, prepared.decode_memory = _decode_pool(d, memory)
+    return prepared
+
+
+def _decode_pool(d: Deployment, prefill_memory: MemoryPlan) -> tuple[DecodePool, MemoryPlan]:
+    """The decode pool ready to run, and its memory plan.  A prompt's KV cache moves from
+    each prefill GPU's shard at the slower link's per-GPU rate: NVLink when both pools are
+    the same SKU and fit one node, else the nodes' network (after the prefill, not
+    overlapped with it layer by layer)."""
+    pool = d.decode
+    assert pool is not None
+    if pool.scheduler.kind is SchedulerKind.STATIC:
+        raise ValueError("decode pool: scheduler 'static' cannot take requests mid-batch; "
+                         "use sarathi, vllm, orca or sglang")  # fmt: skip
+    validate_parallelism(d.model, pool.tp, 1, pool.sku)
+    memory = check_fits(
+        d.model, pool.sku, pool.tp, 1, precision=d.precision,
+        kv_precision=d.resolved_kv_precision(), block_size=d.block_size,
+        gpu_memory_utilization=d.gpu_memory_utilization,
+        max_num_batched_tokens=pool.scheduler.token_budget() or UNBOUNDED_BATCH_TOKENS,
+        engine=d.engine,
+    )  # fmt: skip
+    estimator = make_estimator(
+        d.estimator, d.model, pool.sku, pool.tp, 1, d.precision,
+        kv_precision=d.resolved_kv_precision(), engine=d.engine, op_tables=d.op_tables,
+    )  # fmt: skip
+    if d.speculative is not None:
+        estimator = _speculative(replace(d, sku=pool.sku, tp=pool.tp, pp=1), estimator)
+    node, decode_node = d.sku.default_node, pool.sku.default_node
+    one_node = (
+        pool.sku.id == d.sku.id
+        and d.gpus_per_replica * d.num_replicas + pool.num_gpus <= node.gpus_per_node
+    )
+    link = (
+        node.intra_node_bandwidth_gbps
+        if one_node
+        else min(node.inter_node_bandwidth_gbps, decode_node.inter_node_bandwidth_gbps)
+    )
+    cluster = ClusterConfig(
+        num_replicas=pool.num_replicas, num_kv_blocks=memory.num_kv_blocks,
+        block_size=d.block_size, prefix_cache=False,
+    )  # fmt: skip
+    hardware = Hardware(
+        gpus_per_replica=pool.tp,
+        peak_flops=pool.sku.peak_flops(fp8=d.precision is Precision.FP8),
+        memory_bandwidth=pool.sku.memory_bandwidth_bytes,
+    )
+    seconds_per_token = prefill_memory.kv_bytes_per_token / (link * 1e9)
+    return DecodePool(estimator, pool.scheduler, cluster, hardware, seconds_per_token), memory
 
 
 def _speculative(d: Deployment, target: ExecutionTimeEstimator) -> SpeculativeEstimator:

@@ -24,6 +24,7 @@ _BATCH_END = 0
 _WAKE = 1
 _ARRIVAL = 2
 _DISPATCH = 3  # a wake-up after the arrivals of the same instant
+_TRANSFER = 4  # a prompt's KV cache reaches the decode pool
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,8 +45,24 @@ def _prefix_cache(workload: Workload, cluster: ClusterConfig) -> PrefixCache:
     return PrefixCache(size, None if math.isinf(tokens) else int(tokens // size))
 
 
+@dataclass(frozen=True, slots=True)
+class DecodePool:
+    """The decode side of disaggregated serving: its replicas' cost model, scheduler, KV
+    blocks and GPUs, and how long one prompt token's KV cache takes to reach it from the
+    prefill pool.  The Simulation's own estimator, scheduler and cluster are then the
+    prefill pool's."""
+
+    estimator: ExecutionTimeEstimator
+    scheduler: SchedulerConfig
+    cluster: ClusterConfig
+    hardware: Hardware
+    transfer_seconds_per_token: float
+
+
 class Simulation:
-    """One run of one deployment over one workload."""
+    """One run of one deployment over one workload: its replicas, or with a `decode_pool`
+    a prefill pool (the arguments) whose replicas hand each prompt's KV cache over to the
+    decode pool's (disaggregated serving; TTFT is the prefill pool's first token)."""
 
     def __init__(
         self,
@@ -55,6 +72,7 @@ class Simulation:
         cluster: ClusterConfig,
         options: RunOptions | None = None,
         hardware: Hardware | None = None,
+        decode_pool: DecodePool | None = None,
     ) -> None:
         self.workload = workload
         self.scheduler = scheduler
@@ -77,6 +95,7 @@ class Simulation:
             for req, prefix in zip(self.requests, prefixes, strict=True):
                 req.prefix = prefix
         self.pp = cluster.pp
+        self._lanes_made = 0
         self.replicas = [
             Replica(
                 r,
@@ -91,8 +110,11 @@ class Simulation:
             )
             for r in range(cluster.num_replicas)
         ]
-        self.lanes: list[Lane] = [lane for rep in self.replicas for lane in rep.lanes]
         self._route = make_router(cluster.global_scheduler, self.replicas, self.options.seed)
+        self.decode_pool = decode_pool
+        if decode_pool is not None:
+            self._add_decode_pool(decode_pool)
+        self.lanes: list[Lane] = [lane for rep in self.replicas for lane in rep.lanes]
         self._heap: list[tuple] = []
         self._seq = 0
         self.now = 0.0
@@ -109,7 +131,32 @@ class Simulation:
     # -- hooks the replicas call -------------------------------------------
 
     def lane_id(self, replica_id: int, index: int) -> int:
-        return replica_id * self.pp + index
+        """Lanes are numbered in the order the replicas create them."""
+        self._lanes_made += 1
+        return self._lanes_made - 1
+
+    def _add_decode_pool(self, pool: DecodePool) -> None:
+        c = pool.cluster
+        first = len(self.replicas)
+        decoders = [
+            Replica(first + r, self, make_policy(pool.scheduler), pool.estimator,
+                    c.num_kv_blocks, c.block_size, c.watermark, c.pp)
+            for r in range(c.num_replicas)
+        ]  # fmt: skip
+        for replica in decoders:
+            replica.hardware = pool.hardware
+        for replica in self.replicas:
+            replica.hand_off = self._hand_off
+        self._decoders = decoders
+        self.replicas = self.replicas + decoders
+
+    def _hand_off(self, req: Request, now: float) -> None:
+        """A prefill pool's request sends its KV cache to the least-loaded decode replica."""
+        replica = min(self._decoders, key=lambda r: (r.outstanding, r.id))
+        replica.outstanding += 1  # from the hand-off on: the next request goes elsewhere
+        arrive = now + req.prefill_target * self.decode_pool.transfer_seconds_per_token
+        self._seq += 1
+        heapq.heappush(self._heap, (arrive, _TRANSFER, self._seq, replica, req, None))
 
     def schedule_batch_end(self, replica: Replica, lane: Lane, plan: BatchPlan, t: float) -> None:
         self._seq += 1
@@ -198,6 +245,8 @@ class Simulation:
                     replica.on_batch_end(a, b, t)
                 elif kind == _ARRIVAL:
                     self._arrive(a, t)
+                elif kind == _TRANSFER:
+                    replica.receive(a, t)
                 else:
                     replica.wake_at = -1.0
                     replica.try_dispatch(t)

@@ -28,6 +28,7 @@ class Lane:
         "members",
         "phase",
         "prefilling",
+        "prepared_step",
         "step",
         "step_end_times",
     )
@@ -43,6 +44,7 @@ class Lane:
         self.finish_heap: list[tuple[int, int, int, Request]] = []
         self.prefilling: list[Request] = []  # admitted, prompt not finished (chunked prefill)
         self.in_flight = False
+        self.prepared_step = -1  # the step whose new KV blocks `prepare_decodes` allocated
 
     @property
     def num_decodes(self) -> int:

@@ -224,10 +224,10 @@ def queue_trend(arrival: np.ndarray, delay: np.ndarray) -> dict[str, float]:
 
 def replica_stats(sim: Simulation, duration: float) -> list[dict]:
     b = sim.batches.columns()
-    hw = sim.hardware
-    total_blocks = sim.cluster.num_kv_blocks
     out = []
     for replica in sim.replicas:
+        hw = replica.hardware
+        total_blocks = replica.pool.total
         mine = b["replica"] == replica.id
         span = b["end"][mine] - b["start"][mine]
         seqs = b["num_prefills"][mine] + b["num_decodes"][mine]

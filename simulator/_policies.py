@@ -82,8 +82,9 @@ class Policy:
             if not replica.admit(req, lane):
                 break
             q = min(req.remaining_prefill, budget)  # after any cached prefix
-            chunks.append((req, q))
-            budget -= q
+            if q:  # 0: its KV came from a prefill pool, it joined the decodes
+                chunks.append((req, q))
+                budget -= q
         return chunks
 
 
@@ -114,8 +115,9 @@ class VllmPolicy(Policy):
             q = req.remaining_prefill
             if (q > budget and chunks) or not replica.admit(req, lane):
                 break
-            chunks.append((req, q))
-            budget -= q
+            if q:
+                chunks.append((req, q))
+                budget -= q
         if chunks:
             return BatchPlan(False, chunks)
         replica.prepare_decodes(lane)
@@ -144,9 +146,10 @@ class OrcaPolicy(Policy):
                 break
             if not replica.admit(req, lane):
                 break
-            chunks.append((req, q))
-            if budget is not None:
-                budget -= q
+            if q:
+                chunks.append((req, q))
+                if budget is not None:
+                    budget -= q
         if not chunks and not lane.members:
             return None
         return BatchPlan(bool(lane.members), chunks)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from estimators import BatchShape, ExecutionTimeEstimator
@@ -54,6 +55,10 @@ class Replica:
         self.wake_at = -1.0  # pending wake-up for a free stage 0 (PP)
         self.busy_time = 0.0  # stage-0 busy seconds
         self.prefix_cache = prefix_cache  # None: off, or the workload has no prefix hashes
+        # a prefill pool's replica hands each request on once its prompt is done (its first
+        # token emitted): `hand_off(req, now)` moves its KV to the decode pool
+        self.hand_off: Callable[[Request, float], None] | None = None
+        self.hardware = sim.hardware  # its pool's GPUs (MFU, MBU)
 
     # -- admission ---------------------------------------------------------
 
@@ -80,8 +85,19 @@ class Replica:
             self.wake_at = now
             self.sim.schedule_wake(self, now, after_arrivals=True)
 
+    def receive(self, req: Request, now: float) -> None:
+        """A request whose prompt a prefill pool computed arrives with its KV cache (a
+        decode pool's replica, counted in `outstanding` since the hand-off): it waits for
+        KV blocks like a new prompt, then decodes."""
+        req.replica = self.id
+        self.waiting.append(req)
+        if self.stage_free[0] <= now and self.wake_at != now:
+            self.wake_at = now
+            self.sim.schedule_wake(self, now, after_arrivals=True)
+
     def admit(self, req: Request, lane: Lane) -> bool:
-        """Move the head of the waiting queue into `lane` if its KV blocks fit."""
+        """Move the head of the waiting queue into `lane` if its KV blocks fit (a request
+        whose KV came from a prefill pool joins the lane's decodes at once)."""
         pool = self.pool
         need = blocks_for(req.prefill_target, self.block_size)
         if self.policy.reserves_full_length:
@@ -93,9 +109,15 @@ class Replica:
             return False
         pool.allocate(need)
         self.waiting.popleft()
-        lane.prefilling.append(req)
         if math.isnan(req.scheduled_at):
             req.scheduled_at = self.now
+        if req.generated and not req.remaining_prefill:  # its KV arrived from a prefill pool
+            lane.join(req, req.prefill_target, req.output_tokens - req.generated,
+                      req.first_token_at)  # fmt: skip
+            if lane.prepared_step == lane.step and req.prefill_target % self.block_size == 0:
+                pool.allocate(1)  # the coming step's block, which prepare_decodes missed
+            return True
+        lane.prefilling.append(req)
         return True
 
     def prepare_decodes(self, lane: Lane) -> None:
@@ -112,6 +134,7 @@ class Replica:
             if self.policy.reserves_full_length:
                 pool.reserved -= need
             pool.allocate(need)
+        lane.prepared_step = lane.step
 
     def _preempt(self, req: Request, lane: Lane) -> None:
         kv_tokens = lane.leave(req)
@@ -213,6 +236,10 @@ class Replica:
                 if req.generated >= req.output_tokens:
                     req.segments.append((now, lane.id, lane.step, lane.step))
                     self._finish(req, req.prefill_target, now)
+                elif self.hand_off is not None:  # prefill pool: the KV goes to a decode pool
+                    self.pool.release(blocks_for(req.prefill_target, self.block_size))
+                    self.outstanding -= 1
+                    self.hand_off(req, now)
                 else:
                     lane.join(req, req.prefill_target, req.output_tokens - req.generated, now)
             lane.prefilling = [r for r in lane.prefilling if r.prefilled < r.prefill_target]

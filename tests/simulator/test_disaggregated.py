@@ -1,0 +1,79 @@
+"""Disaggregated serving: a prefill pool hands each prompt's KV cache to a decode pool."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from simulator import ClusterConfig, SchedulerConfig, SchedulerKind, Simulation, request_token_times
+from simulator._engine import DecodePool, Hardware
+from tests.simulator.conftest import LinearEstimator, make_workload, poisson_workload
+from tests.simulator.test_invariants import check_conservation
+
+
+def _sim(workload, transfer=1e-5, decode_kind=SchedulerKind.SARATHI, decoders=2, blocks=400):
+    prefill, decode = LinearEstimator(record=True), LinearEstimator(record=True)
+    pool = DecodePool(
+        decode,
+        SchedulerConfig(decode_kind, batch_size=32, chunk_size=256),
+        ClusterConfig(num_replicas=decoders, num_kv_blocks=blocks),
+        Hardware(gpus_per_replica=2),
+        transfer_seconds_per_token=transfer,
+    )
+    sim = Simulation(
+        workload, prefill, SchedulerConfig(SchedulerKind.SARATHI, batch_size=16, chunk_size=256),
+        ClusterConfig(num_kv_blocks=blocks), decode_pool=pool,
+    )  # fmt: skip
+    return sim.run(), prefill, decode
+
+
+@pytest.mark.parametrize("kind", [SchedulerKind.SARATHI, SchedulerKind.VLLM,
+                                  SchedulerKind.ORCA, SchedulerKind.SGLANG])  # fmt: skip
+def test_every_request_prefills_on_one_pool_and_decodes_on_the_other(kind):
+    sim, prefill, decode = _sim(poisson_workload(60, qps=20, seed=2), decode_kind=kind)
+    check_conservation(sim)
+    assert all(b.num_decodes == 0 for b in prefill.calls)  # the prefill pool never decodes
+    assert all(b.num_prefill_tokens == 0 for b in decode.calls)  # nor the decode pool prefill
+    decoders = {r.id for r in sim.replicas[1:]}
+    assert {r.replica for r in sim.requests if r.output_tokens > 1} <= decoders
+    assert sum(b.num_decodes for b in decode.calls) == sum(
+        r.output_tokens - 1 for r in sim.requests
+    )  # every token after the first is decoded once
+
+
+def test_the_first_decode_token_waits_for_the_kv_transfer():
+    w = make_workload([1000], [3])
+    fast, _, _ = _sim(w, transfer=1e-6)
+    slow, _, _ = _sim(w, transfer=1e-4)  # 1000 tokens: 0.1 s more
+    gaps = [np.diff(request_token_times(s, 0))[0] for s in (fast, slow)]
+    assert gaps[1] - gaps[0] == pytest.approx(1000 * (1e-4 - 1e-6), rel=1e-9)
+    assert slow.requests[0].first_token_at == fast.requests[0].first_token_at  # TTFT: prefill
+
+
+def test_decodes_spread_over_the_decode_pool_by_load():
+    sim, _, _ = _sim(make_workload([100] * 8, [50] * 8), decoders=4)
+    counts = np.bincount([r.replica for r in sim.requests], minlength=5)
+    assert counts[0] == 0 and list(counts[1:]) == [2, 2, 2, 2]
+
+
+def test_a_disaggregated_deployment_pays_for_both_pools_and_moves_kv_over_the_network():
+    from estimators import load_engine, load_model
+    from simulator import DecodeSpec, Deployment, engine_scheduler, prepare
+    from sku_catalog import load_catalog
+
+    cat, engine = load_catalog(), load_engine("vllm")
+    h100, h200 = cat.get("h100-sxm"), cat.get("h200")
+    d = Deployment(
+        load_model("meta-llama/Llama-3.1-70B"), h100, tp=4, engine=engine,
+        scheduler=engine_scheduler(engine, h100, 4),
+        decode=DecodeSpec(h200, tp=4, num_replicas=2, scheduler=engine_scheduler(engine, h200, 4)),
+    )  # fmt: skip
+    assert d.num_gpus == 12
+    assert d.cost_per_hour == 4 * h100.price_per_gpu_hour + 8 * h200.price_per_gpu_hour
+    p = prepare(d)
+    # 80 layers x 8 KV heads x 128 x K and V x 2 bytes / TP 4 per token, over the network
+    per_gpu = 80 * 8 * 128 * 2 * 2 / 4
+    link = min(h100.default_node.inter_node_bandwidth_gbps,
+               h200.default_node.inter_node_bandwidth_gbps) * 1e9  # fmt: skip
+    assert p.decode_pool.transfer_seconds_per_token == pytest.approx(per_gpu / link)
+    assert p.decode_memory.num_kv_blocks > p.memory.num_kv_blocks  # H200's larger HBM
