@@ -232,7 +232,7 @@ Examples:
       --decode-sku h200 --decode-tp 4 --decode-replicas 1 --qps 4   # prefill / decode pools
   llmcap simulate --model meta-llama/Llama-3.1-8B --sku h100-sxm --estimator profiled \\
       --op-tables tables/h100-llama8b        # tables from `llmcap profile run`
-  llmcap simulate --model meta-llama/Llama-3.1-70B --sku h200 --tp 4 --estimator profiled \
+  llmcap simulate --model meta-llama/Llama-3.1-70B --sku h200 --tp 4 --estimator profiled \\
       --op-tables h200/llama-3.1-70b         # shipped tables: `llmcap catalog op-tables`
 
 \b

@@ -153,6 +153,12 @@ class Simulation:
     def _hand_off(self, req: Request, now: float) -> None:
         """A prefill pool's request sends its KV cache to the least-loaded decode replica."""
         replica = min(self._decoders, key=lambda r: (r.outstanding, r.id))
+        reason = replica.rejection(req)
+        if reason is not None:  # a decode replica can never hold it: rejected, as on arrival
+            req.rejected = f"decode pool: {reason}"
+            req.replica = replica.id
+            self.on_request_done(req, now)
+            return
         replica.outstanding += 1  # from the hand-off on: the next request goes elsewhere
         arrive = now + req.prefill_target * self.decode_pool.transfer_seconds_per_token
         self._seq += 1

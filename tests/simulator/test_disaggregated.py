@@ -77,3 +77,17 @@ def test_a_disaggregated_deployment_pays_for_both_pools_and_moves_kv_over_the_ne
                h200.default_node.inter_node_bandwidth_gbps) * 1e9  # fmt: skip
     assert p.decode_pool.transfer_seconds_per_token == pytest.approx(per_gpu / link)
     assert p.decode_memory.num_kv_blocks > p.memory.num_kv_blocks  # H200's larger HBM
+
+
+def test_a_request_the_decode_pool_can_never_hold_is_rejected_not_stuck():
+    """The decode pool holds 20 blocks of 16 tokens: the 400-token prompt prefills on the
+    larger prefill pool, then is rejected at the hand-off instead of waiting for ever."""
+    pool = DecodePool(
+        LinearEstimator(), SchedulerConfig(), ClusterConfig(num_kv_blocks=20), Hardware(),
+        transfer_seconds_per_token=0.0,
+    )
+    sim = Simulation(make_workload([100, 400], [5, 5], [0.0, 0.1]), LinearEstimator(),
+                     SchedulerConfig(), ClusterConfig(num_kv_blocks=400),
+                     decode_pool=pool).run()  # fmt: skip
+    assert sim.requests[1].rejected.startswith("decode pool: request needs")
+    assert sim.requests[0].completed_at > 0 and sim.completed == 2
