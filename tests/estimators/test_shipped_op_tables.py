@@ -18,11 +18,12 @@ from sku_catalog import load_catalog
 SHIPPED = shipped_op_tables()
 
 
-def test_h100_and_h200_tables_of_both_llama_sizes_ship():
-    assert SHIPPED == [
-        "h100-sxm/llama-3.1-70b", "h100-sxm/llama-3.1-8b", "h200/llama-3.1-70b",
-        "h200/llama-3.1-8b",
+def test_h100_and_h200_tables_of_the_dense_validation_models_ship():
+    expected = [
+        f"{gpu}/{model}" for gpu in ("h100-sxm", "h200")
+        for model in ("llama-3.1-70b", "llama-3.1-8b", "qwen3-32b")
     ]  # fmt: skip
+    assert shipped_op_tables() == expected
 
 
 @pytest.mark.parametrize("name", SHIPPED)
