@@ -75,8 +75,17 @@ class WorkloadSpec(BaseModel):
         "to its length); with prefix caching its blocks are computed once per replica.",
     )  # fmt: skip
     shared_prefixes: int = Field(
-        1, ge=1, description="Distinct system prompts of shared_prefix_tokens; each request "
-        "draws one at random.",
+        1, ge=1, description="Distinct system prompts of shared_prefix_tokens; each "
+        "conversation draws one at random.",
+    )  # fmt: skip
+    session_turns: int = Field(
+        1, ge=1, le=1000,
+        description="Turns per conversation: each turn's prompt is the conversation so far "
+        "(earlier prompts and answers) plus a new message of the prompt lengths.",
+    )  # fmt: skip
+    turn_gap_s: float = Field(
+        0.0, ge=0, allow_inf_nan=False,
+        description="Mean seconds between a conversation's turns (exponential gaps).",
     )  # fmt: skip
 
     @field_validator("source")
@@ -260,50 +269,85 @@ def build_workload(
     spec = _validate_spec(spec)
     _check_args(num_requests, qps, concurrency, seed)
     workload = _build(spec, num_requests, qps, concurrency, seed)
-    if spec.shared_prefix_tokens:
+    if spec.shared_prefix_tokens or spec.session_turns > 1:
         rng_prefix = np.random.default_rng(np.random.SeedSequence(seed).spawn(4)[3])
-        workload = with_shared_prefix(
-            workload, spec.shared_prefix_tokens, spec.shared_prefixes, rng_prefix
-        )
+        workload = with_prompt_prefixes(
+            workload, rng_prefix, shared_tokens=spec.shared_prefix_tokens,
+            shared_prompts=spec.shared_prefixes, turns=spec.session_turns,
+            turn_gap_s=spec.turn_gap_s,
+        )  # fmt: skip
     return workload
 
 
 SHARED_PREFIX_BLOCK_TOKENS = 64  # granularity of a synthetic prompt's prefix hashes
 
 
-def with_shared_prefix(
-    workload: Workload, tokens: int, prompts: int, rng: np.random.Generator
+def with_prompt_prefixes(
+    workload: Workload,
+    rng: np.random.Generator,
+    *,
+    shared_tokens: int = 0,
+    shared_prompts: int = 1,
+    turns: int = 1,
+    turn_gap_s: float = 0.0,
 ) -> Workload:
-    """`workload` with a system prompt of `tokens` tokens (one of `prompts` distinct ones,
-    drawn per request) before every prompt, and the prefix hashes that say so: the system
-    prompt's whole blocks are shared, every later block is the request's own."""
+    """`workload` with the prompt structure prefix caching sees, and its prefix hashes.
+
+    - A system prompt of `shared_tokens` tokens (one of `shared_prompts`, drawn per
+      conversation) starts every prompt.
+    - Conversations of `turns` turns: consecutive requests form one; a turn's prompt is the
+      conversation so far (system prompt, earlier prompts and answers) plus its own message
+      (the workload's prompt length); its turns arrive `turn_gap_s` apart on average
+      (exponential gaps) after the first, which keeps the workload's arrival.
+
+    A block's hash stands for the whole prefix up to it: the system prompt's whole blocks are
+    shared by its conversations, a conversation's history blocks by its later turns, and
+    every other block is new.
+    """
     if workload.prefix_blocks is not None:
         raise WorkloadError(
-            f"shared_prefix_tokens: {workload.name!r} carries its own prefix hashes "
-            "(hash_ids); leave shared_prefix_tokens at 0"
+            f"shared_prefix_tokens / session_turns: {workload.name!r} carries its own prefix "
+            "hashes (hash_ids); leave both at their defaults"
         )
     size = SHARED_PREFIX_BLOCK_TOKENS
-    prompt = workload.prompt_tokens + tokens
-    group = rng.integers(prompts, size=len(prompt))
-    shared = tokens // size
-    blocks = np.empty(len(prompt), dtype=object)
-    next_own = 0
-    for i, (p, g) in enumerate(zip(prompt.tolist(), group.tolist(), strict=True)):
-        own = p // size - shared
-        # shared blocks are negative (-1 - (g * shared + j)); a request's own count up from 0
-        blocks[i] = tuple(range(-1 - g * shared, -1 - (g + 1) * shared, -1)) + tuple(
-            range(next_own, next_own + own)
-        )
-        next_own += own
+    n = len(workload)
+    message, answer = workload.prompt_tokens.tolist(), workload.output_tokens.tolist()
+    arrival = workload.arrival_times.copy()
+    shared = shared_tokens // size
+    groups = rng.integers(shared_prompts, size=-(-n // turns)).tolist()
+    gaps = rng.exponential(turn_gap_s, size=n).tolist() if turn_gap_s > 0 else [0.0] * n
+    prompt = np.empty(n, dtype=np.int64)
+    blocks = np.empty(n, dtype=object)
+    fresh = 0  # the next new block's hash (system prompts' blocks are negative)
+    for c, start in enumerate(range(0, n, turns)):
+        history = shared_tokens  # tokens before this turn's message
+        kept = tuple(range(-1 - groups[c] * shared, -1 - (groups[c] + 1) * shared, -1))
+        for i in range(start, min(start + turns, n)):
+            if i > start:
+                arrival[i] = arrival[i - 1] + gaps[i]
+            p = history + message[i]
+            new = p // size - len(kept)
+            blocks[i] = kept + tuple(range(fresh, fresh + new))
+            fresh += new
+            prompt[i] = p
+            history = p + answer[i]
+            grown = history // size - p // size  # whole blocks the answer completes
+            kept = blocks[i] + tuple(range(fresh, fresh + grown))
+            fresh += grown
+    order = np.argsort(arrival, kind="stable")
     metadata = dict(workload.metadata) | {
-        "shared_prefix_tokens": tokens,
-        "shared_prefixes": prompts,
+        "shared_prefix_tokens": shared_tokens,
+        "shared_prefixes": shared_prompts,
+        "session_turns": turns,
+        "turn_gap_s": turn_gap_s,
     }
     return dataclasses.replace(
         workload,
-        prompt_tokens=prompt,
+        arrival_times=arrival[order],
+        prompt_tokens=prompt[order],
+        output_tokens=workload.output_tokens[order],
         metadata=metadata,
-        prefix_blocks=blocks,
+        prefix_blocks=blocks[order],
         prefix_block_tokens=size,
     )
 

@@ -286,3 +286,25 @@ def test_a_trace_with_its_own_hashes_refuses_a_synthetic_prefix(tmp_path):
     with pytest.raises(WorkloadError, match="carries its own prefix hashes"):
         build_workload({"source": str(trace), "shared_prefix_tokens": 64}, num_requests=2,
                        qps=1.0, concurrency=None, seed=0)  # fmt: skip
+
+
+def test_a_conversations_turn_carries_its_history_and_shares_its_blocks():
+    """Two conversations of two turns behind a 128-token system prompt (blocks of 64): a
+    turn's prompt is the history (system prompt, earlier prompt, answer) plus its message,
+    and its hashes begin with every whole block of that history."""
+    from workloads import Workload
+    from workloads._build import with_prompt_prefixes
+
+    w = Workload("t", np.array([0.0, 1.0, 2.0, 3.0]), np.array([100, 50, 70, 200]),
+                 np.array([30, 40, 10, 5]))  # fmt: skip
+    out = with_prompt_prefixes(w, np.random.default_rng(0), shared_tokens=128, turns=2)
+    assert out.prompt_tokens.tolist() == [228, 128 + 100 + 30 + 50, 198, 128 + 70 + 10 + 200]
+    assert out.arrival_times.tolist() == [0.0, 0.0, 2.0, 2.0]  # no gap: right after
+    assert list(out.prefix_blocks) == [
+        (-1, -2, 0),  # system prompt, then the message's whole block
+        (-1, -2, 0, 1),  # 258 tokens of history: 4 whole blocks, the 4th completed by the answer
+        (-1, -2, 3),  # (block 2 was the 5th whole block of the first conversation's history)
+        (-1, -2, 3, 4, 5, 6),  # 208 tokens of history: 3 whole blocks, then 3 new ones
+    ]
+    gapped = with_prompt_prefixes(w, np.random.default_rng(0), turns=2, turn_gap_s=30.0)
+    assert gapped.arrival_times[-1] > 2.0 and np.all(np.diff(gapped.arrival_times) >= 0)
