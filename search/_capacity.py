@@ -33,10 +33,10 @@ under its bound.  `find_capacity` finds it by simulation:
   later can pull the percentile back, so the probe stops there and counts as
   failed, the verdict the full run would give.  This holds for SLOs on
   scheduling delay, TTFT and e2e latency, the capacity SLO and the `also` ones
-  alike (the first certain to fail stops the run).  TBT likewise, on token gaps: a
-  decode step lasting the bound or more gives each of its decodes a gap at least that
-  long (`_SlowGapCounter`), and the run has sum(output - 1) gaps in all, known up
-  front.  TPOT and normalised latency are judged at the end.
+  alike (the first certain to fail stops the run; `simulator.LateRequestCounter`).
+  TBT likewise, on token gaps: a decode step lasting the bound or more gives each of
+  its decodes a gap at least that long (`simulator.SlowGapCounter`), and the run has
+  sum(output - 1) gaps in all, known up front.  TPOT and normalised latency are judged at the end.
 
 Everything here is a pure function of plain data (no Ray, Optuna or SQL), so a
 worker can run it in any process.
@@ -55,17 +55,19 @@ from estimators import BatchShape
 from search._capacity_kind import CAPACITY_CEILING, CAPACITY_MEASURED
 from search._zero_load import ZERO_LOAD_METRICS, zero_load_percentile
 from simulator import (
+    EARLY_STOP_METRICS,
+    LateRequestCounter,
     PreparedDeployment,
     RunOptions,
     Simulation,
+    SlowGapCounter,
     prefix_reuse_tokens,
     request_arrays,
+    servable_requests,
     summarize,
+    waiting_delays,
     weighted_percentiles,
 )
-from simulator._kv import BlockPool, blocks_for
-from simulator._policies import make_policy
-from simulator._request import Request
 from workloads import Workload, rescale_to_rate
 
 __all__ = [
@@ -88,15 +90,6 @@ __all__ = [
 
 METRICS = ("scheduling_delay", "ttft", "tbt", "tpot", "e2e", "normalized_latency")
 PERCENTILES = (50, 90, 95, 99)
-
-# SLO metrics whose late requests can be counted while the run goes: a request's value
-# is (time of one event - arrival), and a request still waiting for that event already
-# has at least (now - arrival).  The Request attribute of that event:
-_EVENT_OF_METRIC = {
-    "scheduling_delay": "scheduled_at",
-    "ttft": "first_token_at",
-    "e2e": "completed_at",
-}
 
 FIRST_GUESS = 0.75  # share of the steady-state bound probed first (capacity is ~0.5-1 of it)
 STEP = 2.0  # factor between bracketing probes (up to the bound, or down) without a hint
@@ -263,84 +256,6 @@ def late_limit(n: int, percentile: int) -> int:
     return n - idx
 
 
-class _LateCounter:
-    """The run's on_progress hook: stops it once enough requests are late.
-
-    Requests are visited in arrival order with a pointer that only moves forward:
-    a request is settled once its event happened (late or not, it is counted) or
-    once it has waited `bound` without it (late for good).  The pointer stops at
-    the first unsettled request.  No request behind it can be late unless this one
-    is: it arrived no earlier, and its event came no earlier than now.  So the
-    count is exact at every call, at O(1) amortised cost per request.
-    """
-
-    __slots__ = ("attr", "bound", "late", "limit", "ptr")
-
-    def __init__(self, attr: str, bound: float, limit: int) -> None:
-        self.attr = attr
-        self.bound = bound
-        self.limit = limit
-        self.late = 0
-        self.ptr = 0
-
-    def __call__(self, sim: Simulation) -> bool:
-        reqs = sim.requests
-        n = len(reqs)
-        now = sim.now
-        bound = self.bound
-        attr = self.attr
-        i = self.ptr
-        late = self.late
-        while i < n:
-            req = reqs[i]
-            t = getattr(req, attr)
-            if t == t:  # the event happened (not NaN)
-                if t - req.arrival >= bound:
-                    late += 1
-            elif req.rejected is not None:
-                pass  # never served: outside the percentile's population
-            elif req.arrival <= now and now - req.arrival >= bound:
-                late += 1  # its delay only grows from here
-            else:
-                break
-            i += 1
-        self.ptr = i
-        self.late = late
-        return late >= self.limit
-
-
-class _SlowGapCounter:
-    """The run's on_progress hook for a TBT bound: stops it once enough token gaps are
-    certain to reach the bound.
-
-    A decode step (a batch) that lasts `bound` or more gives each of its decode requests a
-    gap at least that long: its previous token was emitted no later than the step began.
-    So the count of such steps' decodes is a lower bound on the gaps >= bound, exact enough
-    to stop on (`late_limit` of all the run's gaps): the full run would fail too.  Batches
-    are logged at dispatch with their end, visited once each.
-    """
-
-    __slots__ = ("bound", "limit", "ptr", "slow")
-
-    def __init__(self, bound: float, limit: int) -> None:
-        self.bound = bound
-        self.limit = limit
-        self.slow = 0
-        self.ptr = 0
-
-    def __call__(self, sim: Simulation) -> bool:
-        rows = sim.batches.rows
-        bound = self.bound
-        slow = self.slow
-        for i in range(self.ptr, len(rows)):
-            row = rows[i]  # (replica, start, end, prefill tokens, prefills, decodes, ...)
-            if row[2] - row[1] >= bound:
-                slow += row[5]
-        self.ptr = len(rows)
-        self.slow = slow
-        return slow >= self.limit
-
-
 def _request_metric_values(sim: Simulation, metric: str) -> np.ndarray:
     """The per-request values `summarize` takes the metric's percentiles over."""
     cols = request_arrays(sim)
@@ -368,14 +283,7 @@ def _stopped_value(sim: Simulation, slo: LatencySLO) -> float:
 
     Requests not yet arrived are left out; by the stopping rule the value is >= the bound.
     """
-    event = _EVENT_OF_METRIC[slo.metric]
-    now = sim.now
-    values: list[float] = []
-    for req in sim.requests:
-        if req.rejected is None and req.arrival <= now:
-            t = getattr(req, event)
-            values.append((t if t == t else now) - req.arrival)  # NaN: still waiting
-    arr = np.asarray(values, dtype=np.float64)
+    arr = waiting_delays(sim, slo.metric)
     return float(weighted_percentiles(arr, None, (slo.percentile,))[f"p{slo.percentile}"])
 
 
@@ -385,23 +293,9 @@ def _stopped_value(sim: Simulation, slo: LatencySLO) -> float:
 def servable(prepared: PreparedDeployment, workload: Workload) -> np.ndarray:
     """Which requests a replica can serve at all (the simulator rejects the others on arrival).
 
-    Mirrors `Replica.rejection`: the whole request must fit the KV blocks a replica can
-    ever hold, and the policy must accept its length (vLLM's token limit).
+    See `simulator.servable_requests`.
     """
-    cluster = prepared.cluster
-    policy = make_policy(prepared.deployment.scheduler)
-    pool = BlockPool(cluster.num_kv_blocks, cluster.block_size, cluster.watermark)
-    max_blocks = pool.max_request_blocks()
-    prompts = workload.prompt_tokens.tolist()
-    outputs = workload.output_tokens.tolist()
-    out = np.empty(len(prompts), dtype=bool)
-    for i, (p, o) in enumerate(zip(prompts, outputs, strict=True)):
-        req = Request(i, 0.0, p, o)
-        out[i] = (
-            blocks_for(req.total_tokens, cluster.block_size) <= max_blocks
-            and policy.rejection(req) is None
-        )
-    return out
+    return servable_requests(prepared, workload.prompt_tokens, workload.output_tokens)
 
 
 @dataclass(frozen=True, slots=True)
@@ -646,15 +540,15 @@ class _Search:
         watched = [
             s
             for s in (self.options.slo, *self.options.also)
-            if s.metric in _EVENT_OF_METRIC or s.metric == "tbt"
+            if s.metric in EARLY_STOP_METRICS or s.metric == "tbt"
         ]
         if not self.options.early_stop or not watched:
             return [], None
         n = len(self.workload)
         counters = [
-            _LateCounter(_EVENT_OF_METRIC[s.metric], s.max_s, late_limit(n, s.percentile))
-            if s.metric in _EVENT_OF_METRIC
-            else _SlowGapCounter(s.max_s, late_limit(self._num_gaps, s.percentile))
+            LateRequestCounter(s.metric, s.max_s, late_limit(n, s.percentile))
+            if s.metric in EARLY_STOP_METRICS
+            else SlowGapCounter(s.max_s, late_limit(self._num_gaps, s.percentile))
             for s in watched
         ]
         tripped: list[LatencySLO] = []
@@ -680,7 +574,7 @@ class _Search:
             # TBT: the percentile of the gaps so far (the full run's is no lower than the bound)
             value = (
                 _stopped_value(sim, stopper)
-                if stopper.metric in _EVENT_OF_METRIC
+                if stopper.metric in EARLY_STOP_METRICS
                 else max(_slo_value(sim, stopper), stopper.max_s)
             )
             passed = False
@@ -796,7 +690,7 @@ def _find_capacity_once(
     # the highest rate worth probing: the finite-run bound where it holds (SLOs on delay,
     # TTFT, e2e with a workload long enough to load the deployment); else the steady-state
     # bound, which no deployment sustains: a run passing there is too short to tell more
-    ceiling = upper if math.isfinite(upper) and slo.metric in _EVENT_OF_METRIC else steady
+    ceiling = upper if math.isfinite(upper) and slo.metric in EARLY_STOP_METRICS else steady
     q = min(q, hi / (1.0 + tol), ceiling)  # never start at a rate known to fail
     galloping = hint_qps is not None
     bracketing = True

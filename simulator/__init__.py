@@ -2,10 +2,14 @@
 
 `Simulation` runs one deployment over one workload with a cost-model estimator;
 `SimulationResult` turns the finished run into metrics and records.
+For capacity searches: `servable_requests` (which requests a deployment can serve at
+all) and the early-stop hooks `LateRequestCounter` and `SlowGapCounter` (with
+`waiting_delays` for the values of a run they stopped).
 """
 
 from __future__ import annotations
 
+from simulator._admission import servable_requests
 from simulator._config import (
     DEFAULT_CHUNK_SIZE,
     ClusterConfig,
@@ -20,6 +24,12 @@ from simulator._deployment import (
     PreparedDeployment,
     engine_scheduler,
     prepare,
+)
+from simulator._early_stop import (
+    EARLY_STOP_METRICS,
+    LateRequestCounter,
+    SlowGapCounter,
+    waiting_delays,
 )
 from simulator._engine import Hardware, Simulation
 from simulator._metrics import (
@@ -39,23 +49,28 @@ def simulate(*args, **kwargs) -> SimulationResult:
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
+    "EARLY_STOP_METRICS",
     "ClusterConfig",
     "DecodeSpec",
     "Deployment",
     "GlobalSchedulerKind",
     "Hardware",
+    "LateRequestCounter",
     "PreparedDeployment",
     "RunOptions",
     "SchedulerConfig",
     "SchedulerKind",
     "Simulation",
     "SimulationResult",
+    "SlowGapCounter",
     "engine_scheduler",
     "prefix_reuse_tokens",
     "prepare",
     "request_arrays",
     "request_token_times",
+    "servable_requests",
     "simulate",
     "summarize",
+    "waiting_delays",
     "weighted_percentiles",
 ]

@@ -92,12 +92,14 @@ class Lane:
         req.lane = -1
         return req.kv_at_join + self.step - req.join_step
 
-    def complete_step(self, end_time: float) -> list[Request]:
+    def complete_step(self, end_time: float) -> list[Request] | tuple[()]:
         """Record the end of the coming step; returns the members that emitted their last token."""
         self.step_end_times.append(end_time)
         step = self.step
         self.step += 1
         heap = self.finish_heap
+        if not heap or heap[0][0] > step:
+            return ()  # nobody finishes at this step (most steps)
         done: list[Request] = []
         while heap and heap[0][0] <= step:
             _, _, token, req = heapq.heappop(heap)

@@ -215,6 +215,44 @@ class Replica:
         )
         self.sim.schedule_batch_end(self, lane, plan, end)
 
+    def _dispatch_decode_step(self, lane: Lane, plan: BatchPlan, now: float) -> bool:
+        """`try_dispatch` for a one-lane replica when every policy's plan is the lane's
+        decodes alone: nothing waiting, no prompt being chunked, and the step's new KV
+        blocks free (no preemption).  Runs the decode step as `prepare_decodes` and
+        `_dispatch` would, reusing `plan` (decodes only), and returns True; False, with
+        nothing done, when those conditions do not hold."""
+        pool = self.pool
+        step = lane.step
+        need = lane.phase[-step % self.block_size]  # lane.blocks_needed()
+        if (
+            self.pp != 1
+            or self.waiting
+            or lane.prefilling
+            or not lane.members
+            or need > pool.total - pool.used
+            or self.sim.stage_spans is not None
+        ):
+            return False
+        self.now = now
+        if need:
+            if self.policy.reserves_full_length:
+                pool.reserved -= need
+            pool.allocate(need)
+        lane.prepared_step = step
+        self.next_lane = 0
+        num_decodes = len(lane.members)
+        cost = self.estimator.batch_cost(
+            BatchShape(0, 0, 0.0, 0, num_decodes, lane.kv_base + num_decodes * step)
+        )
+        end = now + cost.cpu_overhead + cost.stage_times[0]
+        self.busy_time += end - now
+        self.stage_free[0] = end
+        lane.in_flight = True
+        sim = self.sim
+        sim.record_batch(self, lane, now, end, 0, 0, num_decodes, cost)
+        sim.schedule_batch_end(self, lane, plan, end)
+        return True
+
     # -- completion --------------------------------------------------------
 
     def on_batch_end(self, lane: Lane, plan: BatchPlan, now: float) -> None:
@@ -243,6 +281,8 @@ class Replica:
                 else:
                     lane.join(req, req.prefill_target, req.output_tokens - req.generated, now)
             lane.prefilling = [r for r in lane.prefilling if r.prefilled < r.prefill_target]
+        elif self._dispatch_decode_step(lane, plan, now):  # decodes alone: no policy to ask
+            return
         self.try_dispatch(now)
 
     def _finish(self, req: Request, kv_tokens: int, now: float) -> None:

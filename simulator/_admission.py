@@ -1,0 +1,36 @@
+"""Which requests a deployment can serve at all (the others are rejected on arrival)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from simulator._deployment import PreparedDeployment
+from simulator._kv import BlockPool, blocks_for
+from simulator._policies import make_policy
+from simulator._request import Request
+
+
+def servable_requests(
+    prepared: PreparedDeployment, prompt_tokens: np.ndarray, output_tokens: np.ndarray
+) -> np.ndarray:
+    """A boolean mask: True where a replica of `prepared` can serve the request.
+
+    Mirrors `Replica.rejection`: the whole request (prompt and all but the last output
+    token) must fit the KV blocks a replica can ever hold, and the scheduler policy must
+    accept its length (vLLM's token limit).  The simulator rejects the others on arrival,
+    at any rate.
+    """
+    cluster = prepared.cluster
+    policy = make_policy(prepared.deployment.scheduler)
+    pool = BlockPool(cluster.num_kv_blocks, cluster.block_size, cluster.watermark)
+    max_blocks = pool.max_request_blocks()
+    prompts = np.asarray(prompt_tokens).tolist()
+    outputs = np.asarray(output_tokens).tolist()
+    out = np.empty(len(prompts), dtype=bool)
+    for i, (p, o) in enumerate(zip(prompts, outputs, strict=True)):
+        req = Request(i, 0.0, p, o)
+        out[i] = (
+            blocks_for(req.total_tokens, cluster.block_size) <= max_blocks
+            and policy.rejection(req) is None
+        )
+    return out
