@@ -166,3 +166,70 @@ def test_simulate_moe_end_to_end_and_bad_ep():
     assert bad.exit_code == 2
     assert "EP=3 does not divide the 128 experts of Qwen/Qwen3-30B-A3B" in bad.output
     assert "Traceback" not in bad.output
+
+
+def test_ep_is_a_search_dimension_with_its_feasibility_rules():
+    from search._space import candidates, expand_space
+    from search._spec import parse_spec
+
+    spec = parse_spec(
+        {
+            "model": "Qwen/Qwen3-30B-A3B", "skus": ["h100-sxm"], "workload": "chat",
+            "budget": {"max_gpus": 4}, "space": {"tp": [2, 4], "ep": [1, 2, 4]},
+        }
+    )  # fmt: skip
+    points = expand_space(spec)
+    assert spec.space.size(1)[0] == 6 and len(points) == 6
+    assert "EP4" in next(p for p in points if p.ep == 4).label()
+    assert "ep" not in next(p for p in points if p.ep == 1).as_dict()  # old fingerprints hold
+    verdicts = {(c.point.tp, c.point.ep): c.infeasible_reason for c in candidates(spec)}
+    assert verdicts[(2, 2)] is None and verdicts[(4, 4)] is None and verdicts[(4, 1)] is None
+    assert "EP=4 does not divide TP=2" in verdicts[(2, 4)]
+    assert points[0].deployment(spec).ep == points[0].ep
+
+
+def test_silicon_moe_points_are_kept_only_when_asked_and_carry_their_ep():
+    from search._validate._aic_silicon import select_points
+    from search._validate._run import simulate_point
+
+    base = {
+        "id": "p1", "silicon_data_source": "x; silicon_concurrency=8", "backend": "trtllm",
+        "backend_version": "1.0", "model_path": "Qwen/Qwen3-235B-A22B-FP8",
+        "system": "h200_sxm", "mode": "agg", "isl": "1024", "osl": "64",
+        "gemm_quant_mode": "fp8_block", "batch_size": "8", "tp_size": "8", "pp_size": "1",
+        "attention_dp_size": "", "moe_tp_size": "1", "moe_ep_size": "8",
+        "silicon_ttft_ms": "100", "silicon_tpot_ms": "10",
+    }  # fmt: skip
+    dense = {**base, "model_path": "meta-llama/Llama-3.1-70B", "moe_ep_size": ""}
+    mismatch = {**base, "moe_tp_size": "2"}  # 2 x 8 != 8: attention DP
+    assert select_points([base, dense]).skipped == {
+        "mixture-of-experts model (not in --models dense)": 1
+    }
+    moe = select_points([base, dense, mismatch], models="moe")
+    [point] = moe.points
+    assert (point.moe, point.ep, point.tp) == (True, 8, 8)
+    assert moe.skipped == {
+        "dense model (not in --models moe)": 1,
+        "MoE TP x EP differs from TP (attention DP)": 1,
+    }
+    assert len(select_points([base, dense], models="all").points) == 2
+    result = simulate_point(point, requests_per_slot=2)
+    assert result.ok and 1.0 < result.predicted_tpot_ms < 100.0
+
+
+def test_a_gpt_oss_config_reads_as_a_mixture_of_experts(tmp_path):
+    config = {
+        "model_type": "gpt_oss", "hidden_size": 2880, "num_hidden_layers": 24,
+        "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64,
+        "intermediate_size": 2880, "num_local_experts": 32, "experts_per_token": 4,
+        "vocab_size": 201088, "sliding_window": 128, "tie_word_embeddings": False,
+    }  # fmt: skip
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    m = load_model(str(path))
+    assert (m.num_experts, m.num_experts_per_tok, m.moe_intermediate_size) == (32, 4, 2880)
+    assert m.attention_bias and m.num_params / 1e9 == pytest.approx(20.9, abs=0.5)
+    # OpenAI's 3.6B active leaves out the embedding lookup (0.58B), which we count as Qwen
+    # (3.3B) and Mistral (12.9B) do
+    embedding = 201088 * 2880
+    assert (m.active_params - embedding) / 1e9 == pytest.approx(3.61, abs=0.05)
