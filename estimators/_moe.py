@@ -14,10 +14,11 @@ aiconfigurator's ``moe_tp x moe_ep = tp`` deployments; attention stays tensor pa
   on, all of them: MoE decode is weight-bandwidth bound on the touched experts.
 * Load imbalance: routing is not uniform. The busiest EP rank receives `LOAD_SKEW` times the
   mean ``n * k / ep`` expert rows (never more than every token on each of its experts). The
-  default 1.25 is the max-over-mean rank load that published EP deployments report for
-  auxiliary-loss-balanced routers (DeepSeek-V3 and Qwen3 routing statistics, 1.1-1.5 at EP 8);
-  it is a documented assumption, not fitted to any end-to-end point. With ``ep = 1`` every GPU
-  runs every expert (split by TP), so there is no rank imbalance.
+  default 1.25 (the busiest rank carries a quarter more rows than the mean) is an assumption
+  for routers trained with load balancing and no expert-placement rebalancing (EPLB); it is
+  documented here, not measured by llmcap and not fitted to any end-to-end point
+  (`MoeShape.skew` changes it). With ``ep = 1`` every GPU runs every expert (split by TP), so
+  there is no rank imbalance.
 * Grouped GEMM: each touched expert is its own GEMM of ``rows`` tokens, priced as the
   roofline prices a GEMM: ``max(flops * (rows + m_half) / peak, bytes / bandwidth)``, summed
   over the rank's touched experts as one launch.

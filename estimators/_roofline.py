@@ -892,6 +892,13 @@ class RooflineEstimator:
             f"  PP link: {self.pp_link[0] / 1e9:.0f} GB/s",
             f"  cpu overhead: {c.cpu_base_ms:.2f} ms + {c.cpu_per_seq_ms * 1e3:.0f} us/seq",
         ]
+        if self._moe is not None:
+            moe = self._moe
+            lines.append(
+                f"  experts: top-{moe.top_k} of {moe.num_experts}, EP={self.ep} "
+                f"({moe.local_experts:g} per GPU, {moe.width} wide), load skew {moe.skew:g}, "
+                f"{m.num_moe_layers} of {m.num_layers} layers MoE"
+            )
         e = self.engine
         if e is not None:
             lines.append(f"  engine: {e.describe()}")
