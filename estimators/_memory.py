@@ -94,7 +94,12 @@ def select_node(sku: GpuSku, tp: int, pp: int = 1) -> NodeShape:
 
 
 def validate_parallelism(
-    model: ModelArchitecture, tp: int, pp: int, sku: GpuSku, node: NodeShape | None = None
+    model: ModelArchitecture,
+    tp: int,
+    pp: int,
+    sku: GpuSku,
+    node: NodeShape | None = None,
+    ep: int = 1,
 ) -> None:
     """Raise `ParallelismError` if `model` cannot run with `tp` x `pp` on `sku`.
 
@@ -134,6 +139,48 @@ def validate_parallelism(
         raise ParallelismError(
             f"PP={pp} does not divide the {model.num_layers} layers of {model.name}; "
             f"allowed PP: {_divisors(model.num_layers)}"
+        )
+    validate_expert_parallelism(model, tp, ep)
+
+
+def allowed_ep(model: ModelArchitecture, tp: int) -> list[int]:
+    """EP degrees a `tp`-GPU replica of `model` can run (see `validate_expert_parallelism`)."""
+    if not model.is_moe:
+        return [1]
+    return [
+        e for e in _divisors(tp)
+        if model.num_experts % e == 0 and model.moe_intermediate_size % (tp // e) == 0
+    ]  # fmt: skip
+
+
+def validate_expert_parallelism(model: ModelArchitecture, tp: int, ep: int) -> None:
+    """Raise `ParallelismError` unless EP=`ep` fits: 1 for a dense model; for a mixture of
+    experts, EP divides the routed experts and the replica's TP GPUs (each holds experts/EP
+    experts, each split TP/EP ways, as aiconfigurator's moe_tp x moe_ep = tp), and TP/EP
+    divides the expert width."""
+    if not isinstance(ep, int) or isinstance(ep, bool) or ep < 1:
+        raise ParallelismError(f"expert-parallel degree must be an integer >= 1, got {ep!r}")
+    if ep == 1 and not model.is_moe:
+        return
+    if not model.is_moe:
+        raise ParallelismError(
+            f"EP={ep}: {model.name} is a dense model (no experts to shard); allowed EP: [1]"
+        )
+    allowed = allowed_ep(model, tp)
+    if model.num_experts % ep:
+        raise ParallelismError(
+            f"EP={ep} does not divide the {model.num_experts} experts of {model.name}; "
+            f"allowed EP at TP={tp}: {allowed}"
+        )
+    if tp % ep:
+        raise ParallelismError(
+            f"EP={ep} does not divide TP={tp} (the replica's GPUs; experts are sharded over EP "
+            f"and each expert over TP/EP); allowed EP at TP={tp}: {allowed}"
+        )
+    if model.moe_intermediate_size % (tp // ep):
+        raise ParallelismError(
+            f"TP/EP={tp // ep} does not divide the expert width "
+            f"{model.moe_intermediate_size} of {model.name}; allowed EP at TP={tp}: {allowed}"
         )
 
 
@@ -199,15 +246,27 @@ class MemoryPlan:
         return "\n".join(lines)
 
 
-def _layer_params_per_gpu(model: ModelArchitecture, tp: int) -> tuple[float, float]:
-    """(matmul params, 16-bit params such as norms and biases) of one layer on one GPU."""
+def _layer_params_per_gpu(
+    model: ModelArchitecture, tp: int, ep: int = 1
+) -> tuple[float, float]:
+    """(matmul params, 16-bit params such as norms and biases) of one layer on one GPU; of a
+    mixture of experts, the mean over its dense and MoE layers with experts/EP experts per
+    GPU, each TP/EP wide (router replicated, shared experts split over TP)."""
     h = model.hidden_size
     hd = model.head_dim
     heads = model.num_attention_heads // tp
     kv_heads = max(1, model.num_key_value_heads // tp)
-    inter = model.intermediate_size // tp
     qkv = (heads + 2 * kv_heads) * hd
-    matmul = h * qkv + heads * hd * h + h * inter * (2 if model.gated_mlp else 1) + inter * h
+    mlp = model.mlp_params(model.intermediate_size // tp)
+    if model.is_moe:
+        moe = (
+            model.hidden_size * model.num_experts
+            + model.num_experts // ep * model.mlp_params(model.moe_intermediate_size // (tp // ep))
+            + model.mlp_params(model.shared_expert_intermediate_size // tp)
+        )
+        share = model.num_moe_layers / model.num_layers
+        mlp = share * moe + (1 - share) * mlp
+    matmul = h * qkv + heads * hd * h + mlp
     other = 2 * h  # two norms
     if model.attention_bias:
         other += qkv
@@ -215,10 +274,10 @@ def _layer_params_per_gpu(model: ModelArchitecture, tp: int) -> tuple[float, flo
 
 
 def weights_bytes_per_gpu(
-    model: ModelArchitecture, tp: int, pp: int, precision: Precision
+    model: ModelArchitecture, tp: int, pp: int, precision: Precision, ep: int = 1
 ) -> float:
-    """Weight bytes on the most loaded GPU of a TP x PP deployment."""
-    mm, other = _layer_params_per_gpu(model, tp)
+    """Weight bytes on the most loaded GPU of a TP x PP deployment (experts over EP)."""
+    mm, other = _layer_params_per_gpu(model, tp, ep)
     layers = model.num_layers // pp
     per_layer = mm * precision.bytes + other * _ACT_BYTES
     vocab = -(-model.vocab_size // tp)
@@ -241,6 +300,8 @@ def activation_bytes_per_gpu(
     heads = model.num_attention_heads // tp
     kv_heads = max(1, model.num_key_value_heads // tp)
     inter = model.intermediate_size // tp
+    if model.is_moe:  # a token's top-k expert rows, all on one GPU at worst
+        inter = max(inter, model.num_experts_per_tok * model.moe_intermediate_size // tp)
     up = inter * (2 if model.gated_mlp else 1)
     per_token = _ACT_BYTES * (2 * h + (heads + 2 * kv_heads) * hd + up + inter)
     logits = min(tokens, sampler_rows) * model.vocab_size * 4 * 2
@@ -259,6 +320,7 @@ def plan_memory(
     max_num_batched_tokens: int | None = None,
     framework_reserve_gib: float | None = None,
     engine: EngineProfile | None = None,
+    ep: int = 1,
 ) -> MemoryPlan:
     """Per-GPU memory plan of `model` on `sku` with `tp` x `pp` (see module docstring).
 
@@ -271,7 +333,7 @@ def plan_memory(
 
     if block_size < 1:
         raise ValueError(f"block_size must be >= 1, got {block_size}")
-    validate_parallelism(model, tp, pp, sku)
+    validate_parallelism(model, tp, pp, sku, ep=ep)
     precision = Precision(precision)
     if kv_precision is None and engine is not None:
         kv_precision = engine.kv_precision(precision)
@@ -291,7 +353,7 @@ def plan_memory(
     layers = model.num_layers // pp
     kv_heads = max(1, model.num_key_value_heads // tp)
     kv_per_token = float(2 * layers * kv_heads * model.head_dim * kv_prec.bytes)
-    weights = weights_bytes_per_gpu(model, tp, pp, precision)
+    weights = weights_bytes_per_gpu(model, tp, pp, precision, ep)
     if engine is None or engine.activation_in_fraction:
         rows = engine.sampler_rows if engine is not None else _SAMPLER_ROWS
         act = activation_bytes_per_gpu(model, tp, tokens, rows)
@@ -349,6 +411,7 @@ def check_fits(
     max_num_batched_tokens: int | None = None,
     framework_reserve_gib: float | None = None,
     engine: EngineProfile | None = None,
+    ep: int = 1,
 ) -> MemoryPlan:
     """`plan_memory`, raising `DoesNotFitError` (with the breakdown) when it does not fit."""
     plan = plan_memory(
@@ -363,6 +426,7 @@ def check_fits(
         max_num_batched_tokens,
         framework_reserve_gib,
         engine,
+        ep,
     )
     if not plan.fits:
         raise DoesNotFitError(plan)

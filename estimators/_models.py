@@ -84,6 +84,11 @@ _FAMILIES: dict[str, _Family] = {
     "internlm2": _LLAMA_LIKE,
     "phi3": _LLAMA_LIKE,
     "qwen3": _LLAMA_LIKE,
+    # mixtures of experts (`_moe_fields` reads their experts)
+    "mixtral": _LLAMA_LIKE,
+    "qwen2_moe": _Family(attention_bias=True),
+    "qwen3_moe": _LLAMA_LIKE,
+    "gpt_oss": _Family(attention_bias=True),  # sliding-window layers and sinks: not modelled
     "internlm": _Family(attention_bias=True),  # InternLMConfig.bias defaults to True
     "qwen": _Family(attention_bias=True, intermediate_divisor=2),  # Qwen-1: c_attn has a bias
     "qwen2": _Family(attention_bias=True),  # Qwen2/2.5: q/k/v biases
@@ -129,9 +134,6 @@ _FAMILIES: dict[str, _Family] = {
 # ModelArchitecture cannot describe.
 _UNSUPPORTED_TYPES = frozenset(
     {
-        "mixtral",
-        "qwen2_moe",
-        "qwen3_moe",
         "deepseek_v2",
         "deepseek_v3",
         "dbrx",
@@ -146,6 +148,13 @@ _UNSUPPORTED_TYPES = frozenset(
     }
 )
 _EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
+# config keys of architecture parts the estimator cannot price, with what they are
+_UNPRICED_KEYS = {
+    "kv_lora_rank": "multi-head latent attention (MLA, DeepSeek-V2/V3)",
+    "q_lora_rank": "multi-head latent attention (MLA, DeepSeek-V2/V3)",
+    "n_group": "group-limited expert routing (DeepSeek-V3)",
+}
+_TOPK_KEYS = ("num_experts_per_tok", "experts_per_token", "moe_top_k", "top_k")
 
 # HF names of each field, first preferred; the first name is the one shown in messages.
 _KEYS: dict[str, tuple[str, ...]] = {
@@ -215,19 +224,19 @@ def _parse_config(config: Mapping[str, Any], source: str, default_name: str) -> 
     if isinstance(text_config, dict) and not any(k in config for k in _KEYS["num_layers"]):
         config = {**text_config, "_name_or_path": config.get("_name_or_path")}
 
+    for key, what in _UNPRICED_KEYS.items():
+        if config.get(key) is not None:
+            raise ModelConfigError(
+                f"{source}: {key}={config[key]!r}: {what} is not priced by the estimator; "
+                "supported: dense transformers and mixtures of experts with standard attention"
+            )
     model_type = str(config.get("model_type") or "").lower()
     if model_type in _UNSUPPORTED_TYPES:
         raise ModelConfigError(
-            f"{source}: model_type {model_type!r} is a mixture-of-experts or non-transformer "
-            "model; only dense decoder-only transformers are supported"
+            f"{source}: model_type {model_type!r} is not priced by the estimator "
+            "(MLA, state-space or an unsupported expert layout); supported: dense decoder-only "
+            "transformers and mixtures of experts (Mixtral, Qwen-MoE, gpt-oss)"
         )
-    for key in _EXPERT_KEYS:
-        experts = config.get(key)
-        if isinstance(experts, int) and not isinstance(experts, bool) and experts > 1:
-            raise ModelConfigError(
-                f"{source}: {key}={experts}: mixture-of-experts models are not supported; "
-                "only dense decoder-only transformers are"
-            )
     family = _FAMILIES.get(model_type)
     if family is None:  # unknown type: infer from the fields a config.json does have
         gpt_style = any(k in config for k in ("n_embd", "n_layer", "n_head"))
@@ -320,6 +329,7 @@ def _parse_config(config: Mapping[str, Any], source: str, default_name: str) -> 
     name = config.get("_name_or_path")
     if not isinstance(name, str) or not name.strip():
         name = default_name
+    moe = _moe_fields(config, source, fields.num_layers, fields.intermediate_size)
     return ModelArchitecture(
         name=name.strip(),
         num_layers=fields.num_layers,
@@ -336,7 +346,75 @@ def _parse_config(config: Mapping[str, Any], source: str, default_name: str) -> 
         head_dim_override=head_dim,
         attention_bias=fields.attention_bias,
         parallel_attn_mlp=family.parallel_attn_mlp,
+        **moe,
     )
+
+
+def _positive_int(config: Mapping[str, Any], key: str, source: str) -> int:
+    value = config[key]
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ModelConfigError(f"{source}: {key}={value!r}: must be an integer >= 1")
+    return value
+
+
+def _moe_fields(
+    config: Mapping[str, Any], source: str, num_layers: int, intermediate_size: int
+) -> dict[str, int]:
+    """The mixture-of-experts fields of a config.json ({} for a dense model).
+
+    Routed experts: ``num_local_experts`` (Mixtral, gpt-oss), ``num_experts`` (Qwen-MoE),
+    ``n_routed_experts``; top-k: ``num_experts_per_tok`` (or ``experts_per_token``); expert
+    width: ``moe_intermediate_size``, else ``intermediate_size`` (Mixtral, gpt-oss). Shared
+    experts: ``shared_expert_intermediate_size`` (Qwen2-MoE) or ``n_shared_experts`` x the
+    expert width. Dense layers: ``first_k_dense_replace`` (the first k), Qwen's
+    ``mlp_only_layers`` and ``decoder_sparse_step`` (layer i is MoE when (i + 1) % step == 0).
+    ``norm_topk_prob`` only rescales the routing weights: it costs nothing.
+    """
+    key = next((k for k in _EXPERT_KEYS if config.get(k) is not None), None)
+    if key is None:
+        return {}
+    experts = _positive_int(config, key, source)
+    if experts == 1:
+        return {}
+    topk_key = next((k for k in _TOPK_KEYS if config.get(k) is not None), None)
+    if topk_key is None:
+        raise ModelConfigError(
+            f"{source}: {key}={experts} but no num_experts_per_tok (experts each token is "
+            "routed to)"
+        )
+    topk = _positive_int(config, topk_key, source)
+    if topk > experts:
+        raise ModelConfigError(
+            f"{source}: {topk_key}={topk} exceeds {key}={experts}"
+        )
+    width = (
+        _positive_int(config, "moe_intermediate_size", source)
+        if config.get("moe_intermediate_size") is not None
+        else intermediate_size
+    )
+    shared = 0
+    if config.get("shared_expert_intermediate_size"):
+        shared = _positive_int(config, "shared_expert_intermediate_size", source)
+    elif config.get("n_shared_experts"):
+        shared = _positive_int(config, "n_shared_experts", source) * width
+    dense = set(range(min(int(config.get("first_k_dense_replace") or 0), num_layers)))
+    only = config.get("mlp_only_layers") or []
+    if not isinstance(only, list) or not all(isinstance(i, int) for i in only):
+        raise ModelConfigError(f"{source}: mlp_only_layers={only!r}: must be a list of layers")
+    dense.update(i for i in only if 0 <= i < num_layers)
+    step = config.get("decoder_sparse_step")
+    if step is not None:
+        step = _positive_int(config, "decoder_sparse_step", source)
+        dense.update(i for i in range(num_layers) if (i + 1) % step)
+    if len(dense) >= num_layers:
+        return {}
+    return {
+        "num_experts": experts,
+        "num_experts_per_tok": topk,
+        "moe_intermediate_size": width,
+        "shared_expert_intermediate_size": shared,
+        "num_dense_layers": len(dense),
+    }
 
 
 def _read_json(text: str, source: str) -> dict[str, Any]:
@@ -556,13 +634,15 @@ def load_model(name_or_path: str | os.PathLike[str]) -> ModelArchitecture:
 _MODEL_COLUMNS: tuple[tuple[str, Callable[[ModelArchitecture], str], bool], ...] = (
     ("name", lambda m: m.name, False),
     ("layers", lambda m: str(m.num_layers), False),
-    ("hidden", lambda m: str(m.hidden_size), False),
+    ("hidden", lambda m: str(m.hidden_size), True),
     ("heads", lambda m: str(m.num_attention_heads), False),
     ("kv", lambda m: str(m.num_key_value_heads), False),
     ("head dim", lambda m: str(m.head_dim), True),
     ("intermediate", lambda m: str(m.intermediate_size), True),
     ("vocab", lambda m: str(m.vocab_size), True),
     ("params", lambda m: f"{m.num_params / 1e9:.2f}B", False),
+    ("active", lambda m: f"{m.active_params / 1e9:.2f}B", False),
+    ("experts", lambda m: f"{m.num_experts_per_tok}/{m.num_experts}" if m.is_moe else "-", True),
 )
 
 
@@ -570,8 +650,9 @@ def format_model_table(
     models: Iterable[ModelArchitecture] | None = None, wide: bool = False
 ) -> Table:
     """A rich table of model shapes; the built-in models when ``models`` is None.  Names
-    never wrap or shorten (they are what a user types); `wide` adds head dim, intermediate
-    size and vocabulary."""
+    never wrap or shorten (they are what a user types); `wide` adds hidden size, head dim,
+    intermediate size, vocabulary and the experts (top-k / routed) of a mixture of experts;
+    ``active`` is the weights one token runs through (all of them for a dense model)."""
     if models is None:
         models = [load_model(name) for name in builtin_model_names()]
     columns = [c for c in _MODEL_COLUMNS if wide or not c[2]]

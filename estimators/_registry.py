@@ -73,6 +73,7 @@ def make_estimator(
     engine: EngineProfile | str | None = None,
     engine_version: str | None = None,
     op_tables: str | Path | None = None,
+    ep: int = 1,
 ) -> ExecutionTimeEstimator:
     """Build the estimator of `backend` for one deployment run by `engine` (None: Vidur's
     2024 vLLM; a profile's KV precision applies when `kv_precision` is None).  A bare engine
@@ -82,7 +83,8 @@ def make_estimator(
 
     Raises ProfiledDataMissing (a ValueError) when "profiled" is demanded without data,
     OpTablesError when `op_tables` cannot be read, ValueError when a backend that reads no
-    tables is given `op_tables`.
+    tables is given `op_tables`. `ep`: expert-parallel degree of a mixture-of-experts model
+    (dividing `tp`; estimators/_moe.py).
     """
     factory = _BACKENDS.get(backend)
     if factory is None:
@@ -100,6 +102,8 @@ def make_estimator(
                 f"not {backend!r}"
             )
         extra["op_tables"] = op_tables
+    if ep != 1 or model.is_moe:
+        extra["ep"] = ep
     return factory(
         model,
         sku,
@@ -114,12 +118,13 @@ def make_estimator(
 
 
 def _roofline(
-    model, sku, tp, pp, precision, kv_precision, engine=None, **_: Any
+    model, sku, tp, pp, precision, kv_precision, engine=None, ep=1, **_: Any
 ) -> RooflineEstimator:
     profile = engine if isinstance(engine, EngineProfile) else None
     return RooflineEstimator(
-        model, sku, tp=tp, pp=pp, precision=precision, kv_precision=kv_precision, engine=profile
-    )
+        model, sku, tp=tp, pp=pp, precision=precision, kv_precision=kv_precision, engine=profile,
+        ep=ep,
+    )  # fmt: skip
 
 
 def _profiled(
@@ -134,6 +139,11 @@ def _profiled(
     op_tables=None,
     **_: Any,
 ) -> ProfiledEstimator:
+    if model.is_moe:
+        raise ProfiledDataMissing(
+            "profiled estimator: the measured tables hold no mixture-of-experts layers yet "
+            f"({model.name})"
+        )
     return ProfiledEstimator(
         model,
         sku,
@@ -161,7 +171,9 @@ def _auto(
         warnings.warn(
             f"estimator auto: using the roofline; {reason}", EstimatorFallbackWarning, stacklevel=2
         )
-        roof = _roofline(model, sku, tp, pp, precision, kv_precision, engine)
+        roof = _roofline(
+            model, sku, tp, pp, precision, kv_precision, engine, ep=tables.get("ep", 1)
+        )
         roof.selection_note = f"auto: roofline, {reason}"
         return roof
 

@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, fields, replace
 from importlib import resources
 from typing import Any
@@ -57,6 +57,7 @@ import yaml
 
 from estimators._contract import BatchCost, BatchShape
 from estimators._engines import EngineProfile
+from estimators._moe import MoeShape, all_to_all_seconds
 from estimators._types import ModelArchitecture, Precision, resolve_kv_precision
 from sku_catalog._types import GpuSku, LinkKind, NodeShape
 
@@ -440,10 +441,12 @@ class RooflineEstimator:
         node: NodeShape | None = None,
         constants: RooflineConstants | None = None,
         engine: EngineProfile | None = None,
+        ep: int = 1,
     ) -> None:
         from estimators._memory import select_node, validate_parallelism
 
-        validate_parallelism(model, tp, pp, sku, node=node)
+        validate_parallelism(model, tp, pp, sku, node=node, ep=ep)
+        self.ep = ep
         node = node or select_node(sku, tp, pp)
         self.model = model
         self.sku = sku
@@ -488,7 +491,6 @@ class RooflineEstimator:
             )
 
         qkv = (heads + 2 * kv_heads) * hd
-        up = (2 if model.gated_mlp else 1) * inter
         parallel = model.parallel_attn_mlp  # attention and MLP share one norm and one add
         ops = [
             TokenOp("input_layernorm", "norm", 5.0 * h, float(h * a), float(2 * h * a)),
@@ -502,16 +504,27 @@ class RooflineEstimator:
             ),
             matmul("attn_post_proj", h, heads * hd),
             TokenOp("post_attention_layernorm", "norm", 5.0 * h, float(h * a), float(2 * h * a)),
-            matmul("mlp_up_proj", up, h),
-            TokenOp("mlp_act", "act", 5.0 * inter, 0.0, float((up + inter) * a)),
-            matmul("mlp_down_proj", h, inter),
+            *self._mlp_ops("mlp", inter, matmul),
             TokenOp("add", "add", float(h), 0.0, float(3 * h * a), count=1 if parallel else 2),
         ]
+        self._dense_mlp_ops: tuple[TokenOp, ...] = ()
+        self._moe = None
+        if model.is_moe:  # routed experts priced apart (`_moe_part`); the rest are token ops
+            mlp_names = {"mlp_up_proj", "mlp_act", "mlp_down_proj"}
+            self._dense_mlp_ops = tuple(op for op in ops if op.name in mlp_names)
+            ops = [op for op in ops if op.name not in mlp_names]
+            ops.append(matmul("moe_router", model.num_experts, h))
+            if model.shared_expert_intermediate_size:
+                ops += self._mlp_ops(
+                    "shared_expert", model.shared_expert_intermediate_size // tp, matmul
+                )
+            self._moe = MoeShape.of(model, tp, ep)
+        self._moe_layer_share = model.num_moe_layers / model.num_layers
         if parallel:
             ops = [op for op in ops if op.name != "post_attention_layernorm"]
         self.layer_ops: tuple[TokenOp, ...] = tuple(ops)
         self.operator_counts: dict[str, int] = {op.name: op.count for op in self.layer_ops}
-        self.operator_counts["all_reduce"] = 2 if tp > 1 else 0
+        self.operator_counts["all_reduce"] = (1 if ep > 1 else 2) if tp > 1 else 0
         self.emb_op = TokenOp("emb", "emb", 0.0, 0.0, float(2 * h * a))
         self.final_norm_op = TokenOp("final_norm", "norm", 5.0 * h, float(h * a), float(2 * h * a))
         vocab = -(-model.vocab_size // tp)
@@ -579,7 +592,11 @@ class RooflineEstimator:
         for op in self.layer_ops:
             fl += op.flops_per_token * m * op.count
             by += (op.fixed_bytes + op.bytes_per_token * m) * op.count
-        hit = (self._layer_seconds(m), fl, by)
+        t = self._layer_seconds(m)
+        if self._moe is not None:
+            mt, mf, mb = self._moe_part(m)
+            t, fl, by = t + mt, fl + mf, by + mb
+        hit = (t, fl, by)
         self._layer_cache[nt] = hit
         return hit
 
@@ -591,9 +608,53 @@ class RooflineEstimator:
         t = 0.0
         for op in self.layer_ops:
             t += _token_op_time(op, m, k)
-        if self.tp > 1:
-            t += 2 * self.all_reduce_time(self._act_row_bytes * m)
+        if self.tp > 1:  # under EP the MLP's all-reduce is the all-to-all (`_moe_part`)
+            t += (1 if self.ep > 1 else 2) * self.all_reduce_time(self._act_row_bytes * m)
         return t
+
+    def _mlp_ops(self, prefix: str, inter: int, matmul: Callable[..., TokenOp]) -> list[TokenOp]:
+        """Up (gate and up), activation and down projections of a `inter`-wide MLP."""
+        a = _ACT_BYTES
+        h = self.model.hidden_size
+        up = (2 if self.model.gated_mlp else 1) * inter
+        return [
+            matmul(f"{prefix}_up_proj", up, h),
+            TokenOp(f"{prefix}_act", "act", 5.0 * inter, 0.0, float((up + inter) * a)),
+            matmul(f"{prefix}_down_proj", h, inter),
+        ]
+
+    def _moe_part(self, m: float) -> tuple[float, float, float]:
+        """(seconds, flops, bytes) of the routed experts of one layer on the busiest GPU,
+        averaged with the model's dense-MLP layers, plus the EP all-to-all (see
+        estimators/_moe.py)."""
+        moe = self._moe
+        k = self._k
+        rows = moe.rows(m)
+        groups = moe.touched(m)
+        w = self.precision.bytes
+        a = _ACT_BYTES
+        t = fl = by = 0.0
+        for _, n, kdim in moe.gemm_shapes():
+            flops = 2.0 * n * kdim
+            nbytes = groups * n * kdim * w + rows * (n + kdim) * a
+            comp = flops * (rows + groups * k.m_half) * k.sec_per_flop
+            t += max(comp, nbytes * k.sec_per_byte["matmul"]) + k.overhead["matmul"]
+            fl += flops * rows
+            by += nbytes
+        act = rows * 3 * moe.width * a
+        t += act * k.sec_per_byte["act"] + k.overhead["act"]
+        by += act
+        t += all_to_all_seconds(
+            m, moe.top_k, moe.hidden, a, self.ep, self.tp_link_bw, self._ar_eff, self._ar_lat
+        )
+        share = self._moe_layer_share
+        if share < 1.0:  # dense-MLP layers of the model, by their share of the layers
+            dt = sum(_token_op_time(op, m, k) for op in self._dense_mlp_ops)
+            df = sum(op.flops_per_token * m for op in self._dense_mlp_ops)
+            db = sum(op.fixed_bytes + op.bytes_per_token * m for op in self._dense_mlp_ops)
+            return (share * t + (1 - share) * dt, share * fl + (1 - share) * df,
+                    share * by + (1 - share) * db)  # fmt: skip
+        return t, fl, by
 
     def _head_part(self, ns: int) -> tuple[float, float, float]:
         """(seconds, flops, bytes) of LM head + logits gather + sampling for `ns` sequences."""
@@ -778,7 +839,11 @@ class RooflineEstimator:
             out[op.name] = _token_op_time(op, m, k)
         out["emb"] = _token_op_time(self.emb_op, m, k)
         if self.tp > 1:
-            out["all_reduce"] = 2 * self.all_reduce_time(self._act_row_bytes * m)
+            out["all_reduce"] = self.operator_counts["all_reduce"] * self.all_reduce_time(
+                self._act_row_bytes * m
+            )
+        if self._moe is not None:
+            out["moe_experts"] = self._moe_part(m)[0]
         out["send_recv"] = self.send_recv_time(self._act_row_bytes * m) if self.pp > 1 else 0.0
         pre = BatchShape(
             num_prefill_tokens=batch.num_prefill_tokens,
@@ -827,6 +892,13 @@ class RooflineEstimator:
             f"  PP link: {self.pp_link[0] / 1e9:.0f} GB/s",
             f"  cpu overhead: {c.cpu_base_ms:.2f} ms + {c.cpu_per_seq_ms * 1e3:.0f} us/seq",
         ]
+        if self._moe is not None:
+            moe = self._moe
+            lines.append(
+                f"  experts: top-{moe.top_k} of {moe.num_experts}, EP={self.ep} "
+                f"({moe.local_experts:g} per GPU, {moe.width} wide), load skew {moe.skew:g}, "
+                f"{m.num_moe_layers} of {m.num_layers} layers MoE"
+            )
         e = self.engine
         if e is not None:
             lines.append(f"  engine: {e.describe()}")

@@ -37,6 +37,16 @@ class ModelArchitecture:
     head_dim_override: int | None = None  # HF "head_dim" where it is not hidden/heads
     attention_bias: bool = False
     parallel_attn_mlp: bool = False  # attention and MLP read the same input (Phi-2, GPT-J)
+    # mixture of experts (0 routed experts: a dense model). An MoE layer is a router
+    # (hidden -> experts), `num_experts_per_tok` of `num_experts` routed experts of width
+    # `moe_intermediate_size` each, and a shared dense MLP of `shared_expert_intermediate_size`
+    # (0: none) that every token runs. The first `num_dense_layers` layers (DeepSeek's
+    # first_k_dense_replace, Qwen's mlp_only_layers) keep a dense MLP of `intermediate_size`.
+    num_experts: int = 0
+    num_experts_per_tok: int = 0
+    moe_intermediate_size: int = 0
+    shared_expert_intermediate_size: int = 0
+    num_dense_layers: int = 0
 
     @property
     def head_dim(self) -> int:
@@ -51,11 +61,47 @@ class ModelArchitecture:
         return self.num_key_value_heads * self.head_dim
 
     @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 0
+
+    @property
+    def num_moe_layers(self) -> int:
+        return self.num_layers - self.num_dense_layers if self.is_moe else 0
+
+    def mlp_params(self, intermediate: int) -> int:
+        """Weights of one MLP (or one expert) of width `intermediate`."""
+        return self.hidden_size * intermediate * (3 if self.gated_mlp else 2)
+
+    @property
+    def attention_params(self) -> int:
+        return self.hidden_size * (self.q_size + 2 * self.kv_size) + self.q_size * self.hidden_size
+
+    @property
     def params_per_layer(self) -> int:
-        attn = self.hidden_size * (self.q_size + 2 * self.kv_size) + self.q_size * self.hidden_size
-        mlp_in = self.hidden_size * self.intermediate_size * (2 if self.gated_mlp else 1)
-        mlp_out = self.intermediate_size * self.hidden_size
-        return attn + mlp_in + mlp_out + 2 * self.hidden_size
+        """Weights of one dense layer (of a MoE model: one of its dense layers)."""
+        return (
+            self.attention_params + self.mlp_params(self.intermediate_size) + 2 * self.hidden_size
+        )
+
+    def moe_layer_params(self, experts: int) -> int:
+        """Weights of one MoE layer holding `experts` routed experts (router included)."""
+        return (
+            self.attention_params
+            + self.hidden_size * self.num_experts  # router
+            + experts * self.mlp_params(self.moe_intermediate_size)
+            + self.mlp_params(self.shared_expert_intermediate_size)
+            + 2 * self.hidden_size
+        )
+
+    def _params(self, experts: int) -> int:
+        lm_head = 0 if self.tie_word_embeddings else self.embedding_params
+        dense_layers = self.num_layers - self.num_moe_layers
+        return (
+            dense_layers * self.params_per_layer
+            + self.num_moe_layers * self.moe_layer_params(experts)
+            + self.embedding_params
+            + lm_head
+        )
 
     @property
     def embedding_params(self) -> int:
@@ -63,8 +109,13 @@ class ModelArchitecture:
 
     @property
     def num_params(self) -> int:
-        lm_head = 0 if self.tie_word_embeddings else self.embedding_params
-        return self.num_layers * self.params_per_layer + self.embedding_params + lm_head
+        """All weights (of a MoE model: every expert)."""
+        return self._params(self.num_experts)
+
+    @property
+    def active_params(self) -> int:
+        """Weights one token runs through (of a MoE model: its top-k experts)."""
+        return self._params(self.num_experts_per_tok)
 
     def kv_bytes_per_token(self, kv_bytes: int) -> int:
         """K and V of one token over all layers, in bytes (whole model, before TP/PP)."""

@@ -24,6 +24,7 @@ Examples:
   llmcap validate --dataset aic-silicon --out validation/          # points.csv + plot
   llmcap validate --dataset aic-silicon --filter engine=vllm --filter gpu=h200
   llmcap validate --dataset aic-silicon --limit 40 --no-aic         # a quick look
+  llmcap validate --dataset aic-silicon --models moe                # mixtures of experts
   llmcap validate --dataset aic-silicon --no-aic --hold-out gpu,model
   llmcap validate --dataset vidur-ops --vidur-dir vidur/data
   llmcap validate --dataset results/ --gpu h100-sxm --tp 1          # vllm bench serve JSONs
@@ -103,6 +104,14 @@ deployment the JSON does not record: --gpu, --tp, --pp, --engine, --model, --pre
     "substring, gpu the catalog id or the system name; repeatable.",
 )
 @click.option(
+    "--models",
+    "model_kinds",
+    type=click.Choice(["dense", "moe", "all"]),
+    default="dense",
+    show_default=True,
+    help="aic-silicon: the points of dense models, of mixtures of experts (moe) or all.",
+)
+@click.option(
     "--aic/--no-aic",
     "with_aic",
     default=True,
@@ -171,6 +180,7 @@ def validate(
     out_dir: Path | None,
     limit: int | None,
     filters: tuple[str, ...],
+    model_kinds: str,
     with_aic: bool,
     estimator: str,
     op_tables: Path | None,
@@ -221,7 +231,7 @@ def validate(
         except UnknownEngineError as exc:
             raise SpecError(f"--engines: {exc}") from None
     tables_sku = _op_tables_sku(op_tables, estimator) if op_tables is not None else None
-    selection = load_aic_silicon()
+    selection = load_aic_silicon(model_kinds)
     points = _apply_filters(selection.points, filters)
     tables_note = ""
     if tables_sku:

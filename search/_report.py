@@ -65,8 +65,9 @@ def render_summary(summary: dict, prepared: PreparedDeployment, workload_info: d
     head.add_column()
     head.add_row(
         "Deployment",
-        f"{d.model.name} on {d.num_replicas} x {d.sku.name} replica(s), TP{d.tp} PP{d.pp}, "
-        f"{d.precision.value}, {d.scheduler.kind.value} (batch {d.scheduler.batch_size}"
+        f"{d.model.name} on {d.num_replicas} x {d.sku.name} replica(s), TP{d.tp} PP{d.pp}"
+        + (f" EP{d.ep}" if d.ep > 1 else "")
+        + f", {d.precision.value}, {d.scheduler.kind.value} (batch {d.scheduler.batch_size}"
         + (f", chunk {d.scheduler.chunk_size}" if d.scheduler.kind.chunked else "")
         + (f", max tokens {d.scheduler.max_tokens}" if d.scheduler.max_tokens else "")
         + ")",

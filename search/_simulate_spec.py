@@ -56,6 +56,7 @@ class SimulateSpec(BaseModel):
     catalog: list[str] = Field(default_factory=list)
     tp: PositiveInt = 1
     pp: PositiveInt = 1
+    ep: PositiveInt = 1  # expert parallelism of a mixture-of-experts model (divides tp)
     replicas: Replicas = 1
     # the serving engine (NAME[@VERSION]); its profile sets the defaults of the scheduler,
     # its limits, the memory fraction and the KV precision, which explicit options override
@@ -148,6 +149,7 @@ class SimulateSpec(BaseModel):
             ),
             speculative=self.speculative.config() if self.speculative is not None else None,
             decode=self._decode_spec(catalog),
+            ep=self.ep,
         )
 
     def _decode_spec(self, catalog) -> DecodeSpec | None:

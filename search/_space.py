@@ -34,6 +34,7 @@ class ConfigPoint:
     chunk_size: int | None = None
     max_tokens: int | None = None
     engine: str = VIDUR  # the engine profile's key (name@version)
+    ep: int = 1  # expert parallelism of a mixture-of-experts model
 
     @property
     def gpus_per_replica(self) -> int:
@@ -45,6 +46,8 @@ class ConfigPoint:
 
     def label(self) -> str:
         parts = [self.sku, f"TP{self.tp}", f"PP{self.pp}"]
+        if self.ep > 1:
+            parts.append(f"EP{self.ep}")
         if self.replicas > 1:
             parts.append(f"x{self.replicas}")
         parts += [self.scheduler, f"b{self.batch_size}"]
@@ -59,11 +62,14 @@ class ConfigPoint:
         return " ".join(parts)
 
     def as_dict(self) -> dict:
-        """The point's fields; `engine` left out under vidur, so configurations stored before
-        engine profiles (all simulated as vidur) keep their fingerprints."""
+        """The point's fields; `engine` left out under vidur and `ep` at 1, so configurations
+        stored before engine profiles (all simulated as vidur) and before expert parallelism
+        keep their fingerprints."""
         data = asdict(self)
         if self.engine == VIDUR:
             del data["engine"]
+        if self.ep == 1:
+            del data["ep"]
         return data
 
     def deployment(self, spec: SearchSpec) -> Deployment:
@@ -94,6 +100,7 @@ class ConfigPoint:
                 math.inf if spec.prefix_cache_tokens == "unbounded" else spec.prefix_cache_tokens
             ),
             speculative=spec.speculative.config() if spec.speculative is not None else None,
+            ep=self.ep,
         )
 
 
@@ -139,9 +146,10 @@ def expand_space(spec: SearchSpec) -> list[ConfigPoint]:
     """Every combination of the spec's axes, in a stable order."""
     points: list[ConfigPoint] = []
     space = spec.space
-    for sku, tp, pp, replicas, precision, engine_key in itertools.product(
-        spec.skus, space.tp, space.pp, space.replicas, space.precision, spec.engine_keys
-    ):
+    for sku, tp, pp, ep, replicas, precision, engine_key in itertools.product(
+        spec.skus, space.tp, space.pp, space.ep, space.replicas, space.precision,
+        spec.engine_keys,
+    ):  # fmt: skip
         sku_rec = spec.sku_catalog.get(sku)
         engine = load_engine(engine_key)
         for kind, sched in engine_schedulers(spec, engine).items():
@@ -150,7 +158,7 @@ def expand_space(spec: SearchSpec) -> list[ConfigPoint]:
                 points.append(
                     ConfigPoint(
                         sku_rec.id, tp, pp, replicas, precision.value, kind.value, batch, chunk,
-                        tokens, engine.key,
+                        tokens, engine.key, ep,
                     )
                 )
     return list(dict.fromkeys(points))  # drop duplicates (e.g. a SKU named twice)

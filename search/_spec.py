@@ -86,6 +86,11 @@ class SpaceSpec(_Strict):
     pp: list[PositiveInt] = Field(
         default_factory=lambda: [1], min_length=1, description="Pipeline-parallel degrees."
     )
+    ep: list[PositiveInt] = Field(
+        default_factory=lambda: [1], min_length=1,
+        description="Expert-parallel degrees of a mixture-of-experts model (EP divides the "
+        "experts and TP: each of the TP GPUs holds experts/EP experts); 1 for dense models.",
+    )  # fmt: skip
     replicas: list[Replicas] = Field(
         default_factory=lambda: [1], min_length=1,
         description="Replicas per deployment unit (each TP x PP GPUs).",
@@ -122,7 +127,7 @@ class SpaceSpec(_Strict):
             else 1
         )
         axes = {
-            "skus": num_skus, "tp": len(self.tp), "pp": len(self.pp),
+            "skus": num_skus, "tp": len(self.tp), "pp": len(self.pp), "ep": len(self.ep),
             "replicas": len(self.replicas), "precision": len(self.precision),
             "engines": len(self.engines or [None]), "scheduler settings": schedulers,
         }  # fmt: skip

@@ -47,6 +47,7 @@ def suggest(trial: optuna.Trial, spec: SearchSpec) -> ConfigPoint:
     sku = trial.suggest_categorical("sku", [spec.sku_catalog.get(s).id for s in spec.skus])
     tp = trial.suggest_categorical("tp", space.tp)
     pp = trial.suggest_categorical("pp", space.pp)
+    ep = trial.suggest_categorical("ep", space.ep) if len(space.ep) > 1 else space.ep[0]
     replicas = trial.suggest_categorical("replicas", space.replicas)
     precision = trial.suggest_categorical("precision", [p.value for p in space.precision])
     keys = spec.engine_keys
@@ -72,7 +73,7 @@ def suggest(trial: optuna.Trial, spec: SearchSpec) -> ConfigPoint:
     elif limits != [None]:
         tokens = pick("max_tokens", knobs.max_tokens, limits)
     return ConfigPoint(
-        sku, tp, pp, replicas, precision, scheduler, batch, chunk, tokens, engine.key
+        sku, tp, pp, replicas, precision, scheduler, batch, chunk, tokens, engine.key, ep
     )
 
 
@@ -88,6 +89,8 @@ def params_of(point: ConfigPoint) -> dict:
         "engine": point.engine,
         f"{point.scheduler}.batch_size": point.batch_size,
     }
+    if point.ep != 1:
+        params["ep"] = point.ep
     if point.chunk_size is not None:
         params[f"{point.scheduler}.chunk_size"] = point.chunk_size
     if point.max_tokens is not None:

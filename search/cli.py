@@ -138,7 +138,8 @@ def catalog_models(wide: bool, fmt: str | None) -> None:
 
     if fmt:
         models = [load_model(name) for name in builtin_model_names()]
-        emit_records([asdict(m) | {"num_params": m.num_params} for m in models], fmt)
+        counts = [{"num_params": m.num_params, "active_params": m.active_params} for m in models]
+        emit_records([asdict(m) | c for m, c in zip(models, counts, strict=True)], fmt)
         return
     print_table(format_model_table(wide=wide), whole=wide)
 
@@ -280,6 +281,14 @@ def _choice(enum_values: list[str]) -> click.Choice:
     default=1,
     show_default=True,
     help="Tensor-parallel degree: GPUs that split every layer (inside one node).",
+)
+@click.option(
+    "--ep",
+    type=int,
+    default=1,
+    show_default=True,
+    help="Expert-parallel degree of a mixture-of-experts model: the TP GPUs hold experts/EP "
+    "experts each (EP divides the experts and TP).",
 )
 @click.option(
     "--pp",

@@ -79,6 +79,9 @@ class Deployment:
     speculative: SpeculativeConfig | None = None
     # disaggregated serving: the decode pool (the fields above are then the prefill pool's)
     decode: DecodeSpec | None = None
+    # expert parallelism of a mixture-of-experts model: experts sharded over `ep` of the
+    # replica's `tp` GPUs (estimators/_moe.py); 1 for dense models
+    ep: int = 1
 
     @property
     def engine_key(self) -> str:
@@ -183,7 +186,7 @@ def prepare(deployment: Deployment) -> PreparedDeployment:
     naming the values and what is allowed.
     """
     d = deployment
-    validate_parallelism(d.model, d.tp, d.pp, d.sku)
+    validate_parallelism(d.model, d.tp, d.pp, d.sku, ep=d.ep)
     memory = check_fits(
         d.model,
         d.sku,
@@ -195,6 +198,7 @@ def prepare(deployment: Deployment) -> PreparedDeployment:
         gpu_memory_utilization=d.gpu_memory_utilization,
         max_num_batched_tokens=d.max_batched_tokens(),
         engine=d.engine,
+        ep=d.ep,
     )
     estimator = make_estimator(
         d.estimator,
@@ -206,6 +210,7 @@ def prepare(deployment: Deployment) -> PreparedDeployment:
         kv_precision=d.resolved_kv_precision(),
         engine=d.engine,
         op_tables=d.op_tables,
+        ep=d.ep,
     )
     if d.speculative is not None:
         estimator = _speculative(d, estimator)

@@ -13,8 +13,9 @@ requests per point, after warm-up requests that are not counted.  `silicon_ttft_
 mean over requests of first-token time minus send time; `silicon_tpot_ms` is the mean over
 requests of (end-to-end - TTFT) / (output tokens - 1), so it excludes the first token.
 
-Only the points llmcap can represent are kept: aggregated mode, a dense model the catalog
-knows, a GPU the catalog knows, 16-bit or FP8 weights, a recorded concurrency.  Every other
+Only the points llmcap can represent are kept: aggregated mode, a model the catalog knows
+(dense, or a mixture of experts whose MoE TP x EP spans the attention TP: no attention data
+parallelism), a GPU the catalog knows, 16-bit or FP8 weights, a recorded concurrency.  Every other
 row is counted under the reason it was skipped.
 """
 
@@ -87,6 +88,11 @@ class ValidationPoint:
     measured_tpot_ms: float
     gemm_quant_mode: str = ""
     source: str = ""
+    ep: int = 1  # expert parallelism (moe_ep_size) of a mixture-of-experts model
+    moe: bool = False  # the model is a mixture of experts
+
+
+MODEL_KINDS = ("dense", "moe", "all")  # `select_points(models=...)`
 
 
 @dataclass(slots=True)
@@ -115,10 +121,17 @@ def catalog_model_name(model_path: str) -> str | None:
     `nvidia/Llama-3.1-8B-Instruct-FP8` and `meta-llama/Llama-3.1-8B-Instruct` are the
     architecture of `meta-llama/Llama-3.1-8B` (`load_model` resolves such variants).
     """
+    found = _catalog_model(model_path)
+    return found[0] if found is not None else None
+
+
+def _catalog_model(model_path: str) -> tuple[str, bool] | None:
+    """(built-in name, is a mixture of experts) of a measured HF id, or None."""
     try:
-        return load_model(model_path).name
+        model = load_model(model_path)
     except ValueError:  # UnknownModelError, or a name that looks like a path and is not one
         return None
+    return model.name, model.is_moe
 
 
 def read_silicon_csv() -> tuple[str, list[dict[str, str]]]:
@@ -148,11 +161,20 @@ def parse_rows(text: str, where: str) -> list[dict[str, str]]:
     return list(reader)
 
 
-def select_points(rows: list[dict[str, str]], where: str = "silicon_sample.csv") -> Selection:
-    """The rows llmcap can simulate, mapped to its names; the others counted by reason."""
+def select_points(
+    rows: list[dict[str, str]], where: str = "silicon_sample.csv", models: str = "dense"
+) -> Selection:
+    """The rows llmcap can simulate, mapped to its names; the others counted by reason.
+    `models`: the dense points, the mixture-of-experts ones (moe) or all."""
+    if models not in MODEL_KINDS:
+        raise ValueError(f"models must be one of {', '.join(MODEL_KINDS)}, got {models!r}")
     selection = Selection(points=[], total_rows=len(rows))
     for line, row in enumerate(rows, start=2):
         point_or_reason = _map_row(row, where, line)
+        point = None if isinstance(point_or_reason, str) else point_or_reason
+        if point is not None and models != "all" and point.moe != (models == "moe"):
+            kind = "mixture-of-experts" if point.moe else "dense"
+            point_or_reason = f"{kind} model (not in --models {models})"
         if isinstance(point_or_reason, str):
             selection.skipped[point_or_reason] += 1
         else:
@@ -160,10 +182,10 @@ def select_points(rows: list[dict[str, str]], where: str = "silicon_sample.csv")
     return selection
 
 
-def load_aic_silicon() -> Selection:
+def load_aic_silicon(models: str = "dense") -> Selection:
     """Read the installed silicon_sample.csv and select the points llmcap can simulate."""
     where, rows = read_silicon_csv()
-    return select_points(rows, where)
+    return select_points(rows, where, models)
 
 
 def _map_row(row: dict[str, str], where: str, line: int) -> ValidationPoint | str:
@@ -179,9 +201,10 @@ def _map_row(row: dict[str, str], where: str, line: int) -> ValidationPoint | st
     precision = GEMM_TO_PRECISION.get(gemm)
     if precision is None:
         return f"weight precision not modelled ({gemm})"
-    model = catalog_model_name(row["model_path"])
-    if model is None:
-        return "model not in the catalog (MoE or unknown)"
+    found_model = _catalog_model(row["model_path"])
+    if found_model is None:
+        return "model not in the catalog (MLA, other MoE or unknown)"
+    model, moe = found_model
     found = _CONCURRENCY.search(row["silicon_data_source"] or "")
     if found is None:
         return "no concurrency recorded"
@@ -190,6 +213,12 @@ def _map_row(row: dict[str, str], where: str, line: int) -> ValidationPoint | st
     dp = _int(row, "attention_dp_size", where, line, default=1)
     if dp > 1:
         return "attention data parallelism"
+    ep = 1
+    if moe:
+        ep = _int(row, "moe_ep_size", where, line, default=1)
+        moe_tp = _int(row, "moe_tp_size", where, line, default=1)
+        if ep * moe_tp != tp:
+            return "MoE TP x EP differs from TP (attention DP)"
     isl = _int(row, "isl", where, line)
     osl = _int(row, "osl", where, line)
     ttft = _float(row, "silicon_ttft_ms", where, line)
@@ -213,6 +242,8 @@ def _map_row(row: dict[str, str], where: str, line: int) -> ValidationPoint | st
         measured_tpot_ms=tpot,
         gemm_quant_mode=gemm,
         source=_source(row["silicon_data_source"] or ""),
+        ep=ep,
+        moe=moe,
     )
 
 

@@ -108,10 +108,12 @@ def deployment_for(
             precision=point.precision,
             kv_precision=point.kv_precision,
             engine=engine,
+            ep=point.ep,
         )
     model = load_model(point.model)
-    return engine_deployment(engine, sku, model, point.tp, point.pp, point.precision,
-                             max_batch=point.concurrency)  # fmt: skip
+    d = engine_deployment(engine, sku, model, point.tp, point.pp, point.precision,
+                          max_batch=point.concurrency)  # fmt: skip
+    return replace(d, ep=point.ep) if point.ep != 1 else d
 
 
 def engine_deployment(
@@ -185,6 +187,7 @@ def _simulate_point(
                     engine=d.engine if d.engine is not None else point.engine,
                     engine_version=point.engine_version,
                     op_tables=op_tables,
+                    ep=d.ep,
                 )
     except ValueError as exc:  # DoesNotFitError, ParallelismError
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__

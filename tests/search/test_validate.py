@@ -115,7 +115,7 @@ def test_rows_that_cannot_be_simulated_are_counted_by_reason():
         "disaggregated (prefill/decode pools)": 1,
         "GPU not in the catalog (gb200)": 1,
         "weight precision not modelled (nvfp4)": 1,
-        "model not in the catalog (MoE or unknown)": 1,
+        "model not in the catalog (MLA, other MoE or unknown)": 1,
         "no concurrency recorded": 1,
         "attention data parallelism": 1,
     }

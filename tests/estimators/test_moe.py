@@ -1,0 +1,235 @@
+"""Mixture-of-experts architectures, their costs and expert parallelism."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from estimators import ModelConfigError, Precision, load_model
+from estimators._contract import BatchShape
+from estimators._memory import ParallelismError, plan_memory, weights_bytes_per_gpu
+from estimators._moe import LOAD_SKEW, MoeShape, all_to_all_seconds, touched_experts
+from estimators._roofline import RooflineEstimator
+from search.cli import cli
+from sku_catalog import load_catalog
+
+
+@pytest.fixture(scope="module")
+def h200():
+    return load_catalog().get("h200")
+
+
+def test_builtin_moe_configs_read_their_experts_and_active_params():
+    qwen = load_model("Qwen/Qwen3-30B-A3B")
+    assert (qwen.num_experts, qwen.num_experts_per_tok, qwen.moe_intermediate_size) == (
+        128, 8, 768,
+    )  # fmt: skip
+    assert qwen.num_dense_layers == 0 and qwen.shared_expert_intermediate_size == 0
+    assert qwen.active_params / 1e9 == pytest.approx(3.3, abs=0.1)
+    assert qwen.num_params / 1e9 == pytest.approx(30.5, abs=0.2)
+    mixtral = load_model("mixtral-8x7b-v0.1")
+    assert (mixtral.num_experts, mixtral.num_experts_per_tok) == (8, 2)
+    assert mixtral.moe_intermediate_size == mixtral.intermediate_size == 14336
+    assert mixtral.active_params / 1e9 == pytest.approx(12.9, abs=0.1)
+    assert mixtral.num_params / 1e9 == pytest.approx(46.7, abs=0.1)
+    big = load_model("Qwen3-235B-A22B")
+    assert big.num_params / 1e9 == pytest.approx(235.1, abs=0.5)
+    assert big.active_params / 1e9 == pytest.approx(22.2, abs=0.3)
+    dense = load_model("llama-3.1-8b")
+    assert not dense.is_moe and dense.active_params == dense.num_params
+
+
+def _write(tmp_path, **fields) -> str:
+    base = {
+        "model_type": "qwen2_moe", "hidden_size": 1024, "num_hidden_layers": 8,
+        "num_attention_heads": 16, "num_key_value_heads": 4, "vocab_size": 1000,
+        "intermediate_size": 4096, "num_experts": 16, "num_experts_per_tok": 4,
+        "moe_intermediate_size": 256,
+    }  # fmt: skip
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**base, **fields}))
+    return str(path)
+
+
+def test_dense_layers_and_shared_experts_from_each_config_spelling(tmp_path):
+    m = load_model(_write(tmp_path, shared_expert_intermediate_size=512, mlp_only_layers=[0, 3]))
+    assert m.num_dense_layers == 2 and m.num_moe_layers == 6
+    assert m.shared_expert_intermediate_size == 512
+    assert load_model(_write(tmp_path, decoder_sparse_step=2)).num_dense_layers == 4
+    assert load_model(_write(tmp_path, first_k_dense_replace=3)).num_dense_layers == 3
+    m = load_model(_write(tmp_path, n_shared_experts=2))
+    assert m.shared_expert_intermediate_size == 512
+    # every layer dense: a dense model
+    assert not load_model(_write(tmp_path, decoder_sparse_step=100)).is_moe
+    # the parameter count follows the layer mix exactly
+    m = load_model(_write(tmp_path, mlp_only_layers=[0]))
+    h = 1024
+    attn = h * (1024 + 2 * 256) + 1024 * h
+    dense_layer = attn + 3 * h * 4096 + 2 * h
+    moe_layer = attn + h * 16 + 16 * 3 * h * 256 + 2 * h
+    assert m.num_params == dense_layer + 7 * moe_layer + 1000 * h  # tied LM head (HF default)
+
+
+def test_models_the_estimator_cannot_price_name_the_field(tmp_path):
+    with pytest.raises(ModelConfigError, match="kv_lora_rank=512: multi-head latent"):
+        load_model(_write(tmp_path, model_type="deepseek_v3", kv_lora_rank=512))
+    with pytest.raises(ModelConfigError, match="num_experts_per_tok"):
+        load_model(_write(tmp_path, num_experts_per_tok=None))
+    with pytest.raises(ModelConfigError, match="num_experts_per_tok=32 exceeds num_experts=16"):
+        load_model(_write(tmp_path, num_experts_per_tok=32))
+
+
+def test_touched_experts_formula():
+    assert touched_experts(128, 8, 1) == pytest.approx(8.0)
+    assert touched_experts(128, 8, 2) == pytest.approx(128 * (1 - (120 / 128) ** 2))
+    assert 15.0 < touched_experts(128, 8, 2) < 16.0  # two tokens rarely share an expert
+    assert touched_experts(128, 8, 512) == pytest.approx(128.0, rel=1e-9)
+    assert touched_experts(8, 2, 0) == 0.0
+
+
+def test_busiest_rank_rows_carry_the_skew_and_never_exceed_its_tokens(h200):
+    qwen = load_model("Qwen3-30B-A3B")
+    ep1 = MoeShape.of(qwen, tp=4, ep=1)
+    assert ep1.width == 768 // 4 and ep1.rows(100) == 800  # every GPU runs every expert
+    ep4 = MoeShape.of(qwen, tp=4, ep=4)
+    assert ep4.width == 768 and ep4.local_experts == 32
+    assert ep4.rows(100) == pytest.approx(100 * 8 / 4 * LOAD_SKEW)
+    mixtral = MoeShape.of(load_model("mixtral-8x7b-v0.1"), tp=8, ep=8)
+    assert mixtral.rows(100) == pytest.approx(100 * 2 / 8 * LOAD_SKEW)
+    hot = MoeShape.of(load_model("mixtral-8x7b-v0.1"), tp=8, ep=8, skew=10.0)
+    assert hot.rows(100) == 100  # one expert per GPU: at most every token once
+
+
+def test_all_to_all_scales_with_bytes_and_vanishes_without_ep():
+    args = dict(top_k=8, hidden=4096, act_bytes=2, link_bw=450e9, eff=1.0, latency=0.0)
+    assert all_to_all_seconds(1000, ep=1, **args) == 0.0
+    t8 = all_to_all_seconds(1000, ep=8, **args)
+    assert t8 == pytest.approx(2 * 1000 / 8 * 8 * 4096 * 2 * 7 / 8 / 450e9)
+    assert all_to_all_seconds(2000, ep=8, **args) == pytest.approx(2 * t8)
+    assert all_to_all_seconds(1000, ep=2, **args) == pytest.approx(t8 * (1 / 2 * 1 / 2) / (7 / 64))
+
+
+def test_moe_decode_reads_only_touched_experts(h200):
+    qwen = load_model("Qwen3-30B-A3B")
+    est = RooflineEstimator(qwen, h200, tp=1)
+    one = est._moe_part(1.0)
+    full = est._moe_part(1024.0)
+    expert = 3 * 2048 * 768 * 2  # bytes of one expert's weights
+    assert one[2] == pytest.approx(8 * expert, rel=0.01)  # 8 experts read
+    assert full[2] > 127 * expert  # all 128 read
+    # a batch of one costs far less than a dense model of the same total size would
+    dense_equiv = RooflineEstimator(load_model("Qwen3-32B"), h200, tp=1)
+    decode = BatchShape(num_decodes=1, decode_kv_tokens=1000)
+    assert (
+        est.batch_cost(decode).stage_times[0] < 0.3 * dense_equiv.batch_cost(decode).stage_times[0]
+    )
+
+
+def test_ep_swaps_the_mlp_all_reduce_for_the_all_to_all(h200):
+    qwen = load_model("Qwen3-235B-A22B")
+    tp8 = RooflineEstimator(qwen, h200, tp=8, precision=Precision.FP8)
+    ep8 = RooflineEstimator(qwen, h200, tp=8, ep=8, precision=Precision.FP8)
+    assert tp8.operator_counts["all_reduce"] == 2 and ep8.operator_counts["all_reduce"] == 1
+    prefill = BatchShape(num_prefill_tokens=8192, num_prefills=2, prefill_attn_pairs=8192 * 4096,
+                         prefill_kv_tokens=8192)  # fmt: skip
+    assert ep8.operator_times(prefill)["moe_experts"] > tp8.operator_times(prefill)["moe_experts"]
+
+
+def test_ep_memory_per_gpu(h200):
+    qwen = load_model("Qwen3-235B-A22B")
+    w1 = weights_bytes_per_gpu(qwen, 8, 1, Precision.FP8)
+    w8 = weights_bytes_per_gpu(qwen, 8, 1, Precision.FP8, ep=8)
+    assert w8 == pytest.approx(w1)  # experts/EP each TP/EP wide: the same bytes per GPU
+    expert_bytes = 94 * 128 * 3 * 4096 * 1536  # all expert weights, fp8
+    assert w8 == pytest.approx(expert_bytes / 8, rel=0.05)  # experts dominate
+    plan = plan_memory(qwen, h200, tp=8, ep=8, precision=Precision.FP8)
+    assert plan.fits and plan.weights_bytes == pytest.approx(w8)
+    with pytest.raises(ParallelismError, match="EP=3 does not divide the 128 experts"):
+        plan_memory(qwen, h200, tp=8, ep=3)
+    with pytest.raises(ParallelismError, match="EP=8 does not divide TP=4"):
+        plan_memory(qwen, h200, tp=4, ep=8)
+    with pytest.raises(ParallelismError, match="dense model"):
+        plan_memory(load_model("llama-3.1-8b"), h200, tp=2, ep=2)
+
+
+def test_simulate_moe_end_to_end_and_bad_ep():
+    runner = CliRunner()
+    args = ["simulate", "--model", "Qwen3-30B-A3B", "--sku", "h100-sxm", "--tp", "2",
+            "--num-requests", "20", "--qps", "2", "--json"]  # fmt: skip
+    ok = runner.invoke(cli, [*args, "--ep", "2"])
+    assert ok.exit_code == 0, ok.output
+    summary = json.loads(ok.output)
+    assert summary["requests"]["completed"] == 20 if "requests" in summary else True
+    bad = runner.invoke(cli, [*args, "--ep", "3"])
+    assert bad.exit_code == 2
+    assert "EP=3 does not divide the 128 experts of Qwen/Qwen3-30B-A3B" in bad.output
+    assert "Traceback" not in bad.output
+
+
+def test_ep_is_a_search_dimension_with_its_feasibility_rules():
+    from search._space import candidates, expand_space
+    from search._spec import parse_spec
+
+    spec = parse_spec(
+        {
+            "model": "Qwen/Qwen3-30B-A3B", "skus": ["h100-sxm"], "workload": "chat",
+            "budget": {"max_gpus": 4}, "space": {"tp": [2, 4], "ep": [1, 2, 4]},
+        }
+    )  # fmt: skip
+    points = expand_space(spec)
+    assert spec.space.size(1)[0] == 6 and len(points) == 6
+    assert "EP4" in next(p for p in points if p.ep == 4).label()
+    assert "ep" not in next(p for p in points if p.ep == 1).as_dict()  # old fingerprints hold
+    verdicts = {(c.point.tp, c.point.ep): c.infeasible_reason for c in candidates(spec)}
+    assert verdicts[(2, 2)] is None and verdicts[(4, 4)] is None and verdicts[(4, 1)] is None
+    assert "EP=4 does not divide TP=2" in verdicts[(2, 4)]
+    assert points[0].deployment(spec).ep == points[0].ep
+
+
+def test_silicon_moe_points_are_kept_only_when_asked_and_carry_their_ep():
+    from search._validate._aic_silicon import select_points
+    from search._validate._run import simulate_point
+
+    base = {
+        "id": "p1", "silicon_data_source": "x; silicon_concurrency=8", "backend": "trtllm",
+        "backend_version": "1.0", "model_path": "Qwen/Qwen3-235B-A22B-FP8",
+        "system": "h200_sxm", "mode": "agg", "isl": "1024", "osl": "64",
+        "gemm_quant_mode": "fp8_block", "batch_size": "8", "tp_size": "8", "pp_size": "1",
+        "attention_dp_size": "", "moe_tp_size": "1", "moe_ep_size": "8",
+        "silicon_ttft_ms": "100", "silicon_tpot_ms": "10",
+    }  # fmt: skip
+    dense = {**base, "model_path": "meta-llama/Llama-3.1-70B", "moe_ep_size": ""}
+    mismatch = {**base, "moe_tp_size": "2"}  # 2 x 8 != 8: attention DP
+    assert select_points([base, dense]).skipped == {
+        "mixture-of-experts model (not in --models dense)": 1
+    }
+    moe = select_points([base, dense, mismatch], models="moe")
+    [point] = moe.points
+    assert (point.moe, point.ep, point.tp) == (True, 8, 8)
+    assert moe.skipped == {
+        "dense model (not in --models moe)": 1,
+        "MoE TP x EP differs from TP (attention DP)": 1,
+    }
+    assert len(select_points([base, dense], models="all").points) == 2
+    result = simulate_point(point, requests_per_slot=2)
+    assert result.ok and 1.0 < result.predicted_tpot_ms < 100.0
+
+
+def test_a_gpt_oss_config_reads_as_a_mixture_of_experts(tmp_path):
+    config = {
+        "model_type": "gpt_oss", "hidden_size": 2880, "num_hidden_layers": 24,
+        "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64,
+        "intermediate_size": 2880, "num_local_experts": 32, "experts_per_token": 4,
+        "vocab_size": 201088, "sliding_window": 128, "tie_word_embeddings": False,
+    }  # fmt: skip
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    m = load_model(str(path))
+    assert (m.num_experts, m.num_experts_per_tok, m.moe_intermediate_size) == (32, 4, 2880)
+    assert m.attention_bias and m.num_params / 1e9 == pytest.approx(20.9, abs=0.5)
+    # OpenAI's 3.6B active leaves out the embedding lookup (0.58B), which we count as Qwen
+    # (3.3B) and Mistral (12.9B) do
+    embedding = 201088 * 2880
+    assert (m.active_params - embedding) / 1e9 == pytest.approx(3.61, abs=0.05)
