@@ -89,8 +89,9 @@ def params_of(point: ConfigPoint) -> dict:
         "engine": point.engine,
         f"{point.scheduler}.batch_size": point.batch_size,
     }
-    if point.ep != 1:
-        params["ep"] = point.ep
+    # always: a trial enqueued without "ep" would have the sampler pick one, and the grid
+    # would ask for an EP > 1 configuration in place of this EP 1 one (left pending)
+    params["ep"] = point.ep
     if point.chunk_size is not None:
         params[f"{point.scheduler}.chunk_size"] = point.chunk_size
     if point.max_tokens is not None:

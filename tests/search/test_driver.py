@@ -231,3 +231,19 @@ def test_resume_refuses_another_spec_and_a_job_still_running(tmp_path):
     db.start_job(first.job_id, driver="elsewhere:1:x")  # a live driver holds it
     with pytest.raises(SpecError, match="is running"):
         SearchDriver(same, db, "inline").check_resumable(first.job_id)
+
+
+def test_grid_over_expert_parallelism_evaluates_every_feasible_configuration(tmp_path, db_url):
+    """EP 1 configurations are asked for as such (their trials name ep=1); none is left
+    pending when the job succeeds."""
+    spec_path = write_spec(
+        tmp_path, name="moe", engine="vllm", model="Qwen/Qwen3-30B-A3B", skus=["h100-sxm"],
+        budget={"max_gpus": 2}, workload={"source": "chat", "num_requests": 100},
+        space={"tp": [1, 2], "ep": [1, 2], "schedulers": {"sarathi": {"batch_size": [64]}}},
+    )  # fmt: skip
+    _, db, report = run_job(spec_path, db_url)
+    assert report.status == "succeeded" and report.failed == 0
+    counts = db.configuration_counts(report.job_id)
+    assert counts.get("pending", 0) == 0
+    assert counts["done"] == report.evaluated == 3  # TP1, TP2, TP2 EP2 (TP1 EP2: infeasible)
+    assert counts["infeasible"] == 1
