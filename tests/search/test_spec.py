@@ -149,7 +149,8 @@ def test_max_requests_defaults_to_a_multiple_of_the_workload_and_never_shortens_
 
 @pytest.mark.parametrize(
     ("example", "total", "dropped"),
-    [("quick.yaml", 20, 0), ("vidur_llama2_70b_chat.yaml", 450, 50), ("prefix_cache.yaml", 4, 0)],
+    [("quick.yaml", 20, 0), ("vidur_llama2_70b_chat.yaml", 450, 50), ("prefix_cache.yaml", 4, 0),
+     ("speculative.yaml", 6, 0)],
 )
 def test_validate_reports_the_examples_space(example: str, total: int, dropped: int) -> None:
     result = CliRunner().invoke(cli, ["search", "validate", str(EXAMPLES / example)])
