@@ -55,6 +55,7 @@ from estimators._roofline import (
     _coeffs,
     _token_op_time,
     attention_seconds,
+    fastest_allreduce,
     load_roofline_constants,
 )
 from estimators._types import ModelArchitecture
@@ -623,14 +624,12 @@ def engine_layer(fits: Sequence[FitResult]) -> dict[str, dict]:
 
 
 def allreduce_seconds(cost: AllReduceCost, n: np.ndarray, nbytes: np.ndarray, link: float):
-    """Seconds of all-reduces of `nbytes` over `n` GPUs under `cost`: the ring line, or the
-    faster of its two lines when it has a large-message one (as the roofline prices it)."""
-    ring = 2.0 * (n - 1) / n * nbytes / link
-    t = cost.latency_us * 1e-6 + ring / cost.bw_eff
+    """Seconds of all-reduces of `nbytes` over `n` GPUs under `cost`, as the roofline prices
+    them: the ring line, or the faster of its two lines when it has a large-message one."""
+    lines = ((cost.bw_eff, cost.latency_us * 1e-6),)
     if cost.large is not None:
-        lat, eff = cost.large
-        t = np.minimum(t, lat * 1e-6 + ring / eff)
-    return t
+        lines += ((cost.large[1], cost.large[0] * 1e-6),)
+    return fastest_allreduce(nbytes, n, link, lines)
 
 
 def fit_allreduce_lines(

@@ -337,6 +337,19 @@ def _ring_allreduce(nbytes: Any, n: int, link_bw: float, eff: float, latency: fl
     return 2.0 * (n - 1) / n * nbytes / (link_bw * eff) + latency
 
 
+def fastest_allreduce(
+    nbytes: Any, n: Any, link_bw: float, lines: tuple[tuple[float, float], ...]
+) -> Any:
+    """Seconds of an all-reduce of `nbytes` over `n` >= 2 GPUs (numbers or numpy arrays)
+    run by the fastest of an engine's algorithms, each a ring line (bw_eff, latency s)."""
+    ring = 2.0 * (n - 1) / n * nbytes
+    eff, latency = lines[0]
+    t = ring / (link_bw * eff) + latency
+    for eff, latency in lines[1:]:
+        t = np.minimum(t, ring / (link_bw * eff) + latency)
+    return t
+
+
 def _ring_allgather(nbytes: Any, n: int, link_bw: float, eff: float, latency: float) -> Any:
     if n <= 1:
         return 0.0 * nbytes
@@ -543,12 +556,11 @@ class RooflineEstimator:
         # ---- communication
         self.tp_link_bw, self._ar_eff = tp_link(node, tp, c)
         self._ar_lat = c.allreduce_latency_us * 1e-6
-        # the engine's large-message algorithm, (bw_eff, latency s), on NVLink nodes
-        self._ar_large = (
-            (ar_large[1], ar_large[0] * 1e-6)
-            if ar_large is not None and node.intra_node_link is not LinkKind.PCIE
-            else None
-        )
+        # the all-reduce's algorithms as ring lines (bw_eff, latency s): with the engine's
+        # large-message one on NVLink nodes
+        self._ar_lines: tuple[tuple[float, float], ...] = ((self._ar_eff, self._ar_lat),)
+        if ar_large is not None and node.intra_node_link is not LinkKind.PCIE:
+            self._ar_lines += ((ar_large[1], ar_large[0] * 1e-6),)
         self._act_row_bytes = float(h * a)  # one token's hidden state
         self.pp_link = pp_link(node, tp, pp, c)
 
@@ -723,10 +735,9 @@ class RooflineEstimator:
 
     def all_reduce_time(self, nbytes: Any) -> Any:
         """Seconds of one TP all-reduce of `nbytes` (float or numpy array); 0 when tp == 1."""
-        t = _ring_allreduce(nbytes, self.tp, self.tp_link_bw, self._ar_eff, self._ar_lat)
-        if self._ar_large is not None:  # the engine runs the faster algorithm of the two
-            t = np.minimum(t, _ring_allreduce(nbytes, self.tp, self.tp_link_bw, *self._ar_large))
-        return t
+        if self.tp <= 1:
+            return 0.0 * nbytes
+        return fastest_allreduce(nbytes, self.tp, self.tp_link_bw, self._ar_lines)
 
     def send_recv_time(self, nbytes: Any) -> Any:
         """Seconds of one stage-to-stage send of `nbytes` over this deployment's PP link."""
@@ -884,9 +895,9 @@ class RooflineEstimator:
             f"  TP link: {self.tp_link_bw / 1e9:.0f} GB/s ({self.node.intra_node_link.value}), "
             f"all-reduce eff {c.allreduce_bw_eff:.2f} + {c.allreduce_latency_us:.0f} us"
             + (
-                f" (large messages: eff {self._ar_large[0]:.2f} + "
-                f"{self._ar_large[1] * 1e6:.0f} us)"
-                if self._ar_large is not None
+                f" (large messages: eff {self._ar_lines[1][0]:.2f} + "
+                f"{self._ar_lines[1][1] * 1e6:.0f} us)"
+                if len(self._ar_lines) > 1
                 else ""
             ),
             f"  PP link: {self.pp_link[0] / 1e9:.0f} GB/s",
