@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -48,29 +49,18 @@ class Workload:
 
     def with_arrival_times(self, arrival_times: np.ndarray) -> Workload:
         """The same requests at other arrival times (used to rescale a rate)."""
-        return Workload(
-            name=self.name,
-            arrival_times=arrival_times,
-            prompt_tokens=self.prompt_tokens,
-            output_tokens=self.output_tokens,
-            concurrency=self.concurrency,
-            has_own_timestamps=self.has_own_timestamps,
-            metadata=dict(self.metadata),
-            prefix_blocks=self.prefix_blocks,
-            prefix_block_tokens=self.prefix_block_tokens,
+        return dataclasses.replace(
+            self, arrival_times=arrival_times, metadata=dict(self.metadata)
         )
 
     def head(self, n: int) -> Workload:
         """The first `n` requests (all of them when there are fewer)."""
         cut = slice(0, n)
-        return Workload(
-            name=self.name,
+        return dataclasses.replace(
+            self,
             arrival_times=self.arrival_times[cut],
             prompt_tokens=self.prompt_tokens[cut],
             output_tokens=self.output_tokens[cut],
-            concurrency=self.concurrency,
-            has_own_timestamps=self.has_own_timestamps,
             metadata=dict(self.metadata),
             prefix_blocks=None if self.prefix_blocks is None else self.prefix_blocks[cut],
-            prefix_block_tokens=self.prefix_block_tokens,
         )
