@@ -90,14 +90,9 @@ def prefix_reuse_tokens(
     """Per request, the prompt tokens an unbounded cache shared by every replica would have
     when it arrives, in array order: its leading blocks seen in any earlier prompt (at most
     ``prompt - 1``).  No run caches more, so it bounds what prefix caching can save."""
-    seen: set[int] = set()
+    cache = PrefixCache(block_tokens, None)
     out = np.zeros(len(prompt_tokens), dtype=np.int64)
     for i, (hashes, prompt) in enumerate(zip(prefix_blocks, prompt_tokens.tolist(), strict=True)):
-        hit = 0
-        for h in hashes:
-            if h not in seen:
-                break
-            hit += 1
-        out[i] = min(hit * block_tokens, prompt - 1)
-        seen.update(hashes)
+        out[i] = cache.match(hashes, prompt)
+        cache.insert(hashes)
     return out
