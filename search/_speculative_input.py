@@ -42,9 +42,8 @@ class SpeculativeSpec(BaseModel):
         return value
 
     @model_validator(mode="after")
-    def _draft_model_for_draft(self) -> SpeculativeSpec:
-        if (self.method == "draft") != (self.draft_model is not None):
-            raise ValueError("method 'draft' needs draft_model, and only it takes one")
+    def _a_valid_config(self) -> SpeculativeSpec:
+        self.config()  # SpeculativeConfig's own checks (draft_model with method draft)
         return self
 
     def config(self) -> SpeculativeConfig:
