@@ -542,23 +542,24 @@ def _merge_config(ctx: click.Context, config_file: Path | None, options: dict) -
         if explicit or key not in merged:
             merged[key] = list(value) if isinstance(value, tuple) else value
     merged["workload"] = workload
-    names = {
+    _nest(merged, "speculative", {
         "speculative_method": "method", "draft_model": "draft_model",
         "num_speculative_tokens": "num_speculative_tokens", "acceptance_rate": "acceptance_rate",
-    }  # fmt: skip
-    given = {key: merged.pop(name) for name, key in names.items() if name in merged}
-    speculative = {key: value for key, value in given.items() if value is not None}
-    if speculative:
-        merged["speculative"] = {**(merged.get("speculative") or {}), **speculative}
-    pool_names = {"decode_replicas": "replicas", "decode_sku": "sku", "decode_tp": "tp",
-                  "decode_batch_size": "batch_size"}  # fmt: skip
-    pool = {key: merged.pop(name) for name, key in pool_names.items() if name in merged}
-    pool = {key: value for key, value in pool.items() if value is not None}
-    if pool:
-        merged["decode"] = {**(merged.get("decode") or {}), **pool}
+    })  # fmt: skip
+    _nest(merged, "decode", {
+        "decode_replicas": "replicas", "decode_sku": "sku", "decode_tp": "tp",
+        "decode_batch_size": "batch_size",
+    })  # fmt: skip
     return merged
 
 
+def _nest(merged: dict, section: str, names: dict[str, str]) -> None:
+    """Move the flat options `names` (option name -> field) that were given into the
+    `section` mapping of `merged`, over what a config file put there."""
+    given = {field: merged.pop(name) for name, field in names.items() if name in merged}
+    given = {field: value for field, value in given.items() if value is not None}
+    if given:
+        merged[section] = {**(merged.get(section) or {}), **given}
 
 
 def main() -> None:
