@@ -130,7 +130,7 @@ class Simulation:
 
     # -- hooks the replicas call -------------------------------------------
 
-    def lane_id(self, replica_id: int, index: int) -> int:
+    def new_lane_id(self) -> int:
         """Lanes are numbered in the order the replicas create them."""
         self._lanes_made += 1
         return self._lanes_made - 1

@@ -46,7 +46,7 @@ class Replica:
         self.pool = BlockPool(num_kv_blocks, block_size, watermark)
         self.block_size = block_size
         self.pp = pp
-        self.lanes = [Lane(sim.lane_id(replica_id, i), block_size) for i in range(pp)]
+        self.lanes = [Lane(sim.new_lane_id(), block_size) for _ in range(pp)]
         self.next_lane = 0
         self.stage_free = [0.0] * pp
         self.waiting: deque[Request] = deque()
