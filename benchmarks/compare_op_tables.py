@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from estimators import Precision  # noqa: E402
 from estimators._curves import gemm_curve  # noqa: E402
-from estimators._op_tables import OpTableMissing, load_op_tables  # noqa: E402
+from estimators._op_tables import _ASKED_DTYPES, OpTableMissing, load_op_tables  # noqa: E402
 from estimators._profiled import AicOpTables, profiled_coverage  # noqa: E402
 from sku_catalog import load_catalog  # noqa: E402
 
@@ -46,7 +46,8 @@ def _stats(ratios: np.ndarray) -> str:
     )
 
 
-_AIC_DTYPE = {"bf16": "bfloat16", "fp16": "bfloat16", "fp8": "fp8"}
+# an op table's dtype -> the aiconfigurator dtype the profiled backend answers it for
+_AIC_DTYPE = {ours: asked for asked, dtypes in _ASKED_DTYPES.items() for ours in dtypes}
 
 
 def compare_gemms(tables, aic: AicOpTables, min_s: float) -> dict[str, np.ndarray]:
