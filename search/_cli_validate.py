@@ -32,8 +32,10 @@ Examples:
 \b
 aic-silicon: the aggregated, dense-model points NVIDIA ships in aiconfigurator-core
 (`pip install 'llmcap[aic]'`), each simulated as its benchmark client ran it: a closed
-loop at the measured concurrency, fixed prompt and output lengths, about ten requests per
-concurrency slot; mean TTFT, and mean TPOT = (E2E - TTFT) / (output tokens - 1).
+loop at the measured concurrency, about ten requests per concurrency slot, the lengths its
+client sends (the public InferenceMAX runs draw prompt and output lengths uniformly from
+[0.8 L, L]; NVIDIA's own runs fix them); mean TTFT, and mean TPOT = (E2E - TTFT) /
+(output tokens - 1).
 Errors are predicted / measured - 1.
 
 \b

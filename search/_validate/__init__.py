@@ -1,8 +1,8 @@
 """`llmcap validate`: the simulator against measured serving results.
 
-A dataset yields `ValidationPoint`s (a deployment, a closed-loop fixed-length workload and
-the measured mean TTFT and TPOT); each is simulated as its benchmark client ran it, and
-the errors are summarised overall and by engine, GPU, model and concurrency.
+A dataset yields `ValidationPoint`s (a deployment, a closed-loop workload as its client
+sent it, and the measured mean TTFT and TPOT); each is simulated as its benchmark client
+ran it, and the errors are summarised overall and by engine, GPU, model and concurrency.
 """
 
 from __future__ import annotations

@@ -8,10 +8,20 @@ from the installed package at run time (`pip install llmcap[aic]`), never copied
 How the points were measured (from the rows' `silicon_data_source` and aiconfigurator's own
 accuracy tooling): a benchmark client drives one aggregated server in a closed loop at the
 listed concurrency C (`silicon_concurrency=C`; C requests start together and each finished
-request is replaced at once), with fixed prompt and output lengths (ignore-EOS), about 10 C
-requests per point, after warm-up requests that are not counted.  `silicon_ttft_ms` is the
-mean over requests of first-token time minus send time; `silicon_tpot_ms` is the mean over
-requests of (end-to-end - TTFT) / (output tokens - 1), so it excludes the first token.
+request is replaced at once), ignoring EOS, about 10 C requests per point, after warm-up
+requests that are not counted.  `silicon_ttft_ms` is the mean over requests of first-token
+time minus send time; `silicon_tpot_ms` is the mean over requests of (end-to-end - TTFT) /
+(output tokens - 1), so it excludes the first token.
+
+The two campaigns in the file differ in their prompt and output lengths (`source`):
+- `benchmark-db`, the public benchmark dump (`db-dump/...` and `source_file=2026-04-06.csv`:
+  Llama-3.1-70B FP8 at 1k/1k, 1k/8k and 8k/1k on H100/H200/B200), ran InferenceMAX's client
+  (`benchmark_serving.py --dataset-name random --random-range-ratio 0.8 --num-prompts 10C
+  --max-concurrency C --request-rate inf --ignore-eos`): each request's prompt and output
+  length is drawn uniformly from [int(0.8 L), L] for the listed L.  The spread matters: it
+  staggers the clients, so prefills rarely queue behind each other as they would if every
+  request had the same length and the first wave's clients stayed in step.
+- `aic-collection`, NVIDIA's own runs: the listed lengths, fixed.
 
 Only the points llmcap can represent are kept: aggregated mode, a model the catalog knows
 (dense, or a mixture of experts whose MoE TP x EP spans the attention TP: no attention data
@@ -68,7 +78,7 @@ class DatasetError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class ValidationPoint:
-    """One measured deployment under one closed-loop, fixed-length workload."""
+    """One measured deployment under one closed-loop workload."""
 
     id: str
     engine: str  # vllm | sglang | trtllm
@@ -90,6 +100,10 @@ class ValidationPoint:
     source: str = ""
     ep: int = 1  # expert parallelism (moe_ep_size) of a mixture-of-experts model
     moe: bool = False  # the model is a mixture of experts
+    # the client's length spread: each request's prompt and output lengths are drawn
+    # uniformly from [int(length_ratio x isl), isl] and [int(length_ratio x osl), osl]
+    # (1: fixed lengths); see the module docstring
+    length_ratio: float = 1.0
 
 
 MODEL_KINDS = ("dense", "moe", "all")  # `select_points(models=...)`
@@ -223,6 +237,7 @@ def _map_row(row: dict[str, str], where: str, line: int) -> ValidationPoint | st
     osl = _int(row, "osl", where, line)
     ttft = _float(row, "silicon_ttft_ms", where, line)
     tpot = _float(row, "silicon_tpot_ms", where, line)
+    source = _source(row["silicon_data_source"] or "")
     return ValidationPoint(
         id=row["id"],
         engine=engine,
@@ -241,10 +256,15 @@ def _map_row(row: dict[str, str], where: str, line: int) -> ValidationPoint | st
         measured_ttft_ms=ttft,
         measured_tpot_ms=tpot,
         gemm_quant_mode=gemm,
-        source=_source(row["silicon_data_source"] or ""),
+        source=source,
         ep=ep,
         moe=moe,
+        length_ratio=LENGTH_RATIO[source],
     )
+
+
+# each campaign's client length spread (`ValidationPoint.length_ratio`; module docstring)
+LENGTH_RATIO = {"benchmark-db": 0.8, "aic-collection": 1.0}
 
 
 def _source(text: str) -> str:

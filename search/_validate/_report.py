@@ -21,6 +21,8 @@ GROUPS: tuple[tuple[str, Callable[[PointResult], str]], ...] = (
     ("GPU", lambda r: r.point.sku),
     ("model", lambda r: r.point.model.rsplit("/", 1)[-1]),
     ("concurrency", lambda r: concurrency_band(r.point.concurrency)),
+    # which measurement campaign (its client and lengths: `ValidationPoint.source`)
+    ("campaign", lambda r: r.point.source),
 )
 
 
@@ -85,7 +87,8 @@ def print_report(
             f"TTFT MAPE {theirs.ttft.mape * 100:.1f}%"
         )
     for title, key in GROUPS:
-        console.print(_group_table(ok, title, key, with_aic))
+        if len({key(r) for r in ok}) > 1 or title != "campaign":
+            console.print(_group_table(ok, title, key, with_aic))
 
 
 def print_held_out(

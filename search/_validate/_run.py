@@ -38,6 +38,8 @@ CHUNK_SIZE = 8192
 AUTO = "auto"
 # the benchmark clients send about ten requests per concurrency slot
 REQUESTS_PER_SLOT = 10
+# the seed of the lengths drawn for a client that spreads them (`closed_loop_workload`)
+LENGTH_SEED = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,17 +59,29 @@ class PointResult:
         return not self.error
 
 
-def closed_loop_workload(point: ValidationPoint, requests_per_slot: int) -> Workload:
-    """C requests in flight, fixed prompt and output lengths, as the client sends them."""
+def closed_loop_workload(
+    point: ValidationPoint, requests_per_slot: int, seed: int = LENGTH_SEED
+) -> Workload:
+    """C requests in flight, with the prompt and output lengths the client sends: the listed
+    lengths, or drawn uniformly from [int(ratio x L), L] where the client spreads them
+    (`point.length_ratio`), from a generator seeded with `seed`."""
     n = max(point.concurrency * requests_per_slot, 1)
+    rng = np.random.default_rng(seed)
     return Workload(
         name=f"closed-loop c{point.concurrency} {point.isl}x{point.osl}",
         arrival_times=np.zeros(n),
-        prompt_tokens=np.full(n, point.isl, dtype=np.int64),
-        output_tokens=np.full(n, point.osl, dtype=np.int64),
+        prompt_tokens=_client_lengths(rng, point.isl, point.length_ratio, n),
+        output_tokens=_client_lengths(rng, point.osl, point.length_ratio, n),
         concurrency=point.concurrency,
         metadata={"arrival": "closed-loop"},
     )
+
+
+def _client_lengths(rng: np.random.Generator, length: int, ratio: float, n: int) -> np.ndarray:
+    if ratio >= 1.0:
+        return np.full(n, length, dtype=np.int64)
+    low = max(int(length * ratio), 1)
+    return rng.integers(low, length + 1, size=n, dtype=np.int64)
 
 
 def engine_for(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+from dataclasses import replace
 
 import pytest
 from click.testing import CliRunner
@@ -18,6 +19,7 @@ from search._validate import (
     parse_rows,
     select_points,
 )
+from search._validate._run import closed_loop_workload
 from search.cli import cli
 
 HAVE_AIC = importlib.util.find_spec("aiconfigurator_core") is not None
@@ -135,6 +137,31 @@ def test_a_missing_column_names_the_file_and_column():
 
 
 @needs_aic
+def test_each_campaign_gets_its_clients_length_spread():
+    public = select_points([row(silicon_data_source="db-dump/2026-04-27; silicon_concurrency=8")])
+    own = select_points([row()])
+    assert public.points[0].source == "benchmark-db" and public.points[0].length_ratio == 0.8
+    assert own.points[0].source == "aic-collection" and own.points[0].length_ratio == 1.0
+
+
+def test_a_spreading_client_draws_lengths_in_its_range_and_a_fixed_one_does_not():
+    [point] = select_points([row(silicon_data_source="db-dump/x; silicon_concurrency=50")]).points
+    spread = closed_loop_workload(point, requests_per_slot=10)
+    prompts, outputs = spread.prompt_tokens, spread.output_tokens
+    assert len(prompts) == 500 and spread.concurrency == 50
+    assert prompts.min() >= 819 and prompts.max() <= 1024  # [int(0.8 x 1024), 1024]
+    assert outputs.min() >= 102 and outputs.max() <= 128
+    assert prompts.mean() == pytest.approx((819 + 1024) / 2, rel=0.02)
+    assert len(set(prompts.tolist())) > 100  # spread, not a handful of values
+    again = closed_loop_workload(point, requests_per_slot=10)
+    assert (again.prompt_tokens == prompts).all()  # seeded: every run draws the same
+    other = closed_loop_workload(point, requests_per_slot=10, seed=1)
+    assert not (other.prompt_tokens == prompts).all()
+    fixed = closed_loop_workload(replace(point, length_ratio=1.0), requests_per_slot=10)
+    assert set(fixed.prompt_tokens.tolist()) == {1024}
+    assert set(fixed.output_tokens.tolist()) == {128}
+
+
 def test_the_installed_dataset_loads_and_selects_the_dense_aggregated_points():
     selection = load_aic_silicon()
     assert selection.total_rows > 5000
@@ -195,6 +222,18 @@ def test_validate_on_a_small_fixed_subset(tmp_path):
     csv_text = (out / "points.csv").read_text().splitlines()
     assert len(csv_text) == 7 and csv_text[0].startswith("id,source,engine")
     assert (out / "predicted_vs_measured.png").stat().st_size > 1000
+
+
+@needs_aic
+def test_the_public_benchmark_points_with_their_clients_length_spread():
+    # Eight InferenceMAX points (Llama-3.1-70B FP8, H100/H200/B200). With every request the
+    # same length their TTFT MAPE was 126%: the clients stayed in step and each prefill
+    # queued behind the others. Drawn as the client draws them it is 23%.
+    result = invoke("validate", "--filter", "source=benchmark-db", "--limit", "8", "--no-aic",
+                    "--workers", "1")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    ttft = next(line for line in result.output.splitlines() if line.startswith("TTFT MAPE "))
+    assert float(ttft.split()[2].rstrip("%")) < 35
 
 
 @needs_aic
