@@ -1,8 +1,9 @@
 """Curves and grids of measured operator times, shared by every table source.
 
 A `Curve` is seconds against one size (tokens, prompt length, KV length, message size),
-a `Grid2D` seconds against (batch size, length), a `GemmCube` the log-seconds of GEMMs on
-an (m, n, k) grid.  Interpolation is log-log inside the measured range (exact at measured
+a `Grid2D` seconds against (batch size, length), a `ChunkGrid` seconds of prefill chunks
+against (batch size, chunk length, KV length), a `GemmCube` the log-seconds of GEMMs on an
+(m, n, k) grid.  Interpolation is log-log inside the measured range (exact at measured
 points), constant below the smallest size and linear in work above the largest; each
 measured curve is made monotone before use (`monotone`), so measurement noise cannot make
 more work cheaper.
@@ -18,9 +19,11 @@ from typing import NamedTuple
 import numpy as np
 
 __all__ = [
+    "ChunkGrid",
     "Curve",
     "GemmCube",
     "Grid2D",
+    "chunk_grid_from_rows",
     "cube_from_rows",
     "gemm_curve",
     "grid_from_rows",
@@ -89,6 +92,51 @@ class Grid2D:
         lo, hi = self._curves[i - 1](s), self._curves[i](s)
         w = (math.log(b) - self._lbs[i - 1]) / (self._lbs[i] - self._lbs[i - 1])
         return math.exp((1.0 - w) * math.log(lo) + w * math.log(hi))
+
+
+class ChunkGrid:
+    """Seconds of prefill attention over (batch size b, chunk length q, KV length L = the
+    cached prefix + q): one `Grid2D` over (b, L) per measured q, log-linear in q between
+    the bracketing ones, the nearest below the smallest q and linear in q above the
+    largest (the work of a chunk at a fixed KV length grows with its queries)."""
+
+    __slots__ = ("_grids", "_lqs", "_qs")
+
+    def __init__(self, qs: Sequence[int], grids: Sequence[Grid2D]):
+        self._qs = [float(q) for q in qs]
+        self._lqs = [math.log(q) for q in self._qs]
+        self._grids = list(grids)
+
+    def __call__(self, b: float, q: float, kv: float) -> float:
+        qs = self._qs
+        if q <= qs[0]:
+            return self._grids[0](b, kv)
+        if q >= qs[-1]:
+            return self._grids[-1](b, kv) * q / qs[-1]
+        i = bisect.bisect_left(qs, q)
+        if qs[i] == q:
+            return self._grids[i](b, kv)
+        lo, hi = self._grids[i - 1](b, kv), self._grids[i](b, kv)
+        w = (math.log(q) - self._lqs[i - 1]) / (self._lqs[i] - self._lqs[i - 1])
+        return math.exp((1.0 - w) * math.log(lo) + w * math.log(hi))
+
+
+def chunk_grid_from_rows(
+    batches: np.ndarray, chunks: np.ndarray, cached: np.ndarray, seconds: np.ndarray
+) -> ChunkGrid | None:
+    """A `ChunkGrid` from prefill rows (batch size, chunk length, cached prefix, seconds):
+    per chunk length, the rows' `grid_from_rows` over KV length; None unless two chunk
+    lengths have one."""
+    chunks = np.asarray(chunks)
+    kv = chunks + np.asarray(cached)
+    qs, grids = [], []
+    for q in np.unique(chunks):
+        at = chunks == q
+        grid = grid_from_rows(np.asarray(batches)[at], kv[at], np.asarray(seconds)[at], 1.0)
+        if grid is not None:
+            qs.append(int(q))
+            grids.append(grid)
+    return ChunkGrid(qs, grids) if len(qs) >= 2 else None
 
 
 def _bracket(vals: np.ndarray, x: float) -> tuple[int, int, float, float]:

@@ -27,9 +27,10 @@ The format: a directory holding
     one layer's prefill attention per row: ``num_heads``, ``num_kv_heads`` (per GPU, after
     TP), ``head_dim``, ``kv_dtype``, ``batch_size`` sequences of ``prompt_len`` query tokens
     each, after ``cached_len`` tokens already in the KV cache (0: a whole prompt; causal),
-    ``latency_ms``; optional ``kernel``.  The backend reads the rows with ``cached_len`` 0
-    (a chunk after a cached prefix is looked up at the prompt length with as many causal
-    query-key pairs); rows with a cached prefix are kept for other readers.
+    ``latency_ms``; optional ``kernel``.  The rows with ``cached_len`` 0 price whole
+    prompts; a chunk after a cached prefix is looked up among the rows of its chunk length
+    at its KV length (prefix + chunk) where the table measured cached prefixes for that
+    head shape, else at the prompt length with as many causal query-key pairs.
 ``generation_attention.csv`` (optional)
     one layer's decode attention per row: the head columns as above, ``batch_size``
     sequences each decoding one token that reads ``kv_len`` KV tokens, ``latency_ms``;
@@ -57,7 +58,16 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
-from estimators._curves import Curve, GemmCube, Grid2D, cube_from_rows, grid_from_rows, monotone
+from estimators._curves import (
+    ChunkGrid,
+    Curve,
+    GemmCube,
+    Grid2D,
+    chunk_grid_from_rows,
+    cube_from_rows,
+    grid_from_rows,
+    monotone,
+)
 from estimators._types import ModelArchitecture
 
 if TYPE_CHECKING:  # pandas loads with the first table read, not with the estimators
@@ -114,11 +124,13 @@ class OpTableMissing(LookupError):
 @dataclass(frozen=True, slots=True)
 class AttentionTable:
     """One head shape's attention: the table's label, its grid over (batch, length) or None
-    when the table has no rows for that shape, and the kernel measured."""
+    when the table has no rows for that shape, and the kernel measured; for context
+    attention measured after cached prefixes too, `chunks` over (batch, chunk, KV length)."""
 
     label: str
     grid: Grid2D | None
     kernel: str = ""
+    chunks: ChunkGrid | None = None
 
 
 class OpTableSource(ABC):
@@ -280,7 +292,7 @@ def _read_table(path: Path, kind: str) -> pd.DataFrame:
         df[col] = values if col == "latency_ms" else values.astype(np.int64)
     df["seconds"] = df["latency_ms"] * 1e-3
     for col in OPTIONAL_COLUMNS[kind]:
-        df[col] = df[col].fillna("").astype(str) if col in df.columns else ""
+        df[col] = df[col].astype("string").fillna("").astype(str) if col in df.columns else ""
     return df
 
 
@@ -361,19 +373,27 @@ class LlmcapOpTables(OpTableSource):
             & (table["head_dim"] == head_dim)
             & table["kv_dtype"].isin(_ASKED_DTYPES.get(kv_dtype, (kv_dtype,)))
         )
+        shape = table[sel]
+        kernel = str(shape["kernel"].value_counts().index[0]) if not shape.empty else ""
+        shape = shape[shape["kernel"] == kernel]
+        chunks = None
         if phase == "context":
-            sel &= table["cached_len"] == 0
-        sub = table[sel]
+            sub = shape[shape["cached_len"] == 0]
+            if (shape["cached_len"] > 0).any():
+                chunks = chunk_grid_from_rows(
+                    *(shape[c].to_numpy() for c in ("batch_size", "prompt_len", "cached_len")),
+                    shape["seconds"].to_numpy(),
+                )
+        else:
+            sub = shape
         length = "prompt_len" if phase == "context" else "kv_len"
-        kernel = str(sub["kernel"].value_counts().index[0]) if not sub.empty else ""
-        sub = sub[sub["kernel"] == kernel]
         grid = grid_from_rows(
             sub["batch_size"].to_numpy(),
             sub[length].to_numpy(dtype=float),
             sub["seconds"].to_numpy(),
             2.0 if phase == "context" else 1.0,
         )
-        hit = AttentionTable(self._file(kind), grid, kernel)
+        hit = AttentionTable(self._file(kind), grid, kernel, chunks)
         self._attention[key] = hit
         return hit
 

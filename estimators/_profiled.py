@@ -45,6 +45,7 @@ import numpy as np
 from estimators import _aic_tables as aic
 from estimators._contract import BatchShape
 from estimators._curves import (
+    ChunkGrid,
     Curve,
     GemmCube,
     Grid2D,
@@ -293,6 +294,14 @@ def tables_coverage(tables: OpTableSource, sku: GpuSku, precision: Precision) ->
 # --------------------------------------------------------------------------- estimator
 
 
+def _quantized(x: float) -> int:
+    """`x` as an integer kept to its 9 leading bits (at most 0.2% off): the attention
+    caches' key, so that nearby shapes share one table lookup."""
+    q = int(x)
+    shift = q.bit_length() - 9
+    return (q >> shift) << shift if shift > 0 else q
+
+
 class ProfiledEstimator(RooflineEstimator):
     """`ExecutionTimeEstimator` from measured operator tables, the roofline for the rest.
 
@@ -366,6 +375,7 @@ class ProfiledEstimator(RooflineEstimator):
         kv_dtype = "fp8" if self.kv_precision is Precision.FP8 else "bfloat16"
         hd = model.head_dim
         self._ctx: Grid2D | None = None
+        self._chunks: ChunkGrid | None = None  # chunks after a cached prefix, where measured
         self._gen: Grid2D | None = None
         self.attention_kernels: dict[str, str] = {}
         for phase, op in (("context", "attn_prefill"), ("generation", "attn_decode")):
@@ -387,6 +397,7 @@ class ProfiledEstimator(RooflineEstimator):
                 self.attention_kernels[op] = kernel
                 if phase == "context":
                     self._ctx = grid
+                    self._chunks = att.chunks
                 else:
                     self._gen = grid
 
@@ -400,6 +411,7 @@ class ProfiledEstimator(RooflineEstimator):
             self._ar = ar
         self._ar_elem_bytes = float(_ACT_BYTES)
         self._attn_cache: dict[int, float] = {}
+        self._chunk_cache: dict[tuple[int, int, int], float] = {}
 
     def _gemm_shapes(self) -> dict[str, tuple[int, int]]:
         return layer_gemm_shapes(self.model, self.tp)
@@ -460,11 +472,10 @@ class ProfiledEstimator(RooflineEstimator):
     def _prefill_attn(self, npt: int, npf: int, pairs: float, kv_tokens: int) -> float:
         if self._ctx is None:
             return super()._prefill_attn(npt, npf, pairs, kv_tokens)
+        if self._chunks is not None and kv_tokens > npt:  # chunks after a cached prefix
+            return self._chunk_attn(npt, npf, kv_tokens)
         # cached on (chunks, pairs to 9 significant bits): at most 0.2% off the exact answer
-        q = int(pairs)
-        shift = q.bit_length() - 9
-        if shift > 0:
-            q = (q >> shift) << shift
+        q = _quantized(pairs)
         key = (npf << 40) | q
         hit = self._attn_cache.get(key)
         if hit is None:
@@ -473,14 +484,25 @@ class ProfiledEstimator(RooflineEstimator):
             self._attn_cache[key] = hit
         return hit
 
+    def _chunk_attn(self, npt: int, npf: int, kv_tokens: int) -> float:
+        """The chunk table at the chunks' mean length and mean KV length, cached on
+        (chunks, both totals to 9 significant bits)."""
+        q, kv = _quantized(npt), _quantized(kv_tokens)
+        key = (npf, q, kv)
+        hit = self._chunk_cache.get(key)
+        if hit is None:
+            assert self._chunks is not None
+            hit = self._chunks(npf, q / npf, kv / npf)
+            if len(self._chunk_cache) >= 1 << 18:
+                self._chunk_cache.clear()
+            self._chunk_cache[key] = hit
+        return hit
+
     def _decode_attn(self, nd: int, dkv: int) -> float:
         if self._gen is None:
             return super()._decode_attn(nd, dkv)
         # cached on (decodes, KV tokens to 9 significant bits), negative keys apart from prefill
-        q = int(dkv)
-        shift = q.bit_length() - 9
-        if shift > 0:
-            q = (q >> shift) << shift
+        q = _quantized(dkv)
         key = -((nd << 40) | q) - 1
         hit = self._attn_cache.get(key)
         if hit is None:

@@ -37,11 +37,17 @@ def print_vidur_ops(result: VidurOpsResult, console: Console | None = None) -> N
     """`matmul MAPE x%` and `attention MAPE y%` with their targets, then the tables."""
     console = console or Console()
     held = result.held_out
-    for name, stats in headline(held.scored).items():
-        target = TARGETS[name]
-        verdict = "met" if stats.mape <= target else "not met"
-        click.echo(f"{_line(name, stats)}  target <= {target:.0%}: {verdict}")
+    _headlines(held.scored, "")
     console.print(_group_table(held.scored))
+    if result.held_out_profiled is not None and not result.held_out_profiled.empty:
+        click.echo(
+            "profiled backend on the same held-out rows (op tables of the other rows, "
+            "interpolated):"
+        )
+        _headlines(result.held_out_profiled, "  ")
+        console.print(
+            _group_table(result.held_out_profiled, "profiled backend: held-out rows by group")
+        )
     console.print(_matrix(held.scored, "gpu", "held-out rows by GPU (MAPE)"))
     with_model = held.scored[held.scored["model"] != ""]
     console.print(_matrix(with_model, "model", "held-out rows by model (MAPE)"))
@@ -57,8 +63,15 @@ def print_vidur_ops(result: VidurOpsResult, console: Console | None = None) -> N
         console.print(_folds(result.leave_model_out, "leave one model out (MAPE of its rows)"))
 
 
-def _group_table(scored: pd.DataFrame) -> Table:
-    table = Table(title="held-out rows by operator group", title_justify="left")
+def _headlines(scored: pd.DataFrame, indent: str) -> None:
+    for name, stats in headline(scored).items():
+        target = TARGETS[name]
+        verdict = "met" if stats.mape <= target else "not met"
+        click.echo(f"{indent}{_line(name, stats)}  target <= {target:.0%}: {verdict}")
+
+
+def _group_table(scored: pd.DataFrame, title: str = "held-out rows by operator group") -> Table:
+    table = Table(title=title, title_justify="left")
     for column in ("group", "times", "MAPE", "median signed", "within ±10%"):
         table.add_column(column, justify="left" if column == "group" else "right")
     for group in _present(scored):

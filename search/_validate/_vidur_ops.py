@@ -223,6 +223,9 @@ class VidurOpsResult:
     held_out: Fold
     leave_gpu_out: list[Fold]
     leave_model_out: list[Fold]
+    # the profiled backend on the held-out rows, reading tables of the other rows
+    # (`_vidur_ops_profiled`; GEMM and attention groups)
+    held_out_profiled: pd.DataFrame | None = None
 
 
 def validate_vidur_ops(
@@ -245,7 +248,10 @@ def validate_vidur_ops(
         )
         plans += [("gpu", g, _gpu_is(g)) for g in gpus]
         plans += [("model", m, _model_is(m)) for m in models]
+    from search._validate._vidur_ops_profiled import score_profiled
+
     folds: list[Fold] = []
+    profiled = None
     for i, (kind, name, held) in enumerate(plans, start=1):
         say(f"fit {i}/{len(plans)}: {kind} {name} left out ...")
         fit_data = select(data, lambda k, held=held: not held(k))
@@ -253,11 +259,15 @@ def validate_vidur_ops(
         held_data = select(data, held)
         scored = score(held_data, fitted)
         folds.append(Fold(kind, name, scored, row_count(fit_data), row_count(held_data)))
+        if i == 1:
+            say("profiled backend: the held-out rows from tables of the others ...")
+            profiled = score_profiled(fit_data, held_data)
     return VidurOpsResult(
         total_rows=row_count(data),
         held_out=folds[0],
         leave_gpu_out=[f for f in folds if f.kind == "gpu"],
         leave_model_out=[f for f in folds if f.kind == "model"],
+        held_out_profiled=profiled,
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -110,6 +111,48 @@ def test_profiled_backend_exact_at_measured_points_and_monotone(tables_dir: Path
             BatchShape(num_decodes=row.batch_size, decode_kv_tokens=row.batch_size * row.kv_len)
         )
         assert got == pytest.approx(row.latency_ms * 1e-3, rel=0.003)
+
+
+def _chunk_batch(b: int, q: int, cached: int) -> BatchShape:
+    return BatchShape(num_prefill_tokens=b * q, num_prefills=b,
+                      prefill_attn_pairs=b * q * (cached + (q + 1) / 2),
+                      prefill_kv_tokens=b * (cached + q))  # fmt: skip
+
+
+def test_chunks_after_a_cached_prefix_are_read_from_their_own_rows(tmp_path: Path):
+    tables = _tables()
+    ctx = tables["context_attention"]
+    ctx = ctx[ctx["cached_len"] == 0]
+    head = ctx.iloc[0][["num_heads", "num_kv_heads", "head_dim", "kv_dtype"]].to_dict()
+
+    def chunk_ms(q: int, cached: int) -> float:  # a chunk reads its KV once per query tile
+        return 1e-3 * (5 + q * (cached + q) / 4e4)
+
+    rows = [{**head, "batch_size": 1, "prompt_len": q, "cached_len": c,
+             "latency_ms": chunk_ms(q, c)}
+            for q in (128, 512) for c in (0, 1024, 8192)]  # fmt: skip
+    tables["context_attention"] = pd.concat([ctx, pd.DataFrame(rows)], ignore_index=True)
+    tables["context_attention"] = tables["context_attention"].drop_duplicates(
+        ["batch_size", "prompt_len", "cached_len"], keep="last"
+    )
+    write_op_tables(tmp_path, _meta(), tables)
+    est = make_estimator("profiled", MODEL, load_catalog().get("h100-sxm"), op_tables=tmp_path)
+    for q in (128, 512):
+        for c in (1024, 8192):  # exact at the measured chunks (cache key to 0.2%)
+            got = est.prefill_attention_time(_chunk_batch(1, q, c))
+            assert got == pytest.approx(chunk_ms(q, c) * 1e-3, rel=0.003)
+    # between two measured chunk lengths: log-linear in the chunk length, at the same KV
+    mid = est.prefill_attention_time(_chunk_batch(1, 256, 4096 - 256))
+    lo = est.prefill_attention_time(_chunk_batch(1, 128, 4096 - 128))
+    hi = est.prefill_attention_time(_chunk_batch(1, 512, 4096 - 512))
+    assert mid == pytest.approx(math.sqrt(lo * hi), rel=0.01)
+    # a whole prompt still reads the prompt rows
+    whole = est.prefill_attention_time(_chunk_batch(1, 512, 0))
+    assert whole == pytest.approx(chunk_ms(512, 0) * 1e-3, rel=0.003)
+    # the equal-pairs rule it replaces prices a short chunk after a long prefix as a long
+    # prompt: far slower than the measured chunk
+    pairs_rule = est._ctx(1, 0.5 * (math.sqrt(1 + 8 * 128 * (8192 + 64.5)) - 1))
+    assert pairs_rule > 1.5 * chunk_ms(128, 8192) * 1e-3
 
 
 def test_allreduce_is_the_fastest_implementation_in_16_bit_elements(tmp_path: Path):
