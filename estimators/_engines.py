@@ -10,7 +10,9 @@ A profile is not a code path: it is the numbers an engine brings to one deployme
 * its memory plan (the fraction it takes and of what, reserves);
 * how it admits a request against the KV cache (`kv_admission`: blocks for the prompt, growing
   and evicting under pressure, or the whole length reserved up front);
-* the KV-cache precision it uses with FP8 weights.
+* the KV-cache precision it uses with FP8 weights;
+* the models whose FP8 GEMM inputs it quantizes inside the kernel before the GEMM rather
+  than in a kernel of their own (`fp8_quant_fused_model_types`).
 
 ``load_engine("vllm@0.12.0")`` returns the profile covering that version; `vidur` reproduces
 llmcap's behaviour before profiles existed.
@@ -125,6 +127,15 @@ class EngineProfile:
     # run out (vLLM, SGLang); "reserve_full_length": blocks for prompt + max output reserved
     # before a request starts, so it is never evicted (TensorRT-LLM GUARANTEED_NO_EVICT)
     kv_admission: str = KV_ON_DEMAND
+    # config.json model_types whose implementation in this engine writes an FP8 GEMM's input
+    # from the kernel before it (all-reduce + RMSNorm, SwiGLU): the GEMM pays only its own
+    # kernel.  Other models' inputs are quantized by a kernel of their own, as the measured
+    # FP8 GEMM tables time them
+    fp8_quant_fused_model_types: tuple[str, ...] = ()
+
+    def fp8_quant_fused(self, model_type: str) -> bool:
+        """Whether the engine quantizes this model's FP8 GEMM inputs in the kernel before."""
+        return model_type in self.fp8_quant_fused_model_types
 
     @property
     def key(self) -> str:
@@ -343,6 +354,9 @@ def _build(name: str, key: str, body: Mapping[str, Any]) -> EngineProfile:
             graph_reserve_gib=float(memory.get("graph_reserve_gib", 0.0)),
             kv_precision_fp8_weights=Precision(body.get("kv_precision_fp8_weights", "bf16")),
             kv_admission=_kv_admission(body.get("kv_admission", KV_ON_DEMAND)),
+            fp8_quant_fused_model_types=tuple(
+                str(t) for t in body.get("fp8_quant_fused_model_types") or ()
+            ),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"{where}: malformed profile ({exc!r})") from None

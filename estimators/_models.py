@@ -347,6 +347,7 @@ def _parse_config(config: Mapping[str, Any], source: str, default_name: str) -> 
         attention_bias=fields.attention_bias,
         parallel_attn_mlp=family.parallel_attn_mlp,
         **moe,
+        model_type=model_type,
     )
 
 

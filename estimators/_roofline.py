@@ -287,8 +287,22 @@ class _Coeffs:
     overhead: dict[str, float]  # by op kind, seconds
 
 
-def _coeffs(consts: RooflineConstants, peak: float, bw: float, fp8: bool = False) -> _Coeffs:
-    """`fp8`: the GEMMs run in FP8 (its own matmul constants where fitted)."""
+def _coeffs(
+    consts: RooflineConstants,
+    peak: float,
+    bw: float,
+    fp8: bool = False,
+    fp8_quant_fused: bool = False,
+) -> _Coeffs:
+    """`fp8`: the GEMMs run in FP8 (its own matmul constants where fitted).
+
+    The FP8 constants are fitted to tables that time an engine's FP8 linear layer from a
+    16-bit input: the GEMM and the quantization of its input.  The GEMM kernel alone has
+    the fixed cost of a 16-bit one (timed in CUDA graphs on H100 and H200, llmcap's op
+    tables: 4.3-4.8 us over the weight-read time for FP8, 3.9-5.5 us for 16-bit, against
+    the 11-17 us the fitted `fp8_overhead_us` holds), so with `fp8_quant_fused` (the
+    engine quantizes inside the kernel before the GEMM) the GEMM keeps the 16-bit fixed
+    cost."""
     c = consts
     eff, m_half, mem_eff, ovh = (
         c.matmul_eff_max, c.matmul_m_half, c.matmul_mem_eff, c.matmul_overhead_us
@@ -297,7 +311,8 @@ def _coeffs(consts: RooflineConstants, peak: float, bw: float, fp8: bool = False
         eff = c.matmul_fp8_eff_max or eff
         m_half = c.matmul_fp8_m_half or m_half
         mem_eff = c.matmul_fp8_mem_eff or mem_eff
-        ovh = c.matmul_fp8_overhead_us or ovh
+        if not fp8_quant_fused:
+            ovh = c.matmul_fp8_overhead_us or ovh
     return _Coeffs(
         sec_per_flop=1.0 / (peak * eff),
         m_half=m_half,
@@ -484,7 +499,10 @@ class RooflineEstimator:
         self.attn_peak = sku.peak_flops(fp8=False)
         self.hbm_bw = sku.memory_bandwidth_bytes
         self.layers_per_stage = model.num_layers // pp
-        self._k = _coeffs(c, self.peak, self.hbm_bw, fp8=self.precision is Precision.FP8)
+        self._k = _coeffs(
+            c, self.peak, self.hbm_bw, fp8=self.precision is Precision.FP8,
+            fp8_quant_fused=engine is not None and engine.fp8_quant_fused(model.model_type),
+        )  # fmt: skip
 
         # ---- per-GPU shapes
         h = model.hidden_size

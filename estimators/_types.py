@@ -47,6 +47,7 @@ class ModelArchitecture:
     moe_intermediate_size: int = 0
     shared_expert_intermediate_size: int = 0
     num_dense_layers: int = 0
+    model_type: str = ""  # config.json's model_type (llama, qwen3, ...): which implementation
 
     @property
     def head_dim(self) -> int:
