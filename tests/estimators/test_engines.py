@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from estimators import (
@@ -174,6 +176,31 @@ def test_overhead_and_allreduce_of_each_engine(llama8b, h100):
 
     _, c_trt = cost("trtllm")
     assert c_trt.cpu_overhead == 0.0
+
+
+def test_fp8_gemms_keep_the_kernel_cost_where_the_engine_fuses_their_quantization(
+    llama70b, h100
+):
+    """TensorRT-LLM's Llama layer writes FP8 from the kernel before each GEMM; its Qwen3
+    layer and vLLM quantize in a kernel of their own, as the FP8 GEMM tables time it."""
+    trt = load_engine("trtllm")
+    assert trt.fp8_quant_fused("llama") and not trt.fp8_quant_fused("qwen3")
+    assert not load_engine("vllm").fp8_quant_fused("llama")
+    assert llama70b.model_type == "llama"
+    assert load_model("Qwen/Qwen3-32B").model_type == "qwen3"
+
+    def gemms(model):  # one layer's GEMM seconds, 4 decodes, FP8 weights, TP8
+        est = make_estimator("roofline", model, h100, 8, precision=Precision.FP8, engine=trt)
+        ops = est.operator_times(BatchShape(num_decodes=4, decode_kv_tokens=4 * 1024))
+        return est.constants, {op: t for op, t in ops.items() if op.endswith("_proj")}
+
+    c, fused = gemms(llama70b)
+    _, own_kernel = gemms(replace(llama70b, model_type="qwen3"))  # same shapes, not fused
+    assert set(fused) == {"attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj"}
+    assert c.matmul_fp8_overhead_us > 2 * c.matmul_overhead_us  # what the FP8 tables hold
+    for op, t in fused.items():  # each GEMM drops the quantization's share, nothing else
+        saved = (c.matmul_fp8_overhead_us - c.matmul_overhead_us) * 1e-6
+        assert own_kernel[op] - t == pytest.approx(saved, rel=1e-9)
 
 
 def test_overlap_shows_what_the_gpu_step_does_not_hide(llama8b, h100):
