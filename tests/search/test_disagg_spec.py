@@ -168,3 +168,19 @@ def test_infeasible_pools_say_why() -> None:
     assert reason == (
         "budget: 20 GPUs (prefill TP8 x PP1 x 2 replicas + decode TP4 x 1 replicas) > max_gpus 16"
     )
+
+
+def test_the_example_holds_both_layouts_within_16_gpus() -> None:
+    from pathlib import Path
+
+    from search._spec import load_spec
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "disagg.yaml"
+    result = CliRunner().invoke(cli, ["search", "validate", str(example)])
+    assert result.exit_code == 0, result.output
+    # aggregated: 2 SKUs x (TP4 x1/x2/x4, TP8 x1/x2) x 2 chunk sizes = 20 within 16 GPUs;
+    # disaggregated: 2 x 2 SKUs x 9 prefill/decode splits of at most 16 GPUs x 2 = 72
+    assert "152 configurations: 92 feasible, 60 dropped" in result.output
+    feasible = [c for c in candidates(load_spec(example)) if c.feasible]
+    assert sum(c.point.decode is not None for c in feasible) == 72
+    assert max(c.point.num_gpus for c in feasible) == 16
