@@ -197,13 +197,16 @@ def _column(frame: pd.DataFrame, name: str) -> list[str]:
 
 
 def _parallelism(frame: pd.DataFrame) -> list[str]:
+    """Each point's parallelism ("TP2 PP1"), or its pools ("2P1D TP4/TP8") when disaggregated."""
     if {"tp", "pp"} <= set(frame.columns):
-        return [
+        own = [
             "" if pd.isna(tp) or pd.isna(pp) else f"TP{int(tp)} PP{int(pp)}"
             for tp, pp in zip(frame["tp"], frame["pp"], strict=True)
         ]
-    # results without the columns: from the label ("h100-sxm TP2 PP1 sarathi ...")
-    return [" ".join(w for w in label.split() if w[:2] in ("TP", "PP")) for label in _labels(frame)]
+    else:  # results without the columns: from the label ("h100-sxm TP2 PP1 sarathi ...")
+        own = [" ".join(w for w in x.split() if w[:2] in ("TP", "PP")) for x in _labels(frame)]
+    pools = _column(frame, "pools")
+    return [p if p and p != "aggregated" else o for p, o in zip(pools, own, strict=True)]
 
 
 def sku_colors(skus: list[str]) -> dict[str, str]:

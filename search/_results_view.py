@@ -29,12 +29,13 @@ def pool_layout(params: dict) -> str:
 
 
 def pool_split(params: dict) -> str:
-    """The GPUs of each pool, e.g. ``8P:4D`` (prefill : decode), or ``aggregated``."""
+    """The pools as xPyD (prefill and decode replicas) with each pool's parallelism, e.g.
+    ``2P1D TP4/TP8`` (``TP4xPP2`` for a pipelined prefill pool), or ``aggregated``."""
     decode = params.get("decode")
     if decode is None:
         return AGGREGATED
-    prefill = params["tp"] * params["pp"] * params["replicas"]
-    return f"{prefill}P:{decode['tp'] * decode['replicas']}D"
+    prefill = f"TP{params['tp']}" + (f"xPP{params['pp']}" if params.get("pp", 1) > 1 else "")
+    return f"{params['replicas']}P{decode['replicas']}D {prefill}/TP{decode['tp']}"
 
 
 def with_labels(frame: pd.DataFrame) -> pd.DataFrame:

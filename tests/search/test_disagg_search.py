@@ -46,7 +46,7 @@ def split_job(tmp_path_factory):
 def test_the_split_is_simulated_priced_and_stored_with_its_pools(split_job) -> None:
     spec, db, _, report = split_job
     assert report.status == "succeeded" and report.failed == 0
-    assert report.evaluated == 5  # 2 SKUs x 1-2 replicas aggregated, one 1P:1D split
+    assert report.evaluated == 5  # 2 SKUs x 1-2 replicas aggregated, one 1P1D split
     frame = ranked_results(db, report.job_id)
     split = frame[frame["layout"] == "disaggregated"]
     assert len(split) == 1 and (frame["layout"] == "aggregated").sum() == 4
@@ -55,7 +55,7 @@ def test_the_split_is_simulated_priced_and_stored_with_its_pools(split_job) -> N
     assert row["params"]["decode"] == {
         "sku": "a100-80gb", "tp": 1, "replicas": 1, "batch_size": 128, "link": "auto"
     }  # fmt: skip
-    assert row["pools"] == "1P:1D" and row["num_gpus"] == 2
+    assert row["pools"] == "1P1D TP1/TP1" and row["num_gpus"] == 2
     # both pools' GPUs, each at its SKU's price: one H100 ($6.88/h) and one A100-80GB ($3.4309/h)
     assert row["cost_per_hour"] == pytest.approx(6.88 + 3.4309)
     assert row["capacity_qps"] > 0
@@ -81,7 +81,7 @@ def test_results_list_shows_the_pools(split_job) -> None:
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     text = result.output
-    assert "pools" in text and "1P:1D" in text and "aggregated" in text
+    assert "pools" in text and "1P1D TP1/TP1" in text and "aggregated" in text
     assert "prefill h100-sxm TP1 PP1 sarathi b64 c512 + decode a100-80gb TP1 x1 b128" in text
 
 
@@ -100,6 +100,11 @@ def test_the_plot_boxes_the_disaggregated_points(split_job) -> None:
     frame = ranked_results(db, report.job_id)
     panels = _panels(frame, {"ttft_p90": 2.0, "tbt_p99": 0.2}, None)
     assert [int(p.disaggregated.sum()) for p in panels] == [1, 1]
+    # a frontier point is labelled by its pools when disaggregated, else its parallelism
+    for panel in panels:
+        tags = {t for t, d in zip(panel.parallelism, panel.disaggregated, strict=True) if d}
+        assert tags == {"1P1D TP1/TP1"}
+        assert set(panel.parallelism) - tags == {"TP1 PP1"}
     fig = _matplotlib_figure(panels, "split")
     for ax, panel in zip(fig.axes[:2], panels, strict=True):
         (boxes,) = [c for c in ax.collections if c.get_gid() == "disaggregated"]
@@ -139,9 +144,9 @@ def test_the_recommendation_counts_a_split_unit_by_both_pools() -> None:
     from search._results_view import _budget_units, _unit
 
     spec = parse_spec({**SPLIT_SPEC, "budget": {"max_gpus": 16}})
-    split = pd.Series({"layout": "disaggregated", "pools": "8P:4D", "num_gpus": 12,
+    split = pd.Series({"layout": "disaggregated", "pools": "2P1D TP4/TP4", "num_gpus": 12,
                        "replicas": 2, "tp": 4, "pp": 1})  # fmt: skip
-    assert _budget_units(split, spec) == 1 and _unit(split) == "8P:4D pools"
+    assert _budget_units(split, spec) == 1 and _unit(split) == "2P1D TP4/TP4 pools"
     plain = pd.Series({"layout": "aggregated", "num_gpus": 4, "replicas": 2, "tp": 2, "pp": 1})
     assert _budget_units(plain, spec) == 4 and _unit(plain) == "2 replica(s)"
 
