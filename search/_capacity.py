@@ -415,6 +415,10 @@ def service_bound(
         return ServiceBound(math.inf, 0.0, 1, cluster.num_replicas, 0, len(workload))
     p = workload.prompt_tokens[mask].astype(np.float64)
     o = workload.output_tokens[mask].astype(np.float64)
+    if prepared.decode_pool is not None:
+        # disaggregated: the prefill pool's part ends at the first token (the decode pool's
+        # only adds a limit, so this bounds the whole deployment from above)
+        o = np.ones_like(o)
     computed = p  # prompt tokens computed; less where a cached prefix may be reused
     if cluster.prefix_cache and workload.prefix_blocks is not None:
         reuse = prefix_reuse_tokens(

@@ -624,7 +624,7 @@ class _Heartbeat:
 
 
 def _point(stored: StoredConfiguration) -> ConfigPoint:
-    return ConfigPoint(**{k: v for k, v in stored.record.params.items() if k != "label"})
+    return ConfigPoint.from_dict(stored.record.params)
 
 
 def _label(stored: StoredConfiguration) -> str:

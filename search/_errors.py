@@ -32,6 +32,7 @@ _USER_ERRORS = (
     "estimators._memory:ParallelismError",
     "estimators._memory:DoesNotFitError",
     "estimators._profiled:ProfiledDataMissing",
+    "simulator._deployment:DecodePoolError",
     "estimators._aic_tables:AicTableError",
     "estimators._op_tables:OpTablesError",
     "estimators.profiler._device:ProfilerError",

@@ -12,6 +12,9 @@ Encodings, the same in every output format:
   :func:`search._pareto.job_frontier`, so the recommendation is on it) is a black step line,
   each of its points labelled with its parallelism (TP/PP), placed where it covers no point.
 - An SLO bound is a dashed vertical line, its value written above the panel.
+- A disaggregated configuration (a prefill pool and a decode pool; ``layout`` column
+  ``disaggregated``) is boxed by a dark square, with its own legend entry; aggregated ones
+  are not.  Its colour is its prefill pool's SKU.
 - The best configuration (``best_id``) is ringed and annotated with its label and QPS per $/h.
 - One unit and scale per axis, whatever the job: TTFT in s, TBT in ms, both on log axes
   (linear only when some value is not positive); QPS per $/h linear from 0.
@@ -59,6 +62,10 @@ MISS_ALPHA = 0.45  # faint: configurations that miss the SLOs
 FRONT_COLOR = "#000000"
 SLO_COLOR = "#555555"
 BEST_COLOR = "#000000"
+# a disaggregated configuration (prefill and decode pools) is boxed: (matplotlib, plotly)
+DISAGG_MARKER = ("s", "square-open")
+DISAGG_COLOR = "#333333"
+DISAGG_LEGEND = "disaggregated: prefill + decode pools (boxed)"
 # one unit per latency axis, whatever the job (seconds -> shown)
 AXIS_UNITS = {"ttft_p90": ("s", 1.0), "tbt_p99": ("ms", 1e3)}
 NOTHING_TO_PLOT = "nothing to plot: no configuration has results"
@@ -77,6 +84,7 @@ class _Panel:
     ceiling: np.ndarray  # capacity rests on the analytic ceiling (drawn apart when passing)
     skus: list[str]  # colour
     schedulers: list[str]  # marker
+    disaggregated: np.ndarray  # a prefill and a decode pool (boxed), else aggregated
     parallelism: list[str]  # "TP2 PP1": the label of a frontier point
     labels: list[str]
     hover: list[str]  # HTML hover text: label and metrics
@@ -189,13 +197,16 @@ def _column(frame: pd.DataFrame, name: str) -> list[str]:
 
 
 def _parallelism(frame: pd.DataFrame) -> list[str]:
+    """Each point's parallelism ("TP2 PP1"), or its pools ("2P1D TP4/TP8") when disaggregated."""
     if {"tp", "pp"} <= set(frame.columns):
-        return [
+        own = [
             "" if pd.isna(tp) or pd.isna(pp) else f"TP{int(tp)} PP{int(pp)}"
             for tp, pp in zip(frame["tp"], frame["pp"], strict=True)
         ]
-    # results without the columns: from the label ("h100-sxm TP2 PP1 sarathi ...")
-    return [" ".join(w for w in label.split() if w[:2] in ("TP", "PP")) for label in _labels(frame)]
+    else:  # results without the columns: from the label ("h100-sxm TP2 PP1 sarathi ...")
+        own = [" ".join(w for w in x.split() if w[:2] in ("TP", "PP")) for x in _labels(frame)]
+    pools = _column(frame, "pools")
+    return [p if p and p != "aggregated" else o for p, o in zip(pools, own, strict=True)]
 
 
 def sku_colors(skus: list[str]) -> dict[str, str]:
@@ -232,6 +243,7 @@ def _panels(
     labels_all = _labels(frame)
     skus_all = _column(frame, "sku")
     schedulers_all = _column(frame, "scheduler")
+    disaggregated_all = np.array([v == "disaggregated" for v in _column(frame, "layout")])
     parallelism_all = _parallelism(frame)
     hover_all = _hover(frame, labels_all, y_all, passed_all, ceiling_all)
     best_all = _best_position(frame, best_id)
@@ -267,6 +279,7 @@ def _panels(
                 ceiling=ceiling_all[keep],
                 skus=[skus_all[i] for i in keep],
                 schedulers=[schedulers_all[i] for i in keep],
+                disaggregated=disaggregated_all[keep] if keep.size else np.zeros(0, dtype=bool),
                 parallelism=[parallelism_all[i] for i in keep],
                 labels=[labels_all[i] for i in keep],
                 hover=[hover_all[i] for i in keep],
@@ -386,6 +399,11 @@ def _matplotlib_figure(panels: list[_Panel], title: str) -> Any:
         handles.append(
             Line2D([], [], color=SLO_COLOR, linestyle=(0, (5, 3)), linewidth=1.3, label="SLO bound")
         )
+    if any(p.disaggregated.any() for p in panels):
+        handles.append(
+            Line2D([], [], linestyle="none", marker=DISAGG_MARKER[0], markersize=11,
+                   markerfacecolor="none", markeredgecolor=DISAGG_COLOR, label=DISAGG_LEGEND)
+        )  # fmt: skip
     if any(p.best is not None for p in panels):
         handles.append(
             Line2D([], [], linestyle="none", marker="o", markersize=13, markerfacecolor="none",
@@ -428,6 +446,12 @@ def _scatter_groups(ax: Any, panel: _Panel, colors: Mapping[str, str]) -> None:
                         edgecolor="white" if filled else color, zorder=4 if filled else 3,
                         **style,
                     )  # fmt: skip
+    if panel.disaggregated.any():
+        pick = panel.disaggregated
+        ax.scatter(
+            panel.x[pick], panel.y[pick], marker=DISAGG_MARKER[0], s=130, facecolor="none",
+            edgecolor=DISAGG_COLOR, linewidth=0.9, zorder=5, gid="disaggregated",
+        )  # fmt: skip
 
 
 def _identity_legends(fig: Any, colors: Mapping[str, str], schedulers: list[str]) -> None:
@@ -692,6 +716,18 @@ def _plotly_figure(panels: list[_Panel], title: str) -> Any:
                         row=1, col=col,
                     )  # fmt: skip
                     shown = True
+        if panel.disaggregated.any():
+            pick = panel.disaggregated
+            fig.add_trace(
+                go.Scatter(
+                    x=panel.x[pick], y=panel.y[pick], mode="markers", hoverinfo="skip",
+                    marker={"symbol": DISAGG_MARKER[1], "size": 17,
+                            "line": {"color": DISAGG_COLOR, "width": 1}},
+                    name=DISAGG_LEGEND, legendgroup="disaggregated", showlegend=first,
+                    meta="disaggregated",
+                ),
+                row=1, col=col,
+            )  # fmt: skip
         if panel.slo is not None:
             # shapes take data values on a log axis, annotations log10 of them
             fig.add_vline(

@@ -18,7 +18,24 @@ from search._pareto import (
     ceiling_rival,
     rank_configurations,
 )
+from search._pool_space import AGGREGATED, DISAGGREGATED
 from search._spec import SearchSpec, parse_spec
+
+
+def pool_layout(params: dict) -> str:
+    """aggregated or disaggregated, from a stored configuration's params (configurations
+    stored before disaggregated pools have no ``decode`` entry: aggregated)."""
+    return AGGREGATED if params.get("decode") is None else DISAGGREGATED
+
+
+def pool_split(params: dict) -> str:
+    """The pools as xPyD (prefill and decode replicas) with each pool's parallelism, e.g.
+    ``2P1D TP4/TP8`` (``TP4xPP2`` for a pipelined prefill pool), or ``aggregated``."""
+    decode = params.get("decode")
+    if decode is None:
+        return AGGREGATED
+    prefill = f"TP{params['tp']}" + (f"xPP{params['pp']}" if params.get("pp", 1) > 1 else "")
+    return f"{params['replicas']}P{decode['replicas']}D {prefill}/TP{decode['tp']}"
 
 
 def with_labels(frame: pd.DataFrame) -> pd.DataFrame:
@@ -29,6 +46,8 @@ def with_labels(frame: pd.DataFrame) -> pd.DataFrame:
         (p or {}).get("label") or f"config {cid}"
         for p, cid in zip(frame["params"], frame["configuration_id"], strict=True)
     ]
+    frame["layout"] = [pool_layout(p or {}) for p in frame["params"]]
+    frame["pools"] = [pool_split(p or {}) for p in frame["params"]]
     if "capacity_kind" in frame.columns:
         has_result = frame["capacity_qps"].notna()
         frame["capacity_kind"] = capacity_kinds(frame).where(has_result, None)
@@ -86,6 +105,7 @@ _RESULT_COLUMNS = (
     ("configuration", lambda r: r["label"], False, False),
     ("engine", lambda r: "vidur@2024" if _missing(r.get("engine")) else str(r["engine"]),
      False, True),
+    ("pools", lambda r: r.get("pools", AGGREGATED), False, True),
     ("GPUs", lambda r: str(r["num_gpus"]), True, True),
     ("$/h", lambda r: _fmt(r["cost_per_hour"], digits=2), True, True),
     ("QPS", lambda r: _fmt(r["capacity_qps"], digits=2), True, True),
@@ -216,8 +236,14 @@ def recommendation(db, job_id: int | None) -> dict:
 
 def _budget_units(best: pd.Series, spec: SearchSpec) -> int:
     """How many copies of the recommended deployment unit the GPU budget holds (at least 1)."""
-    per_replica = int(best["tp"]) * int(best["pp"])
-    return max(1, spec.budget.max_gpus // (per_replica * int(best["replicas"])))
+    return max(1, spec.budget.max_gpus // int(best["num_gpus"]))
+
+
+def _unit(best: pd.Series) -> str:
+    """What one deployment unit is: its replicas, or its prefill and decode pools."""
+    if best.get("layout") == DISAGGREGATED:
+        return f"{best['pools']} pools"
+    return f"{int(best['replicas'])} replica(s)"
 
 
 def _json_row(row: pd.Series) -> dict:
@@ -252,7 +278,7 @@ def print_best(db, job_id: int | None, console: Console) -> bool:
     grid.add_row("Recommended", f"{best['label']}  ({spec.model})")
     grid.add_row(
         "For the budget",
-        f"{replicas} x {int(best['replicas'])} replica(s) = {replicas * int(best['num_gpus'])} "
+        f"{replicas} x {_unit(best)} = {replicas * int(best['num_gpus'])} "
         f"of {spec.budget.max_gpus} GPUs, capacity {best['capacity_qps'] * replicas:,.2f} QPS, "
         f"${best['cost_per_hour'] * replicas:,.2f}/h",
     )

@@ -25,6 +25,7 @@ from simulator import (
     DecodeSpec,
     Deployment,
     GlobalSchedulerKind,
+    KvLink,
     SchedulerConfig,
     SchedulerKind,
     engine_scheduler,
@@ -44,6 +45,7 @@ class DecodePoolSpec(BaseModel):
     tp: PositiveInt = 1
     replicas: Replicas = 1
     batch_size: PositiveInt | None = None  # None: the engine's cap
+    link: KvLink = KvLink.AUTO  # the link KV crosses from the prefill pool (simulator.KvLink)
 
 
 class SimulateSpec(BaseModel):
@@ -160,7 +162,7 @@ class SimulateSpec(BaseModel):
             self.engine_profile, sku, self.decode.tp, kind=self.scheduler,
             batch_size=self.decode.batch_size,
         )  # fmt: skip
-        return DecodeSpec(sku, self.decode.tp, self.decode.replicas, scheduler)
+        return DecodeSpec(sku, self.decode.tp, self.decode.replicas, scheduler, self.decode.link)
 
     def scheduler_config(self, sku) -> SchedulerConfig:
         """The engine's policy and limits on `sku`, with the options given here on top."""

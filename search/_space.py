@@ -7,22 +7,59 @@ import math
 from dataclasses import asdict, dataclass
 
 from estimators import DoesNotFitError, EngineProfile, ParallelismError, Precision, load_engine
+from search._pool_space import (
+    AGGREGATED,
+    DISAGGREGATED,
+    DisaggregatedSpace,
+    PoolAxes,
+    gpu_cost_per_hour,
+)
 from search._spec import SchedulerSpace, SearchSpec, sha256_json
 from simulator import (
     DEFAULT_CHUNK_SIZE,
+    DecodePoolError,
+    DecodeSpec,
     Deployment,
+    KvLink,
     PreparedDeployment,
     SchedulerKind,
     engine_scheduler,
     prepare,
 )
+from sku_catalog import Catalog
 
 VIDUR = "vidur@2024"
 
 
 @dataclass(frozen=True, slots=True)
+class DecodePoint:
+    """The decode pool of a disaggregated point: `replicas` replicas of `tp` GPUs of `sku`,
+    each batching at most `batch_size` sequences, KV arriving over `link`."""
+
+    sku: str
+    tp: int
+    replicas: int
+    batch_size: int
+    link: str = KvLink.AUTO.value
+
+    @property
+    def num_gpus(self) -> int:
+        return self.tp * self.replicas
+
+    def label(self) -> str:
+        parts = [self.sku, f"TP{self.tp}", f"x{self.replicas}", f"b{self.batch_size}"]
+        if self.link != KvLink.AUTO.value:
+            parts.append(f"kv over {self.link}")
+        return " ".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
 class ConfigPoint:
-    """One point of the space: a deployment shape, before it is checked."""
+    """One point of the space: a deployment shape, before it is checked.
+
+    Aggregated, every replica prefills and decodes; with `decode`, the point's own SKU,
+    parallelism, replicas and scheduler are its prefill pool's (disaggregated serving).
+    """
 
     sku: str
     tp: int
@@ -35,6 +72,11 @@ class ConfigPoint:
     max_tokens: int | None = None
     engine: str = VIDUR  # the engine profile's key (name@version)
     ep: int = 1  # expert parallelism of a mixture-of-experts model
+    decode: DecodePoint | None = None  # disaggregated: the decode pool
+
+    @property
+    def mode(self) -> str:
+        return AGGREGATED if self.decode is None else DISAGGREGATED
 
     @property
     def gpus_per_replica(self) -> int:
@@ -42,10 +84,17 @@ class ConfigPoint:
 
     @property
     def num_gpus(self) -> int:
-        return self.tp * self.pp * self.replicas
+        """GPUs of the whole deployment, both pools when disaggregated."""
+        decode = self.decode.num_gpus if self.decode is not None else 0
+        return self.tp * self.pp * self.replicas + decode
+
+    def cost_per_hour(self, catalog: Catalog) -> float:
+        """Dollars per hour of every GPU of the deployment, each pool at its SKU's price."""
+        return gpu_cost_per_hour(self.as_dict(), self.num_gpus, catalog)
 
     def label(self) -> str:
-        parts = [self.sku, f"TP{self.tp}", f"PP{self.pp}"]
+        parts = ["prefill"] if self.decode is not None else []
+        parts += [self.sku, f"TP{self.tp}", f"PP{self.pp}"]
         if self.ep > 1:
             parts.append(f"EP{self.ep}")
         if self.replicas > 1:
@@ -59,18 +108,30 @@ class ConfigPoint:
             parts.append(self.precision)
         if self.engine != VIDUR:
             parts.append(self.engine)
+        if self.decode is not None:
+            parts += ["+ decode", self.decode.label()]
         return " ".join(parts)
 
     def as_dict(self) -> dict:
-        """The point's fields; `engine` left out under vidur and `ep` at 1, so configurations
-        stored before engine profiles (all simulated as vidur) and before expert parallelism
-        keep their fingerprints."""
+        """The point's fields; `engine` left out under vidur, `ep` at 1 and `decode` when
+        aggregated, so configurations stored before engine profiles (all simulated as
+        vidur), expert parallelism and disaggregated pools keep their fingerprints."""
         data = asdict(self)
         if self.engine == VIDUR:
             del data["engine"]
         if self.ep == 1:
             del data["ep"]
+        if self.decode is None:
+            del data["decode"]
         return data
+
+    @classmethod
+    def from_dict(cls, data: dict) -> ConfigPoint:
+        """The point `as_dict` (and a stored configuration's params) describes."""
+        fields = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        if fields.get("decode") is not None:
+            fields["decode"] = DecodePoint(**fields["decode"])
+        return cls(**fields)
 
     def deployment(self, spec: SearchSpec) -> Deployment:
         engine = load_engine(self.engine)
@@ -100,8 +161,20 @@ class ConfigPoint:
                 math.inf if spec.prefix_cache_tokens == "unbounded" else spec.prefix_cache_tokens
             ),
             speculative=spec.speculative.config() if spec.speculative is not None else None,
+            decode=self._decode_spec(spec, engine),
             ep=self.ep,
         )
+
+    def _decode_spec(self, spec: SearchSpec, engine: EngineProfile) -> DecodeSpec | None:
+        """The decode pool: the prefill pool's policy at the decode replicas' batch cap."""
+        pool = self.decode
+        if pool is None:
+            return None
+        sku = spec.sku_catalog.get(pool.sku)
+        scheduler = engine_scheduler(
+            engine, sku, pool.tp, kind=self.scheduler, batch_size=pool.batch_size
+        )
+        return DecodeSpec(sku, pool.tp, pool.replicas, scheduler, KvLink(pool.link))
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,47 +216,86 @@ def scheduler_values(
 
 
 def expand_space(spec: SearchSpec) -> list[ConfigPoint]:
-    """Every combination of the spec's axes, in a stable order."""
-    points: list[ConfigPoint] = []
+    """Every combination of the spec's axes, in a stable order: the aggregated points, then
+    the disaggregated ones."""
     space = spec.space
-    for sku, tp, pp, ep, replicas, precision, engine_key in itertools.product(
-        spec.skus, space.tp, space.pp, space.ep, space.replicas, space.precision,
-        spec.engine_keys,
-    ):  # fmt: skip
-        sku_rec = spec.sku_catalog.get(sku)
-        engine = load_engine(engine_key)
-        for kind, sched in engine_schedulers(spec, engine).items():
-            batches, chunks, max_tokens = scheduler_values(kind, sched, engine, sku_rec, tp)
-            for batch, chunk, tokens in itertools.product(batches, chunks, max_tokens):
-                points.append(
-                    ConfigPoint(
-                        sku_rec.id, tp, pp, replicas, precision.value, kind.value, batch, chunk,
-                        tokens, engine.key, ep,
-                    )
+    points: list[ConfigPoint] = []
+    if AGGREGATED in space.mode:
+        for sku, tp, pp, ep, replicas, precision, engine_key in itertools.product(
+            spec.skus, space.tp, space.pp, space.ep, space.replicas, space.precision,
+            spec.engine_keys,
+        ):  # fmt: skip
+            points += _scheduler_points(spec, sku, tp, pp, replicas, precision, engine_key, ep)
+    pools = space.pools(spec.skus)
+    if pools is not None:
+        prefill, decode = pools
+        link = (space.disaggregated or DisaggregatedSpace()).kv_link.value
+        for sku, tp, pp, replicas, precision, engine_key in itertools.product(
+            prefill.skus, prefill.tp, prefill.pp, prefill.replicas, space.precision,
+            spec.engine_keys,
+        ):  # fmt: skip
+            for pool in _decode_points(spec, decode, load_engine(engine_key), link):
+                points += _scheduler_points(
+                    spec, sku, tp, pp, replicas, precision, engine_key, 1, pool
                 )
     return list(dict.fromkeys(points))  # drop duplicates (e.g. a SKU named twice)
 
 
+def _scheduler_points(
+    spec: SearchSpec, sku: str, tp: int, pp: int, replicas: int, precision: Precision,
+    engine_key: str, ep: int, decode: DecodePoint | None = None,
+) -> list[ConfigPoint]:  # fmt: skip
+    """The points of one deployment shape, one per scheduler setting of its engine."""
+    sku_rec = spec.sku_catalog.get(sku)
+    engine = load_engine(engine_key)
+    points = []
+    for kind, sched in engine_schedulers(spec, engine).items():
+        batches, chunks, max_tokens = scheduler_values(kind, sched, engine, sku_rec, tp)
+        for batch, chunk, tokens in itertools.product(batches, chunks, max_tokens):
+            point = ConfigPoint(
+                sku_rec.id, tp, pp, replicas, precision.value, kind.value, batch, chunk, tokens,
+                engine.key, ep, decode,
+            )  # fmt: skip
+            points.append(point)
+    return points
+
+
+def _decode_points(
+    spec: SearchSpec, axes: PoolAxes, engine: EngineProfile, link: str
+) -> list[DecodePoint]:
+    """Every decode pool of the axes; a batch cap left out is the engine's on that SKU/TP."""
+    pools = []
+    for sku, tp, replicas in itertools.product(axes.skus, axes.tp, axes.replicas):
+        sku_rec = spec.sku_catalog.get(sku)
+        for batch in axes.batch_size or (engine.limits(sku_rec, tp).batch_cap,):
+            pools.append(DecodePoint(sku_rec.id, tp, replicas, batch, link))
+    return pools
+
+
 def fingerprint(spec_fingerprint: str, point: ConfigPoint, spec: SearchSpec) -> str:
-    """sha256 of the configuration, the SKU record it runs on, and the spec's fingerprint."""
+    """sha256 of the configuration, the SKU records it runs on (the decode pool's too) and
+    the spec's fingerprint."""
     sku = spec.sku_catalog.get(point.sku)
-    return sha256_json({"spec": spec_fingerprint, "point": point.as_dict(), "sku": asdict(sku)})
+    decisive = {"spec": spec_fingerprint, "point": point.as_dict(), "sku": asdict(sku)}
+    if point.decode is not None:
+        decisive["decode_sku"] = asdict(spec.sku_catalog.get(point.decode.sku))
+    return sha256_json(decisive)
 
 
 def check(point: ConfigPoint, spec: SearchSpec) -> tuple[str | None, PreparedDeployment | None]:
-    """Why `point` cannot run (budget, node shape, divisibility, memory), or its prepared form."""
+    """Why `point` cannot run (budget, node shape, divisibility, memory, the pools' link),
+    or its prepared form."""
     budget = spec.budget
     if point.num_gpus > budget.max_gpus:
         return (
-            f"budget: {point.num_gpus} GPUs (TP{point.tp} x PP{point.pp} x {point.replicas} "
-            f"replicas) > max_gpus {budget.max_gpus}",
+            f"budget: {point.num_gpus} GPUs ({_gpu_split(point)}) > max_gpus {budget.max_gpus}",
             None,
         )
     per_replica = budget.max_gpus_per_replica
-    if per_replica is not None and point.gpus_per_replica > per_replica:
+    largest = max(point.gpus_per_replica, point.decode.tp if point.decode is not None else 0)
+    if per_replica is not None and largest > per_replica:
         return (
-            f"budget: {point.gpus_per_replica} GPUs per replica > max_gpus_per_replica "
-            f"{per_replica}",
+            f"budget: {largest} GPUs per replica > max_gpus_per_replica {per_replica}",
             None,
         )
     try:
@@ -194,6 +306,16 @@ def check(point: ConfigPoint, spec: SearchSpec) -> tuple[str | None, PreparedDep
         first_line = str(exc).splitlines()[0]
         short = next((ln.strip() for ln in str(exc).splitlines() if "short by" in ln), "")
         return f"memory: {first_line}; {short}".rstrip("; "), None
+    except DecodePoolError as exc:  # the decode pool's scheduler or link
+        return f"pools: {exc}", None
+
+
+def _gpu_split(point: ConfigPoint) -> str:
+    own = f"TP{point.tp} x PP{point.pp} x {point.replicas} replicas"
+    if point.decode is None:
+        return own
+    d = point.decode
+    return f"prefill {own} + decode TP{d.tp} x {d.replicas} replicas"
 
 
 def candidates(spec: SearchSpec) -> list[Candidate]:
@@ -202,8 +324,6 @@ def candidates(spec: SearchSpec) -> list[Candidate]:
     out = []
     for point in expand_space(spec):
         reason, _ = check(point, spec)
-        price = spec.sku_catalog.get(point.sku).price_per_gpu_hour
-        out.append(
-            Candidate(point, fingerprint(spec_fp, point, spec), point.num_gpus * price, reason)
-        )
+        cost = point.cost_per_hour(spec.sku_catalog)
+        out.append(Candidate(point, fingerprint(spec_fp, point, spec), cost, reason))
     return out

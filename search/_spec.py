@@ -37,9 +37,17 @@ from estimators import (
 from search._errors import SpecError
 from search._limits import DEFAULT_MAX_CONFIGURATIONS, NumRequests, Replicas
 from search._op_tables_input import check_op_tables, op_tables_digest
+from search._pool_space import (
+    AGGREGATED,
+    DISAGGREGATED,
+    DisaggregatedSpace,
+    Mode,
+    PoolAxes,
+    pool_axes,
+)
 from search._speculative_input import SpeculativeSpec
-from simulator import SchedulerKind
-from sku_catalog import Catalog, YamlInputError, load_catalog, read_yaml_file
+from simulator import KvLink, SchedulerKind
+from sku_catalog import Catalog, LinkKind, YamlInputError, load_catalog, read_yaml_file
 from sku_catalog._yaml import shorten
 from workloads import Workload, WorkloadSpec, build_workload
 
@@ -110,6 +118,39 @@ class SpaceSpec(_Strict):
         "{batch_size: [64, 128], chunk_size: [512]}, vllm: {}}; null: each engine's own "
         "policy and limits.",
     )  # fmt: skip
+    mode: list[Mode] = Field(
+        default_factory=lambda: [AGGREGATED], min_length=1,
+        description="Deployment layouts to try: aggregated (every replica prefills and "
+        "decodes), disaggregated (a prefill pool hands KV to a decode pool).",
+    )  # fmt: skip
+    disaggregated: DisaggregatedSpace | None = Field(
+        None,
+        description="The prefill and decode pools' axes when mode has disaggregated: "
+        "{prefill: {skus, tp, pp, replicas}, decode: {skus, tp, replicas, batch_size}, "
+        "kv_link}; an axis left out is the aggregated one.",
+    )
+
+    @field_validator("mode")
+    @classmethod
+    def _distinct_modes(cls, values: list[str]) -> list[str]:
+        return list(dict.fromkeys(values))
+
+    @model_validator(mode="after")
+    def _disaggregated_needs_its_mode(self) -> SpaceSpec:
+        if self.disaggregated is not None and DISAGGREGATED not in self.mode:
+            raise ValueError(
+                f"disaggregated is given but mode {self.mode} has no 'disaggregated'; "
+                "allowed with it: mode [aggregated, disaggregated] or [disaggregated]"
+            )
+        return self
+
+    def pools(self, skus: list[str]) -> tuple[PoolAxes, PoolAxes] | None:
+        """(prefill, decode) axes when the space has disaggregated deployments, else None."""
+        if DISAGGREGATED not in self.mode:
+            return None
+        return pool_axes(
+            self.disaggregated or DisaggregatedSpace(), skus, self.tp, self.pp, self.replicas
+        )
 
     @field_validator("engines")
     @classmethod
@@ -126,15 +167,24 @@ class SpaceSpec(_Strict):
             if self.schedulers
             else 1
         )
-        axes = {
-            "skus": num_skus, "tp": len(self.tp), "pp": len(self.pp), "ep": len(self.ep),
-            "replicas": len(self.replicas), "precision": len(self.precision),
-            "engines": len(self.engines or [None]), "scheduler settings": schedulers,
+        common = {
+            "precision": len(self.precision), "engines": len(self.engines or [None]),
+            "scheduler settings": schedulers,
         }  # fmt: skip
-        count = 1
-        for length in axes.values():
-            count *= length
-        return count, " x ".join(f"{n:,} {name}" for name, n in axes.items())
+        parts: list[tuple[int, str]] = []
+        if AGGREGATED in self.mode:
+            parts.append(_product({
+                "skus": num_skus, "tp": len(self.tp), "pp": len(self.pp), "ep": len(self.ep),
+                "replicas": len(self.replicas), **common,
+            }))  # fmt: skip
+        pools = self.pools([""] * num_skus)  # counted: the SKUs' names do not matter
+        if pools is not None:
+            prefill, decode = pools
+            parts.append(_product({
+                "prefill pools": prefill.size, "decode pools": decode.size, **common,
+            }))  # fmt: skip
+        count = sum(n for n, _ in parts)
+        return count, " + ".join(f"({text})" if len(parts) > 1 else text for _, text in parts)
 
     @model_validator(mode="after")
     def _chunk_size_is_sarathi_only(self) -> SpaceSpec:
@@ -145,6 +195,13 @@ class SpaceSpec(_Strict):
                     "size (vllm and orca take max_tokens)"
                 )
         return self
+
+
+def _product(axes: dict[str, int]) -> tuple[int, str]:
+    count = 1
+    for length in axes.values():
+        count *= length
+    return count, " x ".join(f"{n:,} {name}" for name, n in axes.items())
 
 
 def _scheduler_points(kind: SchedulerKind, space: SchedulerSpace) -> int:
@@ -386,10 +443,58 @@ class SearchSpec(_Strict):
     @model_validator(mode="after")
     def _known_skus(self) -> SearchSpec:
         catalog = self.sku_catalog
-        unknown = [f"skus.{i}: unknown GPU SKU {sku!r}" for i, sku in enumerate(self.skus)
-                   if not _has_name(catalog, sku)]  # fmt: skip
+        unknown = [f"{field}.{i}: unknown GPU SKU {sku!r}" for field, skus in self._sku_fields()
+                   for i, sku in enumerate(skus) if not _has_name(catalog, sku)]  # fmt: skip
         if unknown:  # every one at once
             raise ValueError(f"{'; '.join(unknown)}; allowed: {', '.join(catalog.ids())}")
+        return self
+
+    def _sku_fields(self) -> list[tuple[str, list[str]]]:
+        """(field, SKUs) of every SKU list the spec names: its own and its pools'."""
+        fields = [("skus", self.skus)]
+        pools = self.space.disaggregated
+        if pools is not None:
+            fields += [
+                (f"space.disaggregated.{name}.skus", pool.skus)
+                for name, pool in (("prefill", pools.prefill), ("decode", pools.decode))
+                if pool.skus is not None
+            ]
+        return fields
+
+    @model_validator(mode="after")
+    def _pools_fit_the_budget(self) -> SearchSpec:
+        """A disaggregated space needs a split with GPUs on both sides within max_gpus."""
+        pools = self.space.pools(self.skus)
+        if pools is None:
+            return self
+        prefill, decode = pools
+        budget = self.budget.max_gpus
+        if prefill.smallest_gpus + decode.smallest_gpus > budget:
+            raise ValueError(
+                f"space.disaggregated: no split of budget.max_gpus {budget} has GPUs on both "
+                f"sides: the smallest prefill pool takes {prefill.smallest_gpus} GPUs "
+                f"(TP{min(prefill.tp)} x PP{min(prefill.pp)} x {min(prefill.replicas)}), the "
+                f"smallest decode pool {decode.smallest_gpus} (TP{min(decode.tp)} x "
+                f"{min(decode.replicas)}); allowed: pools of at most {budget} GPUs together"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _kv_link_on_the_node_shape(self) -> SearchSpec:
+        """kv_link nvlink needs SKUs whose nodes have NVLink."""
+        pools = self.space.pools(self.skus)
+        space = self.space.disaggregated
+        if pools is None or space is None or space.kv_link is not KvLink.NVLINK:
+            return self
+        for name, axes in zip(("prefill", "decode"), pools, strict=True):
+            for sku in axes.skus:
+                node = self.sku_catalog.get(sku).default_node
+                if node.intra_node_link is LinkKind.PCIE:
+                    raise ValueError(
+                        f"space.disaggregated.kv_link: nvlink, but the {name} pool's {sku} "
+                        f"nodes have no NVLink (intra_node_link {node.intra_node_link.value}); "
+                        "allowed: auto or network for it, or SKUs with NVLink nodes"
+                    )
         return self
 
     @model_validator(mode="after")
@@ -406,7 +511,9 @@ class SearchSpec(_Strict):
 
     @model_validator(mode="after")
     def _op_tables_cover_the_skus(self) -> SearchSpec:
-        ids = [self.sku_catalog.get(s).id for s in self.skus]
+        ids = list(dict.fromkeys(
+            self.sku_catalog.get(s).id for _, skus in self._sku_fields() for s in skus
+        ))  # fmt: skip
         check_op_tables(self.estimator, self.op_tables, ids)
         return self
 

@@ -14,9 +14,10 @@ from collections.abc import Iterable
 
 import optuna
 
-from estimators import load_engine
+from estimators import EngineProfile, load_engine
 from search._evaluate import REJECTED_SHARE
-from search._space import ConfigPoint, engine_schedulers, scheduler_values
+from search._pool_space import DISAGGREGATED, DisaggregatedSpace, PoolAxes
+from search._space import ConfigPoint, DecodePoint, engine_schedulers, scheduler_values
 from search._spec import SearchSpec
 from simulator import SchedulerKind
 
@@ -42,13 +43,26 @@ def make_study(spec: SearchSpec) -> optuna.Study:
 
 
 def suggest(trial: optuna.Trial, spec: SearchSpec) -> ConfigPoint:
-    """The configuration of a trial (define-by-run: scheduler knobs depend on the scheduler)."""
+    """The configuration of a trial (define-by-run: scheduler knobs depend on the scheduler,
+    the pools' axes on the mode)."""
     space = spec.space
-    sku = trial.suggest_categorical("sku", [spec.sku_catalog.get(s).id for s in spec.skus])
-    tp = trial.suggest_categorical("tp", space.tp)
-    pp = trial.suggest_categorical("pp", space.pp)
-    ep = trial.suggest_categorical("ep", space.ep) if len(space.ep) > 1 else space.ep[0]
-    replicas = trial.suggest_categorical("replicas", space.replicas)
+    modes = space.mode
+    mode = trial.suggest_categorical("mode", modes) if len(modes) > 1 else modes[0]
+    pools = space.pools(spec.skus) if mode == DISAGGREGATED else None
+    if pools is None:
+        skus, tps, pps, replica_counts = spec.skus, space.tp, space.pp, space.replicas
+        prefix = ""
+    else:  # the prefill pool's own axes, named apart (their choices differ)
+        skus, tps, pps, replica_counts = pools[0].skus, pools[0].tp, pools[0].pp, pools[0].replicas
+        prefix = "prefill."
+    catalog = spec.sku_catalog
+    sku = trial.suggest_categorical(f"{prefix}sku", [catalog.get(s).id for s in skus])
+    tp = trial.suggest_categorical(f"{prefix}tp", list(tps))
+    pp = trial.suggest_categorical(f"{prefix}pp", list(pps))
+    ep = 1
+    if pools is None:
+        ep = trial.suggest_categorical("ep", space.ep) if len(space.ep) > 1 else space.ep[0]
+    replicas = trial.suggest_categorical(f"{prefix}replicas", list(replica_counts))
     precision = trial.suggest_categorical("precision", [p.value for p in space.precision])
     keys = spec.engine_keys
     engine = load_engine(trial.suggest_categorical("engine", keys) if len(keys) > 1 else keys[0])
@@ -57,9 +71,7 @@ def suggest(trial: optuna.Trial, spec: SearchSpec) -> ConfigPoint:
     # an engine's own policy (no `schedulers` in the space) is not a choice of the trial
     scheduler = trial.suggest_categorical("scheduler", kinds) if space.schedulers else kinds[0]
     kind = SchedulerKind(scheduler)
-    batches, chunks, limits = scheduler_values(
-        kind, schedulers[kind], engine, spec.sku_catalog.get(sku), tp
-    )
+    batches, chunks, limits = scheduler_values(kind, schedulers[kind], engine, catalog.get(sku), tp)
     knobs = schedulers[kind]
 
     def pick(name: str, given: list | None, values: list):
@@ -72,18 +84,37 @@ def suggest(trial: optuna.Trial, spec: SearchSpec) -> ConfigPoint:
         chunk = pick("chunk_size", knobs.chunk_size, chunks)
     elif limits != [None]:
         tokens = pick("max_tokens", knobs.max_tokens, limits)
+    decode = None if pools is None else _suggest_decode(trial, spec, pools[1], engine)
     return ConfigPoint(
-        sku, tp, pp, replicas, precision, scheduler, batch, chunk, tokens, engine.key, ep
+        sku, tp, pp, replicas, precision, scheduler, batch, chunk, tokens, engine.key, ep, decode
     )
+
+
+def _suggest_decode(
+    trial: optuna.Trial, spec: SearchSpec, axes: PoolAxes, engine: EngineProfile
+) -> DecodePoint:
+    """The decode pool of a disaggregated trial."""
+    catalog = spec.sku_catalog
+    sku = trial.suggest_categorical("decode.sku", [catalog.get(s).id for s in axes.skus])
+    tp = trial.suggest_categorical("decode.tp", list(axes.tp))
+    replicas = trial.suggest_categorical("decode.replicas", list(axes.replicas))
+    if axes.batch_size:
+        batch = trial.suggest_categorical("decode.batch_size", list(axes.batch_size))
+    else:
+        batch = engine.limits(catalog.get(sku), tp).batch_cap
+    link = (spec.space.disaggregated or DisaggregatedSpace()).kv_link.value
+    return DecodePoint(sku, tp, replicas, batch, link)
 
 
 def params_of(point: ConfigPoint) -> dict:
     """The trial parameters that make `suggest` return `point` (for `enqueue_trial`)."""
+    prefix = "" if point.decode is None else "prefill."
     params = {
-        "sku": point.sku,
-        "tp": point.tp,
-        "pp": point.pp,
-        "replicas": point.replicas,
+        "mode": point.mode,
+        f"{prefix}sku": point.sku,
+        f"{prefix}tp": point.tp,
+        f"{prefix}pp": point.pp,
+        f"{prefix}replicas": point.replicas,
         "precision": point.precision,
         "scheduler": point.scheduler,
         "engine": point.engine,
@@ -96,6 +127,12 @@ def params_of(point: ConfigPoint) -> dict:
         params[f"{point.scheduler}.chunk_size"] = point.chunk_size
     if point.max_tokens is not None:
         params[f"{point.scheduler}.max_tokens"] = point.max_tokens
+    if point.decode is not None:
+        d = point.decode
+        params |= {
+            "decode.sku": d.sku, "decode.tp": d.tp, "decode.replicas": d.replicas,
+            "decode.batch_size": d.batch_size,
+        }  # fmt: skip
     return params
 
 

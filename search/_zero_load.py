@@ -20,8 +20,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from estimators import BatchShape
-from simulator import PreparedDeployment, weighted_percentiles
+from estimators import BatchShape, ExecutionTimeEstimator
+from simulator import PreparedDeployment, SchedulerConfig, weighted_percentiles
 from workloads import Workload
 
 __all__ = ["ZERO_LOAD_METRICS", "zero_load_percentile"]
@@ -33,10 +33,9 @@ ZERO_LOAD_METRICS = frozenset({"ttft", "tbt", "tpot", "e2e", "normalized_latency
 class _AloneCosts:
     """Seconds of one iteration of a lone request, through every stage, memoised."""
 
-    def __init__(self, prepared: PreparedDeployment) -> None:
-        self.estimator = prepared.estimator
-        self.pp = prepared.cluster.pp
-        sched = prepared.deployment.scheduler
+    def __init__(self, estimator: ExecutionTimeEstimator, pp: int, sched: SchedulerConfig) -> None:
+        self.estimator = estimator
+        self.pp = pp
         self.chunk = sched.chunk_size if sched.kind.chunked else None
         self.prefill = lru_cache(maxsize=None)(self._prefill)
         self.decode = lru_cache(maxsize=None)(self._decode)
@@ -97,15 +96,19 @@ def zero_load_percentile(
     outputs = workload.output_tokens if mask is None else workload.output_tokens[mask]
     if len(prompts) == 0:
         return math.nan
-    alone = _AloneCosts(prepared)
+    alone = _AloneCosts(prepared.estimator, prepared.cluster.pp, prepared.deployment.scheduler)
+    decoding = alone  # disaggregated: decode steps run alone on a decode replica
+    if prepared.decode_pool is not None:
+        pool = prepared.decode_pool
+        decoding = _AloneCosts(pool.estimator, pool.cluster.pp, pool.scheduler)
     if metric == "tbt":
         context = _decode_context_percentile(prompts, outputs, percentile)
-        return math.nan if context < 0 else alone.decode(context)
+        return math.nan if context < 0 else decoding.decode(context)
     ttft = np.array([alone.prefill(int(p)) for p in prompts])
     if metric == "ttft":
         values = ttft
     else:
-        first_step = np.array([alone.decode(int(p)) for p in prompts])
+        first_step = np.array([decoding.decode(int(p)) for p in prompts])
         steps = outputs - 1
         if metric == "tpot":
             values = first_step[steps > 0]

@@ -400,6 +400,13 @@ def _choice(enum_values: list[str]) -> click.Choice:
     "--decode-batch-size", type=int, default=None, help="Batch cap of the decode pool [engine's]."
 )
 @click.option(
+    "--decode-link",
+    type=_choice(["auto", "nvlink", "network"]),
+    default=None,
+    help="Link the KV cache crosses to the decode pool: nvlink (one node of one SKU), network, "
+    "auto (nvlink where the pools fit one node) [auto].",
+)
+@click.option(
     "--speculative",
     "speculative_method",
     type=_choice(["mtp", "eagle", "draft"]),
@@ -548,7 +555,7 @@ def _merge_config(ctx: click.Context, config_file: Path | None, options: dict) -
     })  # fmt: skip
     _nest(merged, "decode", {
         "decode_replicas": "replicas", "decode_sku": "sku", "decode_tp": "tp",
-        "decode_batch_size": "batch_size",
+        "decode_batch_size": "batch_size", "decode_link": "link",
     })  # fmt: skip
     return merged
 

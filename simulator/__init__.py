@@ -19,8 +19,10 @@ from simulator._config import (
     SchedulerKind,
 )
 from simulator._deployment import (
+    DecodePoolError,
     DecodeSpec,
     Deployment,
+    KvLink,
     PreparedDeployment,
     engine_scheduler,
     prepare,
@@ -51,10 +53,12 @@ __all__ = [
     "DEFAULT_CHUNK_SIZE",
     "EARLY_STOP_METRICS",
     "ClusterConfig",
+    "DecodePoolError",
     "DecodeSpec",
     "Deployment",
     "GlobalSchedulerKind",
     "Hardware",
+    "KvLink",
     "LateRequestCounter",
     "PreparedDeployment",
     "RunOptions",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from simulator._config import ClusterConfig, SchedulerConfig
 from simulator._deployment import PreparedDeployment
 from simulator._kv import BlockPool, blocks_for
 from simulator._policies import make_policy
@@ -18,14 +19,24 @@ def servable_requests(
     Mirrors `Replica.rejection`: the whole request (prompt and all but the last output
     token) must fit the KV blocks a replica can ever hold, and the scheduler policy must
     accept its length (vLLM's token limit).  The simulator rejects the others on arrival,
-    at any rate.
+    at any rate; disaggregated, those a decode replica cannot take at the hand-off too.
     """
-    cluster = prepared.cluster
-    policy = make_policy(prepared.deployment.scheduler)
-    pool = BlockPool(cluster.num_kv_blocks, cluster.block_size, cluster.watermark)
-    max_blocks = pool.max_request_blocks()
     prompts = np.asarray(prompt_tokens).tolist()
     outputs = np.asarray(output_tokens).tolist()
+    out = _fits(prepared.cluster, prepared.deployment.scheduler, prompts, outputs)
+    pool = prepared.decode_pool
+    if pool is not None:
+        out &= _fits(pool.cluster, pool.scheduler, prompts, outputs)
+    return out
+
+
+def _fits(
+    cluster: ClusterConfig, scheduler: SchedulerConfig, prompts: list[int], outputs: list[int]
+) -> np.ndarray:
+    """Which requests one replica of `cluster` running `scheduler` can ever hold."""
+    policy = make_policy(scheduler)
+    pool = BlockPool(cluster.num_kv_blocks, cluster.block_size, cluster.watermark)
+    max_blocks = pool.max_request_blocks()
     out = np.empty(len(prompts), dtype=bool)
     for i, (p, o) in enumerate(zip(prompts, outputs, strict=True)):
         req = Request(i, 0.0, p, o)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from enum import StrEnum
 
 from estimators import (
     EngineProfile,
@@ -27,7 +28,7 @@ from simulator._config import (
 )
 from simulator._engine import DecodePool, Hardware, Simulation
 from simulator._result import SimulationResult
-from sku_catalog import GpuSku
+from sku_catalog import GpuSku, LinkKind
 from workloads import Workload
 
 # activation reserve of schedulers without a token limit (Orca, static): sized like
@@ -35,15 +36,29 @@ from workloads import Workload
 UNBOUNDED_BATCH_TOKENS = 8192
 
 
+class DecodePoolError(ValueError):
+    """A decode pool that cannot run as given (its scheduler, or the link it asks for)."""
+
+
+class KvLink(StrEnum):
+    """The link a prompt's KV cache crosses from the prefill pool to the decode pool."""
+
+    AUTO = "auto"  # NVLink where both pools are one SKU and fit one NVLink node, else network
+    NVLINK = "nvlink"  # inside one node: both pools the same SKU, NVLink/NVSwitch, one node
+    NETWORK = "network"  # between nodes: the slower of the two nodes' network per GPU
+
+
 @dataclass(frozen=True, slots=True)
 class DecodeSpec:
     """The decode pool of a disaggregated deployment: `num_replicas` replicas of `tp` GPUs
-    of `sku` running `scheduler`; the deployment's own fields are then its prefill pool."""
+    of `sku` running `scheduler`, its KV cache arriving over `link`; the deployment's own
+    fields are then its prefill pool."""
 
     sku: GpuSku
     tp: int = 1
     num_replicas: int = 1
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
+    link: KvLink = KvLink.AUTO
 
     @property
     def num_gpus(self) -> int:
@@ -182,7 +197,7 @@ class PreparedDeployment:
 def prepare(deployment: Deployment) -> PreparedDeployment:
     """Validate parallelism and memory, then build the cost model.
 
-    Raises ParallelismError or DoesNotFitError (both ValueError) with a message
+    Raises ParallelismError, DoesNotFitError or DecodePoolError (all ValueError) with a message
     naming the values and what is allowed.
     """
     d = deployment
@@ -236,13 +251,12 @@ def prepare(deployment: Deployment) -> PreparedDeployment:
 
 def _decode_pool(d: Deployment, prefill_memory: MemoryPlan) -> tuple[DecodePool, MemoryPlan]:
     """The decode pool ready to run, and its memory plan.  A prompt's KV cache moves from
-    each prefill GPU's shard at the slower link's per-GPU rate: NVLink when both pools are
-    the same SKU and fit one node, else the nodes' network (after the prefill, not
-    overlapped with it layer by layer)."""
+    each prefill GPU's shard at the per-GPU rate of the pool's link (`kv_link_gbps`), after
+    the prefill, not overlapped with it layer by layer."""
     pool = d.decode
     assert pool is not None
     if pool.scheduler.kind is SchedulerKind.STATIC:
-        raise ValueError("decode pool: scheduler 'static' cannot take requests mid-batch; "
+        raise DecodePoolError("decode pool: scheduler 'static' cannot take requests mid-batch; "
                          "use sarathi, vllm, orca or sglang")  # fmt: skip
     validate_parallelism(d.model, pool.tp, 1, pool.sku)
     memory = check_fits(
@@ -258,16 +272,7 @@ def _decode_pool(d: Deployment, prefill_memory: MemoryPlan) -> tuple[DecodePool,
     )  # fmt: skip
     if d.speculative is not None:
         estimator = _speculative(replace(d, sku=pool.sku, tp=pool.tp, pp=1), estimator)
-    node, decode_node = d.sku.default_node, pool.sku.default_node
-    one_node = (
-        pool.sku.id == d.sku.id
-        and d.gpus_per_replica * d.num_replicas + pool.num_gpus <= node.gpus_per_node
-    )
-    link = (
-        node.intra_node_bandwidth_gbps
-        if one_node
-        else min(node.inter_node_bandwidth_gbps, decode_node.inter_node_bandwidth_gbps)
-    )
+    link = kv_link_gbps(d.sku, d.gpus_per_replica * d.num_replicas, pool)
     cluster = ClusterConfig(
         num_replicas=pool.num_replicas, num_kv_blocks=memory.num_kv_blocks,
         block_size=d.block_size, prefix_cache=False,
@@ -279,6 +284,39 @@ def _decode_pool(d: Deployment, prefill_memory: MemoryPlan) -> tuple[DecodePool,
     )
     seconds_per_token = prefill_memory.kv_bytes_per_token / (link * 1e9)
     return DecodePool(estimator, pool.scheduler, cluster, hardware, seconds_per_token), memory
+
+
+def nvlink_missing(prefill: GpuSku, prefill_gpus: int, decode: DecodeSpec) -> str | None:
+    """Why the two pools cannot move KV over NVLink inside one node (None: they can)."""
+    node = prefill.default_node
+    if node.intra_node_link is LinkKind.PCIE:
+        return f"a {prefill.id} node has no NVLink (its GPUs talk over PCIe)"
+    if decode.sku.id != prefill.id:
+        return f"{prefill.id} and {decode.sku.id} GPUs do not share a node"
+    gpus = prefill_gpus + decode.num_gpus
+    room = node.gpus_per_node if node.intra_node_link is LinkKind.NVSWITCH else 2
+    if gpus > room:
+        return (f"the two pools' {gpus} GPUs do not fit the {room} GPUs of a {prefill.id} "
+                "node that NVLink joins")  # fmt: skip
+    return None
+
+
+def kv_link_gbps(prefill: GpuSku, prefill_gpus: int, decode: DecodeSpec) -> float:
+    """GB/s per GPU of the link the decode pool's KV arrives over (`DecodeSpec.link`).
+
+    auto: the node's own link when both pools are one SKU and fit one node, else the
+    network; nvlink raises DecodePoolError where `nvlink_missing` says why it cannot be."""
+    node, decode_node = prefill.default_node, decode.sku.default_node
+    network = min(node.inter_node_bandwidth_gbps, decode_node.inter_node_bandwidth_gbps)
+    if decode.link is KvLink.NETWORK:
+        return network
+    if decode.link is KvLink.NVLINK:
+        reason = nvlink_missing(prefill, prefill_gpus, decode)
+        if reason is not None:
+            raise DecodePoolError(f"decode pool: link nvlink: {reason}; use link network or auto")
+        return node.intra_node_bandwidth_gbps
+    one_node = decode.sku.id == prefill.id and prefill_gpus + decode.num_gpus <= node.gpus_per_node
+    return node.intra_node_bandwidth_gbps if one_node else network
 
 
 def _speculative(d: Deployment, target: ExecutionTimeEstimator) -> SpeculativeEstimator:

@@ -16,6 +16,7 @@ import pandas as pd
 
 from search._pareto import best_configuration, rank_configurations
 from search._plan._spec import HOURS_PER_MONTH, FleetSpec, Service
+from search._pool_space import gpu_cost_per_hour
 from sku_catalog import Catalog
 
 RUNNER_UPS = 3
@@ -24,8 +25,12 @@ RUNNER_UPS = 3
 def repriced(frame: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
     """The results priced with the catalog's current prices, in recommendation order."""
     frame = frame.copy()
-    price = frame["sku"].map(lambda sku: catalog.get(sku).price_per_gpu_hour).astype(float)
-    cost = frame["num_gpus"].astype(float) * price
+    # each pool of a disaggregated deployment at its own SKU's price
+    rows = zip(frame["params"], frame["sku"], frame["num_gpus"], strict=True)
+    cost = pd.Series(
+        [gpu_cost_per_hour({"sku": sku} | (p or {}), int(n), catalog) for p, sku, n in rows],
+        index=frame.index, dtype=float,
+    )  # fmt: skip
     tokens_per_hour = frame["throughput_tokens_per_s"].astype(float) * 3600
     frame["cost_per_hour"] = cost
     frame["qps_per_dollar"] = frame["capacity_qps"].astype(float) / cost

@@ -1,0 +1,126 @@
+"""The disaggregated part of a search space: a prefill pool and a decode pool.
+
+A spec asks for disaggregated deployments with ``space.mode: [aggregated,
+disaggregated]`` (or ``[disaggregated]`` alone) and, optionally, a
+``space.disaggregated`` block whose ``prefill`` and ``decode`` sub-spaces name each
+pool's SKUs, parallelism and replica counts (the P:D ratio); an axis left out takes
+the aggregated one (the spec's ``skus``, ``space.tp``, ``space.pp``,
+``space.replicas``).  Every combination of a prefill pool and a decode pool within
+``budget.max_gpus`` (both pools together) is a configuration.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt
+
+from search._limits import Replicas
+from simulator import KvLink
+from sku_catalog import Catalog
+
+AGGREGATED = "aggregated"
+DISAGGREGATED = "disaggregated"
+Mode = Literal["aggregated", "disaggregated"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class _PoolSpace(_Strict):
+    """The axes every pool has; each one left out is the aggregated space's."""
+
+    skus: list[str] | None = Field(
+        None, min_length=1, description="GPU SKUs of the pool; null: the spec's skus."
+    )
+    tp: list[PositiveInt] | None = Field(
+        None, min_length=1, description="Tensor-parallel degrees; null: space.tp."
+    )
+    replicas: list[Replicas] | None = Field(
+        None, min_length=1, description="Replicas of the pool (P or D of the P:D ratio); "
+        "null: space.replicas.",
+    )  # fmt: skip
+
+
+class PrefillSpace(_PoolSpace):
+    """The prefill pool's axes; each one left out is the aggregated space's."""
+
+    pp: list[PositiveInt] | None = Field(
+        None, min_length=1, description="Pipeline-parallel degrees; null: space.pp."
+    )
+
+
+class DecodeSpace(_PoolSpace):
+    """The decode pool's axes (one pipeline stage); a batch cap left out is the engine's."""
+
+    batch_size: list[PositiveInt] | None = Field(
+        None, min_length=1, description="Batch caps of the decode replicas; null: the engine's."
+    )
+
+
+class DisaggregatedSpace(_Strict):
+    """The prefill and decode sub-spaces and the link KV moves over between them."""
+
+    prefill: PrefillSpace = Field(default_factory=PrefillSpace, description="Prefill pool axes.")
+    decode: DecodeSpace = Field(default_factory=DecodeSpace, description="Decode pool axes.")
+    kv_link: KvLink = Field(
+        KvLink.AUTO,
+        description="How KV moves from prefill to decode: auto (NVLink when both pools are "
+        "one SKU in one node, else the network), nvlink (required: configurations that "
+        "cannot are infeasible) or network.",
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class PoolAxes:
+    """One pool's concrete axes, the aggregated space's filled in."""
+
+    skus: tuple[str, ...]
+    tp: tuple[int, ...]
+    pp: tuple[int, ...]
+    replicas: tuple[int, ...]
+    batch_size: tuple[int, ...] | None = None  # None: the engine's cap
+
+    @property
+    def smallest_gpus(self) -> int:
+        return min(self.tp) * min(self.pp) * min(self.replicas)
+
+    @property
+    def size(self) -> int:
+        batches = len(self.batch_size) if self.batch_size else 1
+        return len(self.skus) * len(self.tp) * len(self.pp) * len(self.replicas) * batches
+
+
+def pool_axes(
+    disaggregated: DisaggregatedSpace,
+    skus: list[str],
+    tp: list[int],
+    pp: list[int],
+    replicas: list[int],
+) -> tuple[PoolAxes, PoolAxes]:
+    """(prefill, decode) axes of `disaggregated`, the aggregated ones where it has none."""
+    pre, dec = disaggregated.prefill, disaggregated.decode
+    prefill = PoolAxes(
+        tuple(pre.skus or skus), tuple(pre.tp or tp), tuple(pre.pp or pp),
+        tuple(pre.replicas or replicas),
+    )  # fmt: skip
+    decode = PoolAxes(
+        tuple(dec.skus or skus), tuple(dec.tp or tp), (1,), tuple(dec.replicas or replicas),
+        tuple(dec.batch_size) if dec.batch_size else None,
+    )  # fmt: skip
+    return prefill, decode
+
+
+def gpu_cost_per_hour(params: dict, num_gpus: int, catalog: Catalog) -> float:
+    """Dollars per hour of a stored configuration's `num_gpus` GPUs, each pool at its own
+    SKU's price in `catalog` (`params` as `search._space.ConfigPoint.as_dict` writes them;
+    without a ``decode`` entry every GPU is the configuration's ``sku``)."""
+    price = catalog.get(params["sku"]).price_per_gpu_hour
+    decode = params.get("decode")
+    if decode is None:
+        return num_gpus * price
+    decode_gpus = decode["tp"] * decode["replicas"]
+    decode_price = catalog.get(decode["sku"]).price_per_gpu_hour
+    return (num_gpus - decode_gpus) * price + decode_gpus * decode_price
