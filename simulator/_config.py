@@ -52,6 +52,12 @@ class SchedulerConfig:
         output) reserved, so it is never preempted (TensorRT-LLM's GUARANTEED_NO_EVICT);
         otherwise blocks are taken as tokens arrive and a request is preempted when they run
         out.  Static batching always reserves.
+    batch_wait_iters, batch_wait_token_ratio: batch waiting (TensorRT-LLM's
+        batch_wait_timeout_iters and batch_wait_max_tokens_ratio; 0 and 0.0: off).  While
+        decodes run, prompts are held back from the iteration until they have been held
+        `batch_wait_iters` iterations in a row or the iteration would hold at least
+        `batch_wait_token_ratio` x the token budget (the held prompts' whole lengths plus
+        the decodes), so that prefills batch up; an iteration without decodes never holds.
     """
 
     kind: SchedulerKind = SchedulerKind.SARATHI
@@ -59,6 +65,8 @@ class SchedulerConfig:
     chunk_size: int = DEFAULT_CHUNK_SIZE
     max_tokens: int | None = None
     reserve_full_length: bool = False
+    batch_wait_iters: int = 0
+    batch_wait_token_ratio: float = 0.0
 
     def token_budget(self) -> int | None:
         """Tokens one iteration may hold, or None where the policy sets no limit."""

@@ -12,6 +12,7 @@ blocks, preempting by recompute when they run out).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import islice
 from typing import TYPE_CHECKING
 
 from simulator._config import SchedulerConfig, SchedulerKind
@@ -43,6 +44,8 @@ class Policy:
         self.token_budget = config.token_budget()
         if config.reserve_full_length:
             self.reserves_full_length = True
+        self._batch_wait = config.batch_wait_iters > 0 or config.batch_wait_token_ratio > 0
+        self._held = 0  # iterations in a row that batch waiting held the prompts back
 
     def plan(self, lane: Lane, replica: Replica) -> BatchPlan | None:
         raise NotImplementedError
@@ -70,6 +73,8 @@ class Policy:
         continue first, then waiting requests are admitted (while the batch cap and the KV
         blocks allow), the last one chunked to what is left."""
         chunks: list[tuple[Request, int]] = []
+        if self._batch_wait and self._holds_prompts(lane, replica):
+            return chunks
         for req in lane.prefilling:
             if budget <= 0:
                 break
@@ -86,6 +91,26 @@ class Policy:
                 chunks.append((req, q))
                 budget -= q
         return chunks
+
+
+    def _holds_prompts(self, lane: Lane, replica: Replica) -> bool:
+        """Batch waiting (`SchedulerConfig.batch_wait_iters`): whether this iteration runs
+        its decodes without the prompts that could join them, to let more prompts gather."""
+        if not lane.num_decodes:
+            return False
+        seats = max(self.batch_size - lane.num_seqs, 0)
+        prompts = [r.prompt_tokens for r in lane.prefilling]
+        prompts += [r.prompt_tokens for r in islice(replica.waiting, seats)]
+        if not prompts:
+            return False
+        config = self.config
+        tokens = sum(prompts) + lane.num_decodes
+        enough = tokens >= config.batch_wait_token_ratio * (self.token_budget or 0)
+        if enough or self._held >= config.batch_wait_iters:
+            self._held = 0
+            return False
+        self._held += 1
+        return True
 
 
 class SarathiPolicy(Policy):

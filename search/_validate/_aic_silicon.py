@@ -20,7 +20,12 @@ The two campaigns in the file differ in their prompt and output lengths (`source
   --max-concurrency C --request-rate inf --ignore-eos`): each request's prompt and output
   length is drawn uniformly from [int(0.8 L), L] for the listed L.  The spread matters: it
   staggers the clients, so prefills rarely queue behind each other as they would if every
-  request had the same length and the first wave's clients stayed in step.
+  request had the same length and the first wave's clients stayed in step.  Its launch
+  scripts also set server options: vLLM's max-num-batched-tokens 8192 and max-num-seqs C
+  (the engine's own limits with the batch capped at C, as every point is run), and for
+  TensorRT-LLM at 1k/1k below TP 8 batch waiting (batch_wait_timeout_iters 20,
+  batch_wait_max_tokens_ratio 0.9: prompts held back up to 20 decode iterations so that
+  prefills batch up, `ValidationPoint.batch_wait_iters`).
 - `aic-collection`, NVIDIA's own runs: the listed lengths, fixed.
 
 Only the points llmcap can represent are kept: aggregated mode, a model the catalog knows
@@ -38,6 +43,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from importlib import resources
+from typing import Any
 
 from estimators import Precision, load_model
 
@@ -104,6 +110,10 @@ class ValidationPoint:
     # uniformly from [int(length_ratio x isl), isl] and [int(length_ratio x osl), osl]
     # (1: fixed lengths); see the module docstring
     length_ratio: float = 1.0
+    # server options the campaign's launch scripts set beyond the engine's defaults (module
+    # docstring): TensorRT-LLM's batch waiting, as `SchedulerConfig` fields
+    batch_wait_iters: int = 0
+    batch_wait_token_ratio: float = 0.0
 
 
 MODEL_KINDS = ("dense", "moe", "all")  # `select_points(models=...)`
@@ -260,11 +270,21 @@ def _map_row(row: dict[str, str], where: str, line: int) -> ValidationPoint | st
         ep=ep,
         moe=moe,
         length_ratio=LENGTH_RATIO[source],
+        **_server_options(source, engine, isl, osl, tp),
     )
 
 
 # each campaign's client length spread (`ValidationPoint.length_ratio`; module docstring)
 LENGTH_RATIO = {"benchmark-db": 0.8, "aic-collection": 1.0}
+
+
+def _server_options(source: str, engine: str, isl: int, osl: int, tp: int) -> dict[str, Any]:
+    """The options a campaign's server ran with beyond its engine's defaults (module
+    docstring): InferenceMAX launches TensorRT-LLM for 1k/1k below TP 8 with batch waiting
+    (batch_wait_timeout_iters 20, batch_wait_max_tokens_ratio 0.9)."""
+    if source == "benchmark-db" and engine == "trtllm" and isl == osl == 1024 and tp < 8:
+        return {"batch_wait_iters": 20, "batch_wait_token_ratio": 0.9}
+    return {}
 
 
 def _source(text: str) -> str:

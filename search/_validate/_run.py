@@ -127,6 +127,13 @@ def deployment_for(
     model = load_model(point.model)
     d = engine_deployment(engine, sku, model, point.tp, point.pp, point.precision,
                           max_batch=point.concurrency)  # fmt: skip
+    if point.batch_wait_iters or point.batch_wait_token_ratio:  # the server's own options
+        scheduler = replace(
+            d.scheduler,
+            batch_wait_iters=point.batch_wait_iters,
+            batch_wait_token_ratio=point.batch_wait_token_ratio,
+        )
+        d = replace(d, scheduler=scheduler)
     return replace(d, ep=point.ep) if point.ep != 1 else d
 
 

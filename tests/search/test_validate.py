@@ -19,7 +19,7 @@ from search._validate import (
     parse_rows,
     select_points,
 )
-from search._validate._run import closed_loop_workload
+from search._validate._run import closed_loop_workload, deployment_for
 from search.cli import cli
 
 HAVE_AIC = importlib.util.find_spec("aiconfigurator_core") is not None
@@ -142,6 +142,23 @@ def test_each_campaign_gets_its_clients_length_spread():
     own = select_points([row()])
     assert public.points[0].source == "benchmark-db" and public.points[0].length_ratio == 0.8
     assert own.points[0].source == "aic-collection" and own.points[0].length_ratio == 1.0
+
+
+def test_the_public_tensorrt_llm_1k_1k_points_below_tp8_batch_their_prompts():
+    public = "db-dump/x; silicon_concurrency=8"
+    rows = [
+        row(silicon_data_source=public, backend="trtllm", backend_version="", isl="1024",
+            osl="1024", tp_size="4"),
+        row(silicon_data_source=public, backend="trtllm", isl="1024", osl="1024", tp_size="8"),
+        row(silicon_data_source=public, backend="trtllm", isl="8192", osl="1024", tp_size="4"),
+        row(silicon_data_source=public, backend="vllm", isl="1024", osl="1024", tp_size="4"),
+        row(backend="trtllm", isl="1024", osl="1024", tp_size="4"),  # NVIDIA's own runs
+    ]
+    waits = [(p.batch_wait_iters, p.batch_wait_token_ratio) for p in select_points(rows).points]
+    assert waits == [(20, 0.9), (0, 0.0), (0, 0.0), (0, 0.0), (0, 0.0)]
+    [point] = select_points(rows[:1]).points
+    scheduler = deployment_for(point).scheduler
+    assert (scheduler.batch_wait_iters, scheduler.batch_wait_token_ratio) == (20, 0.9)
 
 
 def test_a_spreading_client_draws_lengths_in_its_range_and_a_fixed_one_does_not():

@@ -259,3 +259,26 @@ def test_closed_loop_keeps_concurrency_in_flight():
     assert (arrivals[:4] == 0).all()
     # every later request arrives exactly when an earlier one completed
     assert np.allclose(np.sort(arrivals[4:]), completions[:46])
+
+
+def test_batch_waiting_holds_prompts_while_decodes_run(monkeypatch):
+    """TensorRT-LLM's batch waiting: a prompt arriving while another request decodes is held
+    for `batch_wait_iters` decode-only iterations (its tokens stay under the ratio), then
+    runs; one arriving at an idle replica is never held."""
+    # request 0 alone (idle replica), request 1 arrives while request 0 decodes
+    workload = make_workload([100, 100], [50, 5], arrivals=[0.0, 0.05])
+
+    def ttfts(**wait):
+        sim = run(workload, SchedulerKind.SARATHI, chunk_size=1024, **wait)
+        return [r.first_token_at - r.arrival for r in sim.requests]
+
+    plain = ttfts()
+    seen = watch_plans(monkeypatch)
+    held = ttfts(batch_wait_iters=3, batch_wait_token_ratio=0.9)
+    assert held[0] == pytest.approx(plain[0])  # an idle replica never holds
+    holds = [plan for members, plan, waiting in seen
+             if plan is not None and waiting and members and not plan.prefills]  # fmt: skip
+    assert len(holds) == 3  # three decode-only iterations with the prompt held back
+    assert held[1] > plain[1] + 3 * LinearEstimator().base
+    # a ratio the held tokens already reach releases them at once
+    assert ttfts(batch_wait_iters=3, batch_wait_token_ratio=0.05)[1] == pytest.approx(plain[1])
