@@ -55,7 +55,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from estimators._contract import BatchCost, BatchShape
+from estimators._contract import BatchCost, BatchShape, DecodeStepCost, priced_decode_steps
 from estimators._engines import EngineProfile
 from estimators._moe import MoeShape, all_to_all_seconds
 from estimators._types import ModelArchitecture, Precision, resolve_kv_precision
@@ -829,6 +829,35 @@ class RooflineEstimator:
             flops + scale * self._attn_flops_per_pair * pairs,
             nbytes + scale * ab,
         )
+
+    def decode_steps(self, num_decodes: int, decode_kv_tokens: int) -> Iterator[DecodeStepCost]:
+        """`batch_cost` of consecutive decode-only steps (see `estimators.decode_steps`),
+        with the token-level part looked up once: the same arithmetic in the same order,
+        so every value equals `batch_cost`'s exactly."""
+        nd = num_decodes
+        if nd <= 0:
+            yield from priced_decode_steps(self, nd, decode_kv_tokens)
+            return
+        entry = self._cache.get((nd << 24) | nd)
+        if entry is None:
+            entry = self._token_entry(nd, nd)
+        base, _, cpu, flops, nbytes = entry
+        if self._engine_cpu is not None:
+            cpu = self._engine_host_time(True, nd, cpu)
+        base0 = base[0]
+        layers = self.layers_per_stage
+        scale = self.tp * self.model.num_layers
+        flops_per_kv = scale * self._attn_flops_per_pair
+        kv_row = self._kv_row
+        q_bytes = nd * self._q_row2
+        decode_attn = self._decode_attn  # the backend's hook (measured tables when profiled)
+        overlap = self._overlap
+        dkv = decode_kv_tokens
+        while True:
+            stage = base0 + layers * decode_attn(nd, dkv)
+            host = (cpu - stage if cpu > stage else 0.0) if overlap else cpu
+            yield host, stage, flops + flops_per_kv * dkv, nbytes + scale * (dkv * kv_row + q_bytes)
+            dkv += nd
 
     def _engine_host_time(self, decode_only: bool, num_seqs: int, fallback: float) -> float:
         """Seconds of host work of one iteration under the engine profile."""
