@@ -22,7 +22,10 @@ from dataclasses import dataclass
 from typing import Protocol
 
 
-@dataclass(frozen=True, slots=True)
+# BatchShape and BatchCost are values, built once per iteration and never changed; they are
+# not frozen because a frozen dataclass takes about four times as long to build (0.6 against
+# 0.15 us), on the simulator's hot path.  They hash by value, as frozen ones would.
+@dataclass(slots=True, unsafe_hash=True)
 class BatchShape:
     """One iteration of one replica, in aggregate."""
 
@@ -43,7 +46,7 @@ class BatchShape:
         return self.num_prefills + self.num_decodes
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class BatchCost:
     """The estimator's answer for one iteration."""
 
