@@ -6,6 +6,8 @@ import gc
 import heapq
 import math
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import chain
 
@@ -61,6 +63,21 @@ class DecodePool:
     transfer_seconds_per_token: float
 
 
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """The cyclic garbage collector paused, then restored.  The simulator makes no reference
+    cycles, only objects that live as long as the run (requests, batch-log rows): the
+    collector's passes over them while they are made, each also over every other live
+    object, cost up to a tenth of a run; they are left to the collector's next pass."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
+
+
 class Simulation:
     """One run of one deployment over one workload: its replicas, or with a `decode_pool`
     a prefill pool (the arguments) whose replicas hand each prompt's KV cache over to the
@@ -81,17 +98,18 @@ class Simulation:
         self.cluster = cluster
         self.options = options or RunOptions()
         self.hardware = hardware or Hardware()
-        self.requests = [
-            Request(i, t, p, o)
-            for i, (t, p, o) in enumerate(
-                zip(
-                    workload.arrival_times.tolist(),
-                    workload.prompt_tokens.tolist(),
-                    workload.output_tokens.tolist(),
-                    strict=True,
+        with collector_paused():  # passes over every live object while they are made
+            self.requests = [
+                Request(i, t, p, o)
+                for i, (t, p, o) in enumerate(
+                    zip(
+                        workload.arrival_times.tolist(),
+                        workload.prompt_tokens.tolist(),
+                        workload.output_tokens.tolist(),
+                        strict=True,
+                    )
                 )
-            )
-        ]
+            ]
         prefixes = workload.prefix_blocks if cluster.prefix_cache else None
         if prefixes is not None:
             for req, prefix in zip(self.requests, prefixes, strict=True):
@@ -259,11 +277,7 @@ class Simulation:
         on_progress = self.options.on_progress
         every = self.options.progress_every if on_progress is not None else -1
         countdown = every
-        # the loop makes no reference cycles, only objects that live as long as the run: the
-        # cyclic collector's passes over them (up to a tenth of the run) are put off to its end
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
+        with collector_paused():
             while True:
                 countdown -= 1
                 if countdown == 0:
@@ -304,9 +318,6 @@ class Simulation:
                     self._arrive(i - 1, t)
                 else:
                     break
-        finally:
-            if collecting:
-                gc.enable()
         self.wall_time = time.perf_counter() - started
         return self
 

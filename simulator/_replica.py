@@ -264,10 +264,13 @@ class Replica:
         else:
             price = decode_steps(self.estimator, num_decodes, kv_base + num_decodes * step).__next__
         horizon, at_horizon = sim.batch_end_horizon()
+        countdown = sim.events_to_progress
+        busy = self.busy_time
+        finish_heap = lane.finish_heap
+        step_ends = lane.step_end_times
         self.next_lane = 0
         while True:
             # dispatch the decode step `step`: its new KV blocks, its cost, its batch-log row
-            self.now = now
             if need:
                 if reserves:
                     pool.reserved -= need
@@ -278,24 +281,35 @@ class Replica:
             lane.prepared_step = step
             host, stage, flops, nbytes = price()
             end = now + host + stage
-            self.busy_time += end - now
-            stage_free[0] = end
+            busy += end - now
             rows.append((replica_id, now, end, 0, 0, num_decodes, pool.used, flops, nbytes))
-            if end > horizon or (end == horizon and not at_horizon) or sim.events_to_progress == 1:
+            if end > horizon or (end == horizon and not at_horizon) or countdown == 1:
                 break
             # its end is the next event: handled here as `Simulation.run` would (one event
             # of the progress countdown) and `on_batch_end`
-            sim.events_to_progress -= 1
+            countdown -= 1
             sim.now = now = end
-            done = lane.complete_step(end)
-            step += 1
-            if done:
-                for req in done:
-                    self._finish(req, req.total_tokens, end)
-                horizon, at_horizon = sim.batch_end_horizon()  # a closed loop's next arrival
-            need = phase[-step % block_size]
+            if finish_heap[0][0] > step:  # `lane.complete_step` when no member finishes
+                step_ends.append(end)
+                step += 1
+                lane.step = step
+                need = phase[-step % block_size]
+                if need <= pool.total - pool.used:
+                    continue
+                done = ()
+            else:
+                done = lane.complete_step(end)
+                step += 1
+                if done:
+                    for req in done:
+                        self._finish(req, req.total_tokens, end)
+                    horizon, at_horizon = sim.batch_end_horizon()  # a closed loop's arrival
+                need = phase[-step % block_size]
             if self.waiting or not members or need > pool.total - pool.used:
                 self._decode_run = (step, kv_base, num_decodes, lane, price)
+                self.busy_time = busy
+                sim.events_to_progress = countdown
+                stage_free[0] = end
                 self.try_dispatch(end)
                 return True
             if done:
@@ -305,6 +319,10 @@ class Replica:
                     self.estimator, num_decodes, kv_base + num_decodes * step
                 ).__next__
         self._decode_run = (step + 1, kv_base, num_decodes, lane, price)
+        self.busy_time = busy
+        sim.events_to_progress = countdown
+        stage_free[0] = end
+        self.now = now
         lane.in_flight = True
         sim.schedule_batch_end(self, lane, plan, end)
         return True
