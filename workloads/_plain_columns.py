@@ -12,8 +12,9 @@ pandas: what a trace parses to never depends on which reader read it.
 from __future__ import annotations
 
 import csv
-import datetime as dt
+import io
 import math
+import operator
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,10 +24,11 @@ import numpy as np
 # cells pandas reads as numbers, with no whitespace, separators or words (nan, inf)
 _INTS = re.compile(r"(?:[-+]?[0-9]{1,18}\n)*\Z")  # one per line; int64 without overflow
 _NUMBERS = re.compile(r"(?:[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?\n)*\Z")
-_STAMP = re.compile(
-    r"([0-9]{4})-([0-9]{2})-([0-9]{2})[ T]([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]{1,9}))?\Z"
+# date and time (no zone), one per line; hours, minutes and seconds in range (no leap second)
+_STAMPS = re.compile(
+    r"(?:[0-9]{4}-[0-9]{2}-[0-9]{2}[ T](?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]"
+    r"(?:\.[0-9]{1,9})?\n)*\Z"
 )
-_EPOCH = dt.date(1970, 1, 1).toordinal()
 
 
 def csv_header(path: Path) -> list[str] | None:
@@ -42,26 +44,40 @@ def csv_header(path: Path) -> list[str] | None:
     return header if len(set(header)) == len(header) else None
 
 
-def csv_columns(path: Path, header: list[str], names: Sequence[str]) -> dict[str, list[str]] | None:
+def csv_columns(
+    path: Path, header: list[str], names: Sequence[str]
+) -> dict[str, list[str]] | None:
     """The cells of the columns `names` (in `header`), blank lines skipped; None when a row
     has another number of fields than the header (pandas pads, refuses or takes an index)."""
-    where = [header.index(name) for name in names]
-    width = len(header)
-    cells: list[list[str]] = [[] for _ in names]
     try:
-        with path.open(newline="", encoding="utf-8") as f:
-            rows = csv.reader(f)
-            next(row for row in rows if row)  # the header
-            for row in rows:
-                if len(row) != width:
-                    if not row:
-                        continue
-                    return None
-                for column, i in zip(cells, where, strict=True):
-                    column.append(row[i])
-    except (UnicodeDecodeError, csv.Error, StopIteration):
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
         return None
-    return dict(zip(names, cells, strict=True))
+    width = len(header)
+    data = _split_unquoted(text, width) if '"' not in text and "\r" not in text else None
+    if data is None:  # quotes, CR line ends or rows of other widths: the csv module
+        try:
+            rows = [row for row in csv.reader(io.StringIO(text, newline="")) if row]
+        except csv.Error:
+            return None
+        if not rows or not all(len(row) == width for row in rows[1:]):
+            return None
+        data = [list(column) for column in zip(*rows[1:], strict=True)] or [[]] * width
+    return {name: data[header.index(name)] for name in names}
+
+
+def _split_unquoted(text: str, width: int) -> list[list[str]] | None:
+    """The columns of a CSV text without quotes or CRs, each row `width` fields; None when
+    a row has another width (blank lines are skipped, as they are by pandas)."""
+    lines = text.split("\n")
+    if "" in lines:
+        lines = [line for line in lines if line]
+    if len(set(map(operator.methodcaller("count", ","), lines))) > 1 or not lines:
+        return None
+    if lines[0].count(",") != width - 1:
+        return None
+    cells = ",".join(lines[1:]).split(",") if len(lines) > 1 else []
+    return [cells[i::width] for i in range(width)]
 
 
 def csv_numbers(cells: list[str]) -> np.ndarray | None:
@@ -96,23 +112,14 @@ def json_numbers(values: list[object]) -> np.ndarray | None:
 def csv_timestamps(cells: list[str]) -> tuple[np.ndarray, np.ndarray] | None:
     """(nanoseconds since 1970 as int64, missing mask) of ISO 8601 date-and-time cells
     without a zone, empty cells missing; None when any cell is something else."""
+    missing = np.fromiter(map(operator.not_, cells), bool, len(cells))
+    present = [c for c in cells if c] if missing.any() else cells
+    if not _STAMPS.match("\n".join(present) + "\n" if present else ""):
+        return None
+    try:
+        stamps = np.array(present, dtype="datetime64[ns]")  # the calendar checked too
+    except ValueError:  # a day the month does not have
+        return None
     ns = np.zeros(len(cells), dtype=np.int64)
-    missing = np.zeros(len(cells), dtype=bool)
-    match = _STAMP.match
-    for i, cell in enumerate(cells):
-        if not cell:
-            missing[i] = True
-            continue
-        m = match(cell)
-        if m is None:
-            return None
-        year, month, day, hour, minute, second, fraction = m.groups()
-        if int(hour) > 23 or int(minute) > 59 or int(second) > 59:
-            return None
-        try:
-            days = dt.date(int(year), int(month), int(day)).toordinal() - _EPOCH
-        except ValueError:
-            return None
-        seconds = days * 86_400 + int(hour) * 3600 + int(minute) * 60 + int(second)
-        ns[i] = seconds * 1_000_000_000 + (int(fraction.ljust(9, "0")) if fraction else 0)
+    ns[~missing] = stamps.astype(np.int64)
     return ns, missing
