@@ -44,9 +44,7 @@ def csv_header(path: Path) -> list[str] | None:
     return header if len(set(header)) == len(header) else None
 
 
-def csv_columns(
-    path: Path, header: list[str], names: Sequence[str]
-) -> dict[str, list[str]] | None:
+def csv_columns(path: Path, header: list[str], names: Sequence[str]) -> dict[str, list[str]] | None:
     """The cells of the columns `names` (in `header`), blank lines skipped; None when a row
     has another number of fields than the header (pandas pads, refuses or takes an index)."""
     try:
