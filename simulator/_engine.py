@@ -256,6 +256,7 @@ class Simulation:
             return
         replica.enqueue(req, now)
 
+    @collector_paused()
     def run(self) -> Simulation:
         started = time.perf_counter()
         heap = self._heap
@@ -277,47 +278,46 @@ class Simulation:
         on_progress = self.options.on_progress
         every = self.options.progress_every if on_progress is not None else -1
         countdown = every
-        with collector_paused():
-            while True:
-                countdown -= 1
-                if countdown == 0:
-                    countdown = every
-                    if on_progress(self):
-                        self.stopped_early = True
-                        break
-                if heap and (
-                    i >= num_arrivals
-                    or heap[0][0] < next_arrival
-                    or (heap[0][0] == next_arrival and heap[0][1] < _ARRIVAL)
-                ):
-                    t, kind, _, replica, a, b = heappop(heap)
-                    if t > max_time:
-                        break
-                    self.now = t
-                    if kind == _BATCH_END:
-                        # the replica may handle the batch ends that follow at once (each one
-                        # an event of the countdown)
-                        self.events_to_progress = countdown
-                        replica.on_batch_end(a, b, t)
-                        countdown = self.events_to_progress
-                    elif kind == _ARRIVAL:
-                        self._arrive(a, t)
-                    elif kind == _TRANSFER:
-                        replica.receive(a, t)
-                    else:
-                        replica.wake_at = -1.0
-                        replica.try_dispatch(t)
-                elif i < num_arrivals:
-                    t = next_arrival
-                    if t > max_time:
-                        break
-                    self.now = t
-                    i += 1
-                    next_arrival = arrivals[i] if i < num_arrivals else math.inf
-                    self._next_arrival = next_arrival
-                    self._arrive(i - 1, t)
-                else:
+        while True:
+            countdown -= 1
+            if countdown == 0:
+                countdown = every
+                if on_progress(self):
+                    self.stopped_early = True
                     break
+            if heap and (
+                i >= num_arrivals
+                or heap[0][0] < next_arrival
+                or (heap[0][0] == next_arrival and heap[0][1] < _ARRIVAL)
+            ):
+                t, kind, _, replica, a, b = heappop(heap)
+                if t > max_time:
+                    break
+                self.now = t
+                if kind == _BATCH_END:
+                    # the replica may handle the batch ends that follow at once (each one
+                    # an event of the countdown)
+                    self.events_to_progress = countdown
+                    replica.on_batch_end(a, b, t)
+                    countdown = self.events_to_progress
+                elif kind == _ARRIVAL:
+                    self._arrive(a, t)
+                elif kind == _TRANSFER:
+                    replica.receive(a, t)
+                else:
+                    replica.wake_at = -1.0
+                    replica.try_dispatch(t)
+            elif i < num_arrivals:
+                t = next_arrival
+                if t > max_time:
+                    break
+                self.now = t
+                i += 1
+                next_arrival = arrivals[i] if i < num_arrivals else math.inf
+                self._next_arrival = next_arrival
+                self._arrive(i - 1, t)
+            else:
+                break
         self.wall_time = time.perf_counter() - started
         return self
 
