@@ -50,7 +50,9 @@ def assert_exact(est) -> None:
 
 
 def assert_own_pricing(est) -> None:
-    """`decode_steps` is the estimator's own, with no `batch_cost` per step."""
+    """`decode_steps` is the estimator's own, with no `batch_cost` per step (past the first
+    step of a batch size, which it checks against `batch_cost`)."""
+    assert est._decode_steps_mirror
 
     def no_batch_cost(shape: BatchShape) -> BatchCost:
         raise AssertionError("priced through batch_cost")
@@ -137,6 +139,22 @@ def test_speculative_prices_its_own_verify_steps_not_the_targets():
     # a verify step of 4 tokens per sequence and 3 draft steps, per emitted token: not the
     # target's decode step, which `SpeculativeEstimator.__getattr__` would hand out
     assert next(decode_steps(spec, 8, 8 * 1000)) != next(decode_steps(target, 8, 8 * 1000))
+
+
+def test_a_batch_cost_it_does_not_mirror_makes_the_roofline_fall_back():
+    """A subclass whose `batch_cost` does more than the roofline's (as a new parallelism
+    would): the first step's check sees it, and every run is priced by `batch_cost`."""
+    from estimators import RooflineEstimator
+
+    class Busier(RooflineEstimator):
+        def batch_cost(self, batch: BatchShape) -> BatchCost:
+            cost = super().batch_cost(batch)
+            return BatchCost(tuple(1.25 * t for t in cost.stage_times), cost.pp_hop_time,
+                             cost.cpu_overhead, cost.flops, cost.bytes_moved)  # fmt: skip
+
+    est = Busier(_model(), load_catalog().get("a100-80gb"))
+    assert_exact(est)
+    assert not est._decode_steps_mirror
 
 
 class OnlyBatchCost:
