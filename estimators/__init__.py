@@ -6,7 +6,14 @@ backends such as the roofline model answer it.
 
 from __future__ import annotations
 
-from estimators._contract import BatchCost, BatchShape, ExecutionTimeEstimator
+from estimators._contract import (
+    BatchCost,
+    BatchShape,
+    DecodeStepCost,
+    ExecutionTimeEstimator,
+    decode_steps,
+    priced_decode_steps,
+)
 from estimators._digest import cost_model_digest
 from estimators._engines import (
     DEFAULT_ENGINE,
@@ -54,6 +61,7 @@ __all__ = [
     "AllReduceCost",
     "BatchCost",
     "BatchShape",
+    "DecodeStepCost",
     "DoesNotFitError",
     "EngineLimits",
     "EngineProfile",
@@ -78,12 +86,14 @@ __all__ = [
     "builtin_model_names",
     "check_fits",
     "cost_model_digest",
+    "decode_steps",
     "expected_tokens_per_step",
     "format_model_table",
     "load_engine",
     "load_model",
     "make_estimator",
     "plan_memory",
+    "priced_decode_steps",
     "profiled_coverage",
     "register_backend",
     "resolve_kv_precision",

@@ -8,15 +8,24 @@ not per-request lists, keep the simulator's hot loop independent of batch size:
   the number of tokens in the iteration;
 * prefill attention depends on the query-key pairs of the prompt chunks;
 * decode attention depends on how many KV tokens the decodes read.
+
+Between two changes of a batch, a replica runs decode-only iterations that differ only by
+one more KV token per sequence.  `decode_steps` prices such a run lazily, one step per
+`next()`, without a `BatchShape` or `BatchCost` per step; an estimator may provide its own
+(`RooflineEstimator.decode_steps`), which must give exactly what `batch_cost` gives.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
 
-@dataclass(frozen=True, slots=True)
+# BatchShape and BatchCost are values, built once per iteration and never changed; they are
+# not frozen because a frozen dataclass takes about four times as long to build (0.6 against
+# 0.15 us), on the simulator's hot path.  They hash by value, as frozen ones would.
+@dataclass(slots=True, unsafe_hash=True)
 class BatchShape:
     """One iteration of one replica, in aggregate."""
 
@@ -37,7 +46,7 @@ class BatchShape:
         return self.num_prefills + self.num_decodes
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class BatchCost:
     """The estimator's answer for one iteration."""
 
@@ -54,3 +63,33 @@ class ExecutionTimeEstimator(Protocol):
     def batch_cost(self, batch: BatchShape) -> BatchCost:
         """Cost of running `batch` through every pipeline stage once."""
         ...
+
+
+# One decode-only iteration as `decode_steps` yields it: (cpu_overhead, seconds of the first
+# pipeline stage, flops, bytes_moved), the `BatchCost` fields the simulator's decode path reads.
+DecodeStepCost = tuple[float, float, float, float]
+
+
+def priced_decode_steps(
+    estimator: ExecutionTimeEstimator, num_decodes: int, decode_kv_tokens: int
+) -> Iterator[DecodeStepCost]:
+    """The default `decode_steps`: each step priced by `estimator.batch_cost`."""
+    kv = decode_kv_tokens
+    while True:
+        cost = estimator.batch_cost(BatchShape(num_decodes=num_decodes, decode_kv_tokens=kv))
+        yield cost.cpu_overhead, cost.stage_times[0], cost.flops, cost.bytes_moved
+        kv += num_decodes
+
+
+def decode_steps(
+    estimator: ExecutionTimeEstimator, num_decodes: int, decode_kv_tokens: int
+) -> Iterator[DecodeStepCost]:
+    """Costs of consecutive decode-only iterations of the same `num_decodes` sequences: the
+    first reads `decode_kv_tokens` KV tokens, each next one `num_decodes` more (every
+    sequence's new token).  An endless iterator, priced as it is consumed: the estimator's
+    own ``decode_steps(num_decodes, decode_kv_tokens)`` when it has one, else
+    `priced_decode_steps`."""
+    own = getattr(estimator, "decode_steps", None)
+    if own is None:
+        return priced_decode_steps(estimator, num_decodes, decode_kv_tokens)
+    return own(num_decodes, decode_kv_tokens)

@@ -55,7 +55,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from estimators._contract import BatchCost, BatchShape
+from estimators._contract import BatchCost, BatchShape, DecodeStepCost, priced_decode_steps
 from estimators._engines import EngineProfile
 from estimators._moe import MoeShape, all_to_all_seconds
 from estimators._types import ModelArchitecture, Precision, resolve_kv_precision
@@ -606,6 +606,9 @@ class RooflineEstimator:
         self._overlap = bool(engine is not None and engine.overlap)
 
         self._cache: dict[int, _Entry] = {}
+        # `decode_steps`: whether it still mirrors `batch_cost`, and the batch sizes checked
+        self._decode_steps_mirror = True
+        self._decode_steps_checked: set[int] = set()
         self._layer_cache: dict[int, tuple[float, float, float]] = {}
         self._seq_cache: dict[int, tuple[float, float, float]] = {}
 
@@ -847,6 +850,48 @@ class RooflineEstimator:
             flops + scale * self._attn_flops_per_pair * pairs,
             nbytes + scale * ab,
         )
+
+    def decode_steps(self, num_decodes: int, decode_kv_tokens: int) -> Iterator[DecodeStepCost]:
+        """`batch_cost` of consecutive decode-only steps (see `estimators.decode_steps`),
+        with the token-level part looked up once: the same arithmetic in the same order,
+        so every value equals `batch_cost`'s exactly.  The first step of each batch size is
+        also priced by `batch_cost` and compared: should `batch_cost` ever do what this does
+        not mirror (a subclass, a new parallelism), every run falls back to it."""
+        nd = num_decodes
+        if nd <= 0 or not self._decode_steps_mirror:
+            yield from priced_decode_steps(self, nd, decode_kv_tokens)
+            return
+        entry = self._cache.get((nd << 24) | nd)
+        if entry is None:
+            entry = self._token_entry(nd, nd)
+        base, _, cpu, flops, nbytes = entry
+        if self._engine_cpu is not None:
+            cpu = self._engine_host_time(True, nd, cpu)
+        base0 = base[0]
+        layers = self.layers_per_stage
+        scale = self.tp * self.model.num_layers
+        flops_per_kv = scale * self._attn_flops_per_pair
+        kv_row = self._kv_row
+        q_bytes = nd * self._q_row2
+        decode_attn = self._decode_attn  # the backend's hook (measured tables when profiled)
+        overlap = self._overlap
+        dkv = decode_kv_tokens
+        checked = nd in self._decode_steps_checked
+        while True:
+            stage = base0 + layers * decode_attn(nd, dkv)
+            host = (cpu - stage if cpu > stage else 0.0) if overlap else cpu
+            moved = nbytes + scale * (dkv * kv_row + q_bytes)
+            step = host, stage, flops + flops_per_kv * dkv, moved
+            if not checked:
+                c = self.batch_cost(BatchShape(num_decodes=nd, decode_kv_tokens=dkv))
+                if step != (c.cpu_overhead, c.stage_times[0], c.flops, c.bytes_moved):
+                    self._decode_steps_mirror = False
+                    yield from priced_decode_steps(self, nd, dkv)
+                    return
+                self._decode_steps_checked.add(nd)
+                checked = True
+            yield step
+            dkv += nd
 
     def _engine_host_time(self, decode_only: bool, num_seqs: int, fallback: float) -> float:
         """Seconds of host work of one iteration under the engine profile."""

@@ -24,10 +24,17 @@ TBT percentiles read as smoothed.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from estimators._contract import BatchCost, BatchShape, ExecutionTimeEstimator
+from estimators._contract import (
+    BatchCost,
+    BatchShape,
+    DecodeStepCost,
+    ExecutionTimeEstimator,
+    priced_decode_steps,
+)
 
 __all__ = ["SpeculativeConfig", "SpeculativeEstimator", "expected_tokens_per_step"]
 
@@ -93,6 +100,10 @@ class SpeculativeEstimator:
 
     def __getattr__(self, name: str) -> Any:  # describe(), backend_name, ... of the target
         return getattr(self.target, name)
+
+    def decode_steps(self, num_decodes: int, decode_kv_tokens: int) -> Iterator[DecodeStepCost]:
+        # its own, not the target's through __getattr__: a verify step is not a decode step
+        return priced_decode_steps(self, num_decodes, decode_kv_tokens)
 
     def batch_cost(self, batch: BatchShape) -> BatchCost:
         n = batch.num_decodes

@@ -38,7 +38,10 @@ def weighted_percentiles(
             out[f"p{p}"] = math.nan
         out["mean"] = math.nan
         return out
-    order = np.argsort(values, kind="stable")
+    # with integer weights any order of equal values gives the same percentiles (the same
+    # value, and the same cumulative weights, exact in float64, around them): the unstable
+    # sort, several times faster, will do
+    order = np.argsort(values, kind="quicksort" if weights.dtype.kind in "iub" else "stable")
     sorted_values = values[order]
     cumulative = np.cumsum(weights[order], dtype=np.float64)
     for p in percentiles:

@@ -7,7 +7,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from estimators import BatchShape, ExecutionTimeEstimator
+from estimators import BatchShape, ExecutionTimeEstimator, decode_steps
 from simulator._kv import BlockPool, blocks_for
 from simulator._lane import Lane
 from simulator._policies import BatchPlan, Policy
@@ -59,6 +59,9 @@ class Replica:
         # token emitted): `hand_off(req, now)` moves its KV to the decode pool
         self.hand_off: Callable[[Request, float], None] | None = None
         self.hardware = sim.hardware  # its pool's GPUs (MFU, MBU)
+        # the decode-only run being priced (`_run_decode_steps`): (its next step, the
+        # lane's kv_base and decodes it was priced for, the lane, next() of its costs)
+        self._decode_run: tuple | None = None
 
     # -- admission ---------------------------------------------------------
 
@@ -215,41 +218,112 @@ class Replica:
         )
         self.sim.schedule_batch_end(self, lane, plan, end)
 
-    def _dispatch_decode_step(self, lane: Lane, plan: BatchPlan, now: float) -> bool:
+    def _run_decode_steps(self, lane: Lane, plan: BatchPlan, now: float) -> bool:
         """`try_dispatch` for a one-lane replica when every policy's plan is the lane's
         decodes alone: nothing waiting, no prompt being chunked, and the step's new KV
-        blocks free (no preemption).  Runs the decode step as `prepare_decodes` and
+        blocks free (no preemption).  Dispatches the decode step as `prepare_decodes` and
         `_dispatch` would, reusing `plan` (decodes only), and returns True; False, with
-        nothing done, when those conditions do not hold."""
+        nothing done, when those conditions do not hold.
+
+        While a step's end is the event the simulation would pop next
+        (`Simulation.batch_end_horizon`), that end is handled here at once, as the event
+        loop and `on_batch_end` would handle it, and the next step dispatched: the same
+        events in the same order, without the event heap.  The steps are priced by
+        `decode_steps` while the batch stays the same."""
         pool = self.pool
+        block_size = self.block_size
+        phase = lane.phase
         step = lane.step
-        need = lane.phase[-step % self.block_size]  # lane.blocks_needed()
+        need = phase[-step % block_size]  # lane.blocks_needed()
+        sim = self.sim
         if (
             self.pp != 1
             or self.waiting
             or lane.prefilling
             or not lane.members
             or need > pool.total - pool.used
-            or self.sim.stage_spans is not None
+            or sim.stage_spans is not None
         ):
             return False
-        self.now = now
-        if need:
-            if self.policy.reserves_full_length:
-                pool.reserved -= need
-            pool.allocate(need)
-        lane.prepared_step = step
+        members = lane.members
+        rows = sim.batches.rows
+        stage_free = self.stage_free
+        reserves = self.policy.reserves_full_length
+        replica_id = self.id
+        num_decodes = len(members)
+        kv_base = lane.kv_base
+        run = self._decode_run  # (next step, kv_base, decodes, lane, next()) of its pricing
+        if (
+            run is not None
+            and run[0] == step
+            and run[1] == kv_base
+            and run[2] == num_decodes
+            and run[3] is lane
+        ):
+            price = run[4]
+        else:
+            price = decode_steps(self.estimator, num_decodes, kv_base + num_decodes * step).__next__
+        horizon, at_horizon = sim.batch_end_horizon()
+        countdown = sim.events_to_progress
+        busy = self.busy_time
+        finish_heap = lane.finish_heap
+        step_ends = lane.step_end_times
         self.next_lane = 0
-        num_decodes = len(lane.members)
-        cost = self.estimator.batch_cost(
-            BatchShape(0, 0, 0.0, 0, num_decodes, lane.kv_base + num_decodes * step)
-        )
-        end = now + cost.cpu_overhead + cost.stage_times[0]
-        self.busy_time += end - now
-        self.stage_free[0] = end
+        while True:
+            # dispatch the decode step `step`: its new KV blocks, its cost, its batch-log row
+            if need:
+                if reserves:
+                    pool.reserved -= need
+                used = pool.used + need
+                pool.used = used
+                if used > pool.peak_used:
+                    pool.peak_used = used
+            lane.prepared_step = step
+            host, stage, flops, nbytes = price()
+            end = now + host + stage
+            busy += end - now
+            rows.append((replica_id, now, end, 0, 0, num_decodes, pool.used, flops, nbytes))
+            if end > horizon or (end == horizon and not at_horizon) or countdown == 1:
+                break
+            # its end is the next event: handled here as `Simulation.run` would (one event
+            # of the progress countdown) and `on_batch_end`
+            countdown -= 1
+            sim.now = now = end
+            if finish_heap[0][0] > step:  # `lane.complete_step` when no member finishes
+                step_ends.append(end)
+                step += 1
+                lane.step = step
+                need = phase[-step % block_size]
+                if need <= pool.total - pool.used:
+                    continue
+                done = ()
+            else:
+                done = lane.complete_step(end)
+                step += 1
+                if done:
+                    for req in done:
+                        self._finish(req, req.total_tokens, end)
+                    horizon, at_horizon = sim.batch_end_horizon()  # a closed loop's arrival
+                need = phase[-step % block_size]
+            if self.waiting or not members or need > pool.total - pool.used:
+                self._decode_run = (step, kv_base, num_decodes, lane, price)
+                self.busy_time = busy
+                sim.events_to_progress = countdown
+                stage_free[0] = end
+                self.try_dispatch(end)
+                return True
+            if done:
+                num_decodes = len(members)
+                kv_base = lane.kv_base
+                price = decode_steps(
+                    self.estimator, num_decodes, kv_base + num_decodes * step
+                ).__next__
+        self._decode_run = (step + 1, kv_base, num_decodes, lane, price)
+        self.busy_time = busy
+        sim.events_to_progress = countdown
+        stage_free[0] = end
+        self.now = now
         lane.in_flight = True
-        sim = self.sim
-        sim.record_batch(self, lane, now, end, 0, 0, num_decodes, cost)
         sim.schedule_batch_end(self, lane, plan, end)
         return True
 
@@ -281,7 +355,7 @@ class Replica:
                 else:
                     lane.join(req, req.prefill_target, req.output_tokens - req.generated, now)
             lane.prefilling = [r for r in lane.prefilling if r.prefilled < r.prefill_target]
-        elif self._dispatch_decode_step(lane, plan, now):  # decodes alone: no policy to ask
+        elif self._run_decode_steps(lane, plan, now):  # decodes alone: no policy to ask
             return
         self.try_dispatch(now)
 

@@ -23,12 +23,14 @@ by arrival time (stable) and times start at 0.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from workloads import _plain_columns as plain
 from workloads._arrivals import ArrivalProcess, Poisson, rescale_to_rate
 from workloads._errors import WorkloadError
 from workloads._types import Workload
@@ -85,6 +87,9 @@ def is_file(path: str | Path) -> bool:
 
 
 def _csv_header(path: Path) -> list[str]:
+    header = plain.csv_header(path)
+    if header is not None:
+        return header
     import pandas as pd
 
     try:
@@ -171,14 +176,34 @@ def _to_seconds(raw: pd.Series, fmt: str, time_unit: str) -> np.ndarray:
     return pd.to_numeric(raw, errors="coerce").to_numpy(dtype=np.float64) * scale
 
 
+def _plain_seconds(
+    cells: list, fmt: str, time_unit: str, numbers: Callable[[list], np.ndarray | None]
+) -> np.ndarray | None:
+    """`_to_seconds` of plain cells (see `workloads._plain_columns`), or None."""
+    if fmt != "azure":
+        values = numbers(cells)
+        if values is not None:
+            return values * (1e-3 if fmt == "mooncake" else TIME_UNITS[time_unit])
+        if fmt == "mooncake":
+            return None
+    stamps = plain.csv_timestamps(cells)
+    if stamps is None:
+        return None
+    ns, missing = stamps
+    if missing.all():
+        return np.full(len(cells), np.nan)
+    seconds = (ns - ns[~missing].min()).astype(np.float64) * 1e-9
+    seconds[missing] = np.nan
+    return seconds
+
+
 MOONCAKE_BLOCK_TOKENS = 512  # tokens per hash_ids block in the Mooncake traces
 HASH_IDS = "hash_ids"
 
 
-def _read_mooncake(path: Path, names: list[str]) -> tuple[pd.DataFrame, np.ndarray | None]:
-    """The columns `names`, and the prefix blocks (``hash_ids``) when the file has them."""
-    import pandas as pd
-
+def _read_mooncake(path: Path, names: list[str]) -> tuple[list[list], np.ndarray | None]:
+    """The rows of the columns `names`, and the prefix blocks (``hash_ids``) when the file
+    has them."""
     keys = _jsonl_keys(path)
     _check_columns(path, "mooncake", names, keys)
     with_hashes = HASH_IDS in keys
@@ -199,7 +224,7 @@ def _read_mooncake(path: Path, names: list[str]) -> tuple[pd.DataFrame, np.ndarr
     if with_hashes:
         blocks = np.empty(len(hashes), dtype=object)
         blocks[:] = hashes
-    return pd.DataFrame(rows, columns=names), blocks
+    return rows, blocks
 
 
 def _hash_ids(path: Path, lineno: int, value: object) -> tuple[int, ...]:
@@ -221,8 +246,6 @@ def read_trace(
     time_unit: str = "s",
 ) -> TraceData:
     """Read a trace file into arrays, dropping rows with missing or non-positive token counts."""
-    import pandas as pd
-
     path = Path(path)
     if format not in TRACE_FORMATS:
         raise WorkloadError(f"trace format {format!r} is not one of {list(TRACE_FORMATS)}")
@@ -235,8 +258,6 @@ def read_trace(
     except (UnicodeDecodeError, RecursionError) as exc:
         what = "is not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else "nests too deeply"
         raise WorkloadError(f"trace {path} {what}") from None
-    except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
-        raise WorkloadError(f"trace {path}: cannot read it as CSV ({exc})") from None
     except OSError as exc:
         raise WorkloadError(f"cannot read trace {path}: {exc.strerror or exc}") from None
 
@@ -244,26 +265,41 @@ def read_trace(
 def _read_trace(
     path: Path, format: str, columns: dict[str, str] | None, time_unit: str
 ) -> TraceData:
-    import pandas as pd
-
     fmt = _sniff(path, columns) if format == "auto" else format
     arrival_col, prompt_col, output_col = _resolve_columns(path, fmt, columns)
 
     prefix_blocks = None
     if fmt == "mooncake":
         names = [c for c in (arrival_col, prompt_col, output_col) if c is not None]
-        frame, prefix_blocks = _read_mooncake(path, names)
+        rows, prefix_blocks = _read_mooncake(path, names)
+        cells = {name: [row[k] for row in rows] for k, name in enumerate(names)}
+        numbers = plain.json_numbers
     else:
         header = _csv_header(path)
         if fmt == "vidur" and arrival_col not in header:
             arrival_col = None  # e.g. the arxiv summarization trace: lengths only
         names = [c for c in (arrival_col, prompt_col, output_col) if c is not None]
         _check_columns(path, fmt, names, header)
-        frame = pd.read_csv(path, usecols=names)
+        cells = plain.csv_columns(path, header, names)
+        numbers = plain.csv_numbers
 
-    prompt = pd.to_numeric(frame[prompt_col], errors="coerce").to_numpy(dtype=np.float64)
-    output = pd.to_numeric(frame[output_col], errors="coerce").to_numpy(dtype=np.float64)
-    times = None if arrival_col is None else _to_seconds(frame[arrival_col], fmt, time_unit)
+    # without pandas where every cell is plain (see workloads/_plain_columns.py)
+    parsed = None
+    if cells is not None:
+        prompt = numbers(cells[prompt_col])
+        output = numbers(cells[output_col])
+        times = (
+            None
+            if arrival_col is None
+            else _plain_seconds(cells[arrival_col], fmt, time_unit, numbers)
+        )
+        if prompt is not None and output is not None and (times is not None or not arrival_col):
+            parsed = prompt, output, times
+    if parsed is None:
+        frame = _pandas_frame(path, names, rows if fmt == "mooncake" else None)
+        parsed = _pandas_columns(path, frame, fmt, time_unit, arrival_col, prompt_col, output_col)
+    prompt, output, times = parsed
+
     valid = (prompt >= 1) & (output >= 1)  # NaN compares False
     if times is not None:
         valid &= np.isfinite(times)
@@ -282,6 +318,42 @@ def _read_trace(
     return TraceData(
         path, fmt, times, prompt, output, int(len(valid) - valid.sum()), prefix_blocks
     )
+
+
+def _pandas_frame(path: Path, names: list[str], rows: list[list] | None) -> pd.DataFrame:
+    """The columns `names` of a CSV file, or of Mooncake `rows`, as pandas reads them."""
+    import pandas as pd
+
+    if rows is not None:
+        return pd.DataFrame(rows, columns=names)
+    try:
+        return pd.read_csv(path, usecols=names)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        raise WorkloadError(f"trace {path}: cannot read it as CSV ({exc})") from None
+
+
+def _pandas_columns(
+    path: Path,
+    frame: pd.DataFrame,
+    fmt: str,
+    time_unit: str,
+    arrival_col: str | None,
+    prompt_col: str,
+    output_col: str,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """(prompt, output, arrival seconds or None) of a pandas frame, float64 with NaN where
+    a cell is unreadable."""
+    import pandas as pd
+
+    prompt = pd.to_numeric(frame[prompt_col], errors="coerce").to_numpy(dtype=np.float64)
+    output = pd.to_numeric(frame[output_col], errors="coerce").to_numpy(dtype=np.float64)
+    try:
+        times = None if arrival_col is None else _to_seconds(frame[arrival_col], fmt, time_unit)
+    except ValueError as exc:  # e.g. times in several zones
+        raise WorkloadError(
+            f"trace {path}: cannot read the arrival column {arrival_col!r} as times ({exc})"
+        ) from None
+    return prompt, output, times
 
 
 def trace_workload(

@@ -51,6 +51,16 @@ def test_simulate_loads_no_database_cluster_or_plotting() -> None:
     assert not set(loaded) & set(NEVER_FOR_SIMULATE), loaded
 
 
+def test_simulate_of_a_trace_loads_no_pandas(tmp_path: Path) -> None:
+    """Plain trace CSVs (Azure's, Vidur's) are read without pandas."""
+    trace = tmp_path / "azure.csv"
+    rows = [f"2023-11-16 18:15:{i:02d}.{i * 37:07d},{100 + 7 * i},{5 + i}" for i in range(30)]
+    trace.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n" + "\n".join(rows) + "\n")
+    loaded = _loaded_after(["simulate", "--workload", str(trace), "--json"])
+    assert "numpy" in loaded
+    assert not set(loaded) & set(NEVER_FOR_SIMULATE), loaded
+
+
 @pytest.mark.parametrize("name", sorted(LAZY_COMMANDS))
 def test_listed_help_is_the_commands_own(name: str) -> None:
     module, attribute = LAZY_COMMANDS[name][0].split(":")
