@@ -22,7 +22,13 @@ Per GPU (vLLM's accounting)::
 * framework reserve: CUDA context, NCCL buffers, allocator slack (1 GiB default).
 * KV bytes per token per GPU: ``2 * (layers / pp) * max(1, kv_heads / tp) * head_dim *
   kv_bytes``.  Every PP stage holds the same tokens, so blocks per GPU = blocks per
-  replica.
+  replica.  Multi-head latent attention (MLA, DeepSeek-V2/V3) caches one compressed latent
+  per token and layer, ``(layers / pp) * (kv_lora_rank + qk_rope_head_dim) * kv_bytes``
+  (DeepSeek-V3, 16-bit: 61 x 576 x 2 = 70,272 B a token), which every head reads: under TP
+  the latent is *replicated* on every rank (as vLLM and SGLang run MLA without attention
+  data parallelism), so TP does not divide it.
+* block-scaled FP8 weights (DeepSeek-V3's 128 x 128 blocks) add one fp32 scale per block
+  to every matmul weight (`ModelArchitecture.matmul_weight_bytes`).
 """
 
 from __future__ import annotations
@@ -257,6 +263,10 @@ def _layer_params_per_gpu(
     heads = model.num_attention_heads // tp
     kv_heads = max(1, model.num_key_value_heads // tp)
     qkv = (heads + 2 * kv_heads) * hd
+    attention = h * qkv + heads * hd * h
+    if model.is_mla:  # latent down-projections replicated, up- and output projections split
+        qkv = 0
+        attention = model.mla_attention_params(heads)
     mlp = model.mlp_params(model.intermediate_size // tp)
     if model.is_moe:
         moe = (
@@ -266,8 +276,10 @@ def _layer_params_per_gpu(
         )
         share = model.num_moe_layers / model.num_layers
         mlp = share * moe + (1 - share) * mlp
-    matmul = h * qkv + heads * hd * h + mlp
+    matmul = attention + mlp
     other = 2 * h  # two norms
+    if model.is_mla:  # the query and KV latents' norms
+        other += model.q_lora_rank + model.kv_lora_rank
     if model.attention_bias:
         other += qkv
     return float(matmul), float(other)
@@ -279,7 +291,7 @@ def weights_bytes_per_gpu(
     """Weight bytes on the most loaded GPU of a TP x PP deployment (experts over EP)."""
     mm, other = _layer_params_per_gpu(model, tp, ep)
     layers = model.num_layers // pp
-    per_layer = mm * precision.bytes + other * _ACT_BYTES
+    per_layer = mm * model.matmul_weight_bytes(precision) + other * _ACT_BYTES
     vocab = -(-model.vocab_size // tp)
     emb = vocab * model.hidden_size * _EMB_BYTES
     final_norm = model.hidden_size * _ACT_BYTES
@@ -289,6 +301,18 @@ def weights_bytes_per_gpu(
     first = body + emb
     last = body + emb + final_norm  # a tied LM head still needs its own copy on the last stage
     return float(max(first, last))
+
+
+def kv_bytes_per_token_per_gpu(
+    model: ModelArchitecture, tp: int, pp: int, kv_precision: Precision
+) -> float:
+    """KV-cache bytes of one token on one GPU: its stage's layers and its rank's KV heads
+    (replicated where fewer than TP), or of MLA the whole latent on every rank."""
+    layers = model.num_layers // pp
+    if model.is_mla:
+        return float(layers * model.kv_elements_per_token_layer * kv_precision.bytes)
+    kv_heads = max(1, model.num_key_value_heads // tp)
+    return float(2 * layers * kv_heads * model.head_dim * kv_precision.bytes)
 
 
 def activation_bytes_per_gpu(
@@ -303,7 +327,13 @@ def activation_bytes_per_gpu(
     if model.is_moe:  # a token's top-k expert rows, all on one GPU at worst
         inter = max(inter, model.num_experts_per_tok * model.moe_intermediate_size // tp)
     up = inter * (2 if model.gated_mlp else 1)
-    per_token = _ACT_BYTES * (2 * h + (heads + 2 * kv_heads) * hd + up + inter)
+    qkv = (heads + 2 * kv_heads) * hd
+    if model.is_mla:  # both latents, the queries and the prefill's up-projected K and V
+        qkv = (
+            model.q_lora_rank + model.kv_lora_rank + model.qk_rope_head_dim
+            + heads * (hd + model.qk_nope_head_dim + model.v_head_dim)
+        )  # fmt: skip
+    per_token = _ACT_BYTES * (2 * h + qkv + up + inter)
     logits = min(tokens, sampler_rows) * model.vocab_size * 4 * 2
     return float(tokens * per_token + logits)
 
@@ -350,9 +380,7 @@ def plan_memory(
     if framework_reserve_gib is None:
         framework_reserve_gib = engine.framework_reserve_gib if engine is not None else 1.0
 
-    layers = model.num_layers // pp
-    kv_heads = max(1, model.num_key_value_heads // tp)
-    kv_per_token = float(2 * layers * kv_heads * model.head_dim * kv_prec.bytes)
+    kv_per_token = kv_bytes_per_token_per_gpu(model, tp, pp, kv_prec)
     weights = weights_bytes_per_gpu(model, tp, pp, precision, ep)
     if engine is None or engine.activation_in_fraction:
         rows = engine.sampler_rows if engine is not None else _SAMPLER_ROWS

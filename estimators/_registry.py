@@ -18,6 +18,7 @@ from typing import Any
 
 from estimators._contract import ExecutionTimeEstimator
 from estimators._engines import EngineProfile
+from estimators._mla import MlaRooflineEstimator
 from estimators._profiled import ProfiledDataMissing, ProfiledEstimator
 from estimators._roofline import RooflineEstimator
 from estimators._types import ModelArchitecture, Precision
@@ -121,7 +122,8 @@ def _roofline(
     model, sku, tp, pp, precision, kv_precision, engine=None, ep=1, **_: Any
 ) -> RooflineEstimator:
     profile = engine if isinstance(engine, EngineProfile) else None
-    return RooflineEstimator(
+    roofline = MlaRooflineEstimator if model.is_mla else RooflineEstimator
+    return roofline(
         model, sku, tp=tp, pp=pp, precision=precision, kv_precision=kv_precision, engine=profile,
         ep=ep,
     )  # fmt: skip
@@ -139,10 +141,10 @@ def _profiled(
     op_tables=None,
     **_: Any,
 ) -> ProfiledEstimator:
-    if model.is_moe:
+    if model.is_moe or model.is_mla:
         raise ProfiledDataMissing(
-            "profiled estimator: the measured tables hold no mixture-of-experts layers yet "
-            f"({model.name})"
+            "profiled estimator: the measured tables hold no mixture-of-experts or "
+            f"latent-attention layers yet ({model.name})"
         )
     return ProfiledEstimator(
         model,

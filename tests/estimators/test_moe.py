@@ -73,8 +73,10 @@ def test_dense_layers_and_shared_experts_from_each_config_spelling(tmp_path):
 
 
 def test_models_the_estimator_cannot_price_name_the_field(tmp_path):
-    with pytest.raises(ModelConfigError, match="kv_lora_rank=512: multi-head latent"):
+    with pytest.raises(ModelConfigError, match=r"kv_lora_rank=512 .* but no qk_nope_head_dim"):
         load_model(_write(tmp_path, model_type="deepseek_v3", kv_lora_rank=512))
+    with pytest.raises(ModelConfigError, match="model_type 'jamba' is not priced"):
+        load_model(_write(tmp_path, model_type="jamba"))
     with pytest.raises(ModelConfigError, match="num_experts_per_tok"):
         load_model(_write(tmp_path, num_experts_per_tok=None))
     with pytest.raises(ModelConfigError, match="num_experts_per_tok=32 exceeds num_experts=16"):
