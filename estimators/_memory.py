@@ -27,6 +27,13 @@ Per GPU (vLLM's accounting)::
   (DeepSeek-V3, 16-bit: 61 x 576 x 2 = 70,272 B a token), which every head reads: under TP
   the latent is *replicated* on every rank (as vLLM and SGLang run MLA without attention
   data parallelism), so TP does not divide it.
+* attention data parallelism (DP, mixtures of experts): a replica of ``dp x tp`` GPUs runs
+  attention (and the dense and shared-expert MLPs) as ``dp`` independent TP groups, each
+  with its own batch and its own KV cache, and shares the routed experts over all
+  ``dp x tp`` GPUs (experts / EP each, every expert split ``dp x tp / EP`` ways).  Weights
+  per GPU count the attention of one TP group and that share of the experts; KV blocks per
+  GPU are one DP rank's (the replica holds ``dp`` times as many); the activation reserve is
+  one rank's forward pass.
 * block-scaled FP8 weights (DeepSeek-V3's 128 x 128 blocks) add one fp32 scale per block
   to every matmul weight (`ModelArchitecture.matmul_weight_bytes`).
 """
@@ -106,12 +113,14 @@ def validate_parallelism(
     sku: GpuSku,
     node: NodeShape | None = None,
     ep: int = 1,
+    dp: int = 1,
 ) -> None:
     """Raise `ParallelismError` if `model` cannot run with `tp` x `pp` on `sku`.
 
     TP must divide the attention heads, and divide the KV heads (or be a multiple of
     them: KV heads are then replicated), and stay inside one node (`node`, or the
-    largest of the SKU's node shapes); PP must divide the layers.
+    largest of the SKU's node shapes); PP must divide the layers; EP and attention DP
+    follow `validate_expert_parallelism`.
     """
     if not isinstance(tp, int) or tp < 1:
         raise ParallelismError(f"tensor-parallel degree must be an integer >= 1, got {tp!r}")
@@ -146,47 +155,79 @@ def validate_parallelism(
             f"PP={pp} does not divide the {model.num_layers} layers of {model.name}; "
             f"allowed PP: {_divisors(model.num_layers)}"
         )
-    validate_expert_parallelism(model, tp, ep)
+    validate_expert_parallelism(model, tp, ep, dp, pp, gpus)
 
 
-def allowed_ep(model: ModelArchitecture, tp: int) -> list[int]:
-    """EP degrees a `tp`-GPU replica of `model` can run (see `validate_expert_parallelism`)."""
+def allowed_ep(model: ModelArchitecture, tp: int, dp: int = 1) -> list[int]:
+    """EP degrees a replica of `dp` x `tp` GPUs of `model` can run (see
+    `validate_expert_parallelism`)."""
     if not model.is_moe:
         return [1]
+    gpus = tp * dp
     return [
-        e for e in _divisors(tp)
-        if model.num_experts % e == 0 and model.moe_intermediate_size % (tp // e) == 0
+        e for e in _divisors(gpus)
+        if model.num_experts % e == 0 and model.moe_intermediate_size % (gpus // e) == 0
     ]  # fmt: skip
 
 
-def validate_expert_parallelism(model: ModelArchitecture, tp: int, ep: int) -> None:
-    """Raise `ParallelismError` unless EP=`ep` fits: 1 for a dense model; for a mixture of
-    experts, EP divides the routed experts and the replica's TP GPUs (each holds experts/EP
-    experts, each split TP/EP ways, as aiconfigurator's moe_tp x moe_ep = tp), and TP/EP
-    divides the expert width."""
+def validate_expert_parallelism(
+    model: ModelArchitecture, tp: int, ep: int, dp: int = 1, pp: int = 1,
+    gpus_per_node: int | None = None,
+) -> None:  # fmt: skip
+    """Raise `ParallelismError` unless EP=`ep` and attention DP=`dp` fit: both 1 for a dense
+    model; for a mixture of experts, EP divides the routed experts and the replica's
+    ``dp x tp`` MoE GPUs (each holds experts/EP experts, each split dp x tp / EP ways, as
+    aiconfigurator's moe_tp x moe_ep = tp x attention_dp), that MoE TP divides the expert
+    width and stays inside one node (`gpus_per_node`); attention DP runs without pipeline
+    stages. Wide EP (dp x tp beyond one node) is allowed: its all-to-all then crosses the
+    nodes' network."""
     if not isinstance(ep, int) or isinstance(ep, bool) or ep < 1:
         raise ParallelismError(f"expert-parallel degree must be an integer >= 1, got {ep!r}")
+    if not isinstance(dp, int) or isinstance(dp, bool) or dp < 1:
+        raise ParallelismError(
+            f"attention data-parallel degree must be an integer >= 1, got {dp!r}"
+        )
+    if dp > 1 and not model.is_moe:
+        raise ParallelismError(
+            f"DP={dp}: {model.name} is a dense model; attention data parallelism shares "
+            "expert layers between its ranks (for a dense model use replicas); allowed DP: [1]"
+        )
+    if dp > 1 and pp > 1:
+        raise ParallelismError(
+            f"DP={dp} with PP={pp}: attention data parallelism is modelled without pipeline "
+            "stages; allowed PP with DP > 1: [1]"
+        )
     if ep == 1 and not model.is_moe:
         return
     if not model.is_moe:
         raise ParallelismError(
             f"EP={ep}: {model.name} is a dense model (no experts to shard); allowed EP: [1]"
         )
-    allowed = allowed_ep(model, tp)
+    allowed = allowed_ep(model, tp, dp)
+    gpus = tp * dp
+    at = f"TP={tp}" if dp == 1 else f"DP={dp} x TP={tp}"
     if model.num_experts % ep:
         raise ParallelismError(
             f"EP={ep} does not divide the {model.num_experts} experts of {model.name}; "
-            f"allowed EP at TP={tp}: {allowed}"
+            f"allowed EP at {at}: {allowed}"
         )
-    if tp % ep:
+    if gpus % ep:
+        what = f"TP={tp}" if dp == 1 else f"DP x TP={gpus}"
         raise ParallelismError(
-            f"EP={ep} does not divide TP={tp} (the replica's GPUs; experts are sharded over EP "
-            f"and each expert over TP/EP); allowed EP at TP={tp}: {allowed}"
+            f"EP={ep} does not divide {what} (the replica's GPUs; experts are sharded over EP "
+            f"and each expert over {what.split('=')[0]}/EP); allowed EP at {at}: {allowed}"
         )
-    if model.moe_intermediate_size % (tp // ep):
+    moe_tp = gpus // ep
+    if model.moe_intermediate_size % moe_tp:
         raise ParallelismError(
-            f"TP/EP={tp // ep} does not divide the expert width "
-            f"{model.moe_intermediate_size} of {model.name}; allowed EP at TP={tp}: {allowed}"
+            f"{'TP' if dp == 1 else 'DP x TP'}/EP={moe_tp} does not divide the expert width "
+            f"{model.moe_intermediate_size} of {model.name}; allowed EP at {at}: {allowed}"
+        )
+    if gpus_per_node is not None and moe_tp > gpus_per_node:
+        raise ParallelismError(
+            f"MoE TP (DP x TP / EP)={moe_tp} exceeds the {gpus_per_node} GPUs of one node "
+            f"(each expert's tensor parallelism stays inside a node); allowed EP at {at}: "
+            f"{[e for e in allowed if gpus // e <= gpus_per_node]}"
         )
 
 
@@ -217,6 +258,7 @@ class MemoryPlan:
     memory_fraction_name: str = "gpu_memory_utilization"
     memory_fraction_of: str = "total"  # the fraction is of total memory, or of what is free
     graph_reserve_bytes: float = 0.0  # CUDA-graph memory counted inside the fraction
+    dp: int = 1  # attention data parallelism: KV blocks above are one DP rank's
 
     def breakdown(self) -> str:
         """Each term in GiB against the GPU's memory."""
@@ -224,7 +266,9 @@ class MemoryPlan:
         verdict = "fits" if self.fits else "DOES NOT FIT"
         of = "" if self.memory_fraction_of == "total" else " of free"
         lines = [
-            f"{self.model_name} on {self.sku_id}, TP={self.tp} PP={self.pp}, weights "
+            f"{self.model_name} on {self.sku_id}, "
+            + (f"DP={self.dp} x " if self.dp > 1 else "")
+            + f"TP={self.tp} PP={self.pp}, weights "
             f"{self.precision.value}, KV {self.kv_precision.value}, engine {self.engine}: "
             f"{verdict}",
             f"  GPU memory          {self.gpu_memory_bytes / g:8.2f} GiB",
@@ -241,7 +285,8 @@ class MemoryPlan:
             ),
             f"  = KV cache          {self.kv_bytes / g:8.2f} GiB -> {self.num_kv_blocks} blocks of "
             f"{self.block_size} tokens = {self.kv_capacity_tokens} tokens "
-            f"({self.kv_bytes_per_token / (1 << 20):.3f} MiB/token per GPU)",
+            f"({self.kv_bytes_per_token / (1 << 20):.3f} MiB/token per GPU)"
+            + (f", per DP rank; {self.dp} ranks" if self.dp > 1 else ""),
         ]
         if not self.fits:
             short = self.block_size * self.kv_bytes_per_token - self.kv_bytes
@@ -253,11 +298,11 @@ class MemoryPlan:
 
 
 def _layer_params_per_gpu(
-    model: ModelArchitecture, tp: int, ep: int = 1
+    model: ModelArchitecture, tp: int, ep: int = 1, dp: int = 1
 ) -> tuple[float, float]:
     """(matmul params, 16-bit params such as norms and biases) of one layer on one GPU; of a
     mixture of experts, the mean over its dense and MoE layers with experts/EP experts per
-    GPU, each TP/EP wide (router replicated, shared experts split over TP)."""
+    GPU, each DP x TP / EP wide (router replicated, shared experts split over TP)."""
     h = model.hidden_size
     hd = model.head_dim
     heads = model.num_attention_heads // tp
@@ -271,7 +316,8 @@ def _layer_params_per_gpu(
     if model.is_moe:
         moe = (
             model.hidden_size * model.num_experts
-            + model.num_experts // ep * model.mlp_params(model.moe_intermediate_size // (tp // ep))
+            + model.num_experts // ep
+            * model.mlp_params(model.moe_intermediate_size // (tp * dp // ep))
             + model.mlp_params(model.shared_expert_intermediate_size // tp)
         )
         share = model.num_moe_layers / model.num_layers
@@ -286,10 +332,10 @@ def _layer_params_per_gpu(
 
 
 def weights_bytes_per_gpu(
-    model: ModelArchitecture, tp: int, pp: int, precision: Precision, ep: int = 1
+    model: ModelArchitecture, tp: int, pp: int, precision: Precision, ep: int = 1, dp: int = 1
 ) -> float:
-    """Weight bytes on the most loaded GPU of a TP x PP deployment (experts over EP)."""
-    mm, other = _layer_params_per_gpu(model, tp, ep)
+    """Weight bytes on the most loaded GPU of a (DP x) TP x PP deployment (experts over EP)."""
+    mm, other = _layer_params_per_gpu(model, tp, ep, dp)
     layers = model.num_layers // pp
     per_layer = mm * model.matmul_weight_bytes(precision) + other * _ACT_BYTES
     vocab = -(-model.vocab_size // tp)
@@ -351,6 +397,7 @@ def plan_memory(
     framework_reserve_gib: float | None = None,
     engine: EngineProfile | None = None,
     ep: int = 1,
+    dp: int = 1,
 ) -> MemoryPlan:
     """Per-GPU memory plan of `model` on `sku` with `tp` x `pp` (see module docstring).
 
@@ -363,7 +410,7 @@ def plan_memory(
 
     if block_size < 1:
         raise ValueError(f"block_size must be >= 1, got {block_size}")
-    validate_parallelism(model, tp, pp, sku, ep=ep)
+    validate_parallelism(model, tp, pp, sku, ep=ep, dp=dp)
     precision = Precision(precision)
     if kv_precision is None and engine is not None:
         kv_precision = engine.kv_precision(precision)
@@ -381,7 +428,7 @@ def plan_memory(
         framework_reserve_gib = engine.framework_reserve_gib if engine is not None else 1.0
 
     kv_per_token = kv_bytes_per_token_per_gpu(model, tp, pp, kv_prec)
-    weights = weights_bytes_per_gpu(model, tp, pp, precision, ep)
+    weights = weights_bytes_per_gpu(model, tp, pp, precision, ep, dp)
     if engine is None or engine.activation_in_fraction:
         rows = engine.sampler_rows if engine is not None else _SAMPLER_ROWS
         act = activation_bytes_per_gpu(model, tp, tokens, rows)
@@ -424,6 +471,7 @@ def plan_memory(
         ),
         memory_fraction_of=of,
         graph_reserve_bytes=graphs,
+        dp=dp,
     )
 
 
@@ -440,6 +488,7 @@ def check_fits(
     framework_reserve_gib: float | None = None,
     engine: EngineProfile | None = None,
     ep: int = 1,
+    dp: int = 1,
 ) -> MemoryPlan:
     """`plan_memory`, raising `DoesNotFitError` (with the breakdown) when it does not fit."""
     plan = plan_memory(
@@ -455,6 +504,7 @@ def check_fits(
         framework_reserve_gib,
         engine,
         ep,
+        dp,
     )
     if not plan.fits:
         raise DoesNotFitError(plan)

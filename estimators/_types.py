@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from enum import StrEnum
+from typing import Any
+
+# fields added after stored fingerprints existed: left out of `fingerprint_fields` while unset
+_LATER_FIELDS = (
+    "kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
+    "weight_scale_block",
+)  # fmt: skip
 
 
 class Precision(StrEnum):
@@ -60,6 +67,16 @@ class ModelArchitecture:
     # block-scaled FP8 checkpoint (quantization_config.weight_block_size, DeepSeek-V3): weights
     # per fp32 scale; 0: per-tensor scales, whose bytes are negligible
     weight_scale_block: int = 0
+
+    def fingerprint_fields(self) -> dict[str, Any]:
+        """The fields that identify the architecture in stored fingerprints: all of them, less
+        the latent-attention and weight-scale ones where unset, so that models fingerprinted
+        before those fields existed keep their fingerprints."""
+        fields = asdict(self)
+        for name in _LATER_FIELDS:
+            if not fields[name]:
+                del fields[name]
+        return fields
 
     def matmul_weight_bytes(self, precision: Precision) -> float:
         """Bytes per matmul weight at `precision`, its scales included: a block-scaled FP8

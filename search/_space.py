@@ -35,17 +35,20 @@ class ConfigPoint:
     max_tokens: int | None = None
     engine: str = VIDUR  # the engine profile's key (name@version)
     ep: int = 1  # expert parallelism of a mixture-of-experts model
+    dp: int = 1  # attention data parallelism of a mixture-of-experts model
 
     @property
     def gpus_per_replica(self) -> int:
-        return self.tp * self.pp
+        return self.tp * self.pp * self.dp
 
     @property
     def num_gpus(self) -> int:
-        return self.tp * self.pp * self.replicas
+        return self.gpus_per_replica * self.replicas
 
     def label(self) -> str:
         parts = [self.sku, f"TP{self.tp}", f"PP{self.pp}"]
+        if self.dp > 1:
+            parts.insert(1, f"DP{self.dp}")
         if self.ep > 1:
             parts.append(f"EP{self.ep}")
         if self.replicas > 1:
@@ -62,14 +65,15 @@ class ConfigPoint:
         return " ".join(parts)
 
     def as_dict(self) -> dict:
-        """The point's fields; `engine` left out under vidur and `ep` at 1, so configurations
-        stored before engine profiles (all simulated as vidur) and before expert parallelism
-        keep their fingerprints."""
+        """The point's fields; `engine` left out under vidur, `ep` and `dp` at 1, so
+        configurations stored before engine profiles (all simulated as vidur), expert and
+        attention data parallelism keep their fingerprints."""
         data = asdict(self)
         if self.engine == VIDUR:
             del data["engine"]
-        if self.ep == 1:
-            del data["ep"]
+        for name in ("ep", "dp"):
+            if data[name] == 1:
+                del data[name]
         return data
 
     def deployment(self, spec: SearchSpec) -> Deployment:
@@ -88,6 +92,7 @@ class ConfigPoint:
                 batch_size=self.batch_size,
                 chunk_size=self.chunk_size or DEFAULT_CHUNK_SIZE,
                 max_tokens=self.max_tokens,
+                dp=self.dp,
             ),
             precision=Precision(self.precision),
             block_size=spec.block_size,
@@ -101,6 +106,7 @@ class ConfigPoint:
             ),
             speculative=spec.speculative.config() if spec.speculative is not None else None,
             ep=self.ep,
+            dp=self.dp,
         )
 
 
@@ -126,19 +132,22 @@ def engine_schedulers(
 
 
 def scheduler_values(
-    kind: SchedulerKind, sched: SchedulerSpace, engine: EngineProfile, sku, tp: int
+    kind: SchedulerKind, sched: SchedulerSpace, engine: EngineProfile, sku, tp: int, dp: int = 1
 ) -> tuple[list[int], list[int | None], list[int | None]]:
     """(batch sizes, chunk sizes, token limits) of one scheduler's axes; what the space leaves
-    out takes the engine's limits (under vidur: batch 128, chunk 512, vLLM's 4096 tokens)."""
+    out takes the engine's limits (under vidur: batch 128, chunk 512, vLLM's 4096 tokens),
+    `dp` times them under attention data parallelism (each rank the engine's own)."""
     limits = engine.limits(sku, tp)
     vidur = engine.is_vidur
-    batches = list(sched.batch_size or [limits.batch_cap])
+    batches = list(sched.batch_size or [limits.batch_cap * dp])
     if kind.chunked:
         chunks: list[int | None] = list(
-            sched.chunk_size or [DEFAULT_CHUNK_SIZE if vidur else limits.token_budget]
+            sched.chunk_size or [DEFAULT_CHUNK_SIZE if vidur else limits.token_budget * dp]
         )
         return batches, chunks, [None]
-    default_tokens = None if vidur or kind is SchedulerKind.STATIC else limits.token_budget
+    default_tokens = (
+        None if vidur or kind is SchedulerKind.STATIC else limits.token_budget * dp
+    )
     return batches, [None], list(sched.max_tokens or [default_tokens])
 
 
@@ -146,19 +155,19 @@ def expand_space(spec: SearchSpec) -> list[ConfigPoint]:
     """Every combination of the spec's axes, in a stable order."""
     points: list[ConfigPoint] = []
     space = spec.space
-    for sku, tp, pp, ep, replicas, precision, engine_key in itertools.product(
-        spec.skus, space.tp, space.pp, space.ep, space.replicas, space.precision,
+    for sku, tp, pp, ep, dp, replicas, precision, engine_key in itertools.product(
+        spec.skus, space.tp, space.pp, space.ep, space.dp, space.replicas, space.precision,
         spec.engine_keys,
     ):  # fmt: skip
         sku_rec = spec.sku_catalog.get(sku)
         engine = load_engine(engine_key)
         for kind, sched in engine_schedulers(spec, engine).items():
-            batches, chunks, max_tokens = scheduler_values(kind, sched, engine, sku_rec, tp)
+            batches, chunks, max_tokens = scheduler_values(kind, sched, engine, sku_rec, tp, dp)
             for batch, chunk, tokens in itertools.product(batches, chunks, max_tokens):
                 points.append(
                     ConfigPoint(
                         sku_rec.id, tp, pp, replicas, precision.value, kind.value, batch, chunk,
-                        tokens, engine.key, ep,
+                        tokens, engine.key, ep, dp,
                     )
                 )
     return list(dict.fromkeys(points))  # drop duplicates (e.g. a SKU named twice)
@@ -175,8 +184,10 @@ def check(point: ConfigPoint, spec: SearchSpec) -> tuple[str | None, PreparedDep
     budget = spec.budget
     if point.num_gpus > budget.max_gpus:
         return (
-            f"budget: {point.num_gpus} GPUs (TP{point.tp} x PP{point.pp} x {point.replicas} "
-            f"replicas) > max_gpus {budget.max_gpus}",
+            f"budget: {point.num_gpus} GPUs ("
+            + (f"DP{point.dp} x " if point.dp > 1 else "")
+            + f"TP{point.tp} x PP{point.pp} x {point.replicas} replicas) > max_gpus "
+            f"{budget.max_gpus}",
             None,
         )
     per_replica = budget.max_gpus_per_replica

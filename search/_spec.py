@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict
 from functools import cached_property
 from pathlib import Path
 from typing import Literal
@@ -89,7 +88,14 @@ class SpaceSpec(_Strict):
     ep: list[PositiveInt] = Field(
         default_factory=lambda: [1], min_length=1,
         description="Expert-parallel degrees of a mixture-of-experts model (EP divides the "
-        "experts and TP: each of the TP GPUs holds experts/EP experts); 1 for dense models.",
+        "experts and DP x TP: each of the DP x TP GPUs holds experts/EP experts); 1 for dense "
+        "models.",
+    )  # fmt: skip
+    dp: list[PositiveInt] = Field(
+        default_factory=lambda: [1], min_length=1,
+        description="Attention data-parallel degrees of a mixture-of-experts model: DP "
+        "attention groups of TP GPUs per replica, each with its own requests and KV cache, "
+        "sharing the experts (DP x TP x PP GPUs a replica); 1 for dense models.",
     )  # fmt: skip
     replicas: list[Replicas] = Field(
         default_factory=lambda: [1], min_length=1,
@@ -128,6 +134,7 @@ class SpaceSpec(_Strict):
         )
         axes = {
             "skus": num_skus, "tp": len(self.tp), "pp": len(self.pp), "ep": len(self.ep),
+            "dp": len(self.dp),
             "replicas": len(self.replicas), "precision": len(self.precision),
             "engines": len(self.engines or [None]), "scheduler settings": schedulers,
         }  # fmt: skip
@@ -435,7 +442,7 @@ class SearchSpec(_Strict):
         if not self.workload.is_builtin:
             workload["source"] = f"sha256:{file_sha256(Path(self.workload.source))}"
         decisive = {
-            "model": asdict(self.model_architecture),
+            "model": self.model_architecture.fingerprint_fields(),
             "workload": workload,
             "slo": self.slo.model_dump(mode="json"),
             "capacity": self.capacity.model_dump(mode="json"),

@@ -48,6 +48,7 @@ def suggest(trial: optuna.Trial, spec: SearchSpec) -> ConfigPoint:
     tp = trial.suggest_categorical("tp", space.tp)
     pp = trial.suggest_categorical("pp", space.pp)
     ep = trial.suggest_categorical("ep", space.ep) if len(space.ep) > 1 else space.ep[0]
+    dp = trial.suggest_categorical("dp", space.dp) if len(space.dp) > 1 else space.dp[0]
     replicas = trial.suggest_categorical("replicas", space.replicas)
     precision = trial.suggest_categorical("precision", [p.value for p in space.precision])
     keys = spec.engine_keys
@@ -58,7 +59,7 @@ def suggest(trial: optuna.Trial, spec: SearchSpec) -> ConfigPoint:
     scheduler = trial.suggest_categorical("scheduler", kinds) if space.schedulers else kinds[0]
     kind = SchedulerKind(scheduler)
     batches, chunks, limits = scheduler_values(
-        kind, schedulers[kind], engine, spec.sku_catalog.get(sku), tp
+        kind, schedulers[kind], engine, spec.sku_catalog.get(sku), tp, dp
     )
     knobs = schedulers[kind]
 
@@ -73,7 +74,7 @@ def suggest(trial: optuna.Trial, spec: SearchSpec) -> ConfigPoint:
     elif limits != [None]:
         tokens = pick("max_tokens", knobs.max_tokens, limits)
     return ConfigPoint(
-        sku, tp, pp, replicas, precision, scheduler, batch, chunk, tokens, engine.key, ep
+        sku, tp, pp, replicas, precision, scheduler, batch, chunk, tokens, engine.key, ep, dp
     )
 
 
@@ -89,9 +90,10 @@ def params_of(point: ConfigPoint) -> dict:
         "engine": point.engine,
         f"{point.scheduler}.batch_size": point.batch_size,
     }
-    # always: a trial enqueued without "ep" would have the sampler pick one, and the grid
-    # would ask for an EP > 1 configuration in place of this EP 1 one (left pending)
+    # always: a trial enqueued without "ep" (or "dp") would have the sampler pick one, and the
+    # grid would ask for an EP > 1 configuration in place of this EP 1 one (left pending)
     params["ep"] = point.ep
+    params["dp"] = point.dp
     if point.chunk_size is not None:
         params[f"{point.scheduler}.chunk_size"] = point.chunk_size
     if point.max_tokens is not None:

@@ -14,9 +14,9 @@ mean over requests of first-token time minus send time; `silicon_tpot_ms` is the
 requests of (end-to-end - TTFT) / (output tokens - 1), so it excludes the first token.
 
 Only the points llmcap can represent are kept: aggregated mode, a model the catalog knows
-(dense, or a mixture of experts whose MoE TP x EP spans the attention TP: no attention data
-parallelism), a GPU the catalog knows, 16-bit or FP8 weights, a recorded concurrency.  Every other
-row is counted under the reason it was skipped.
+(dense, or a mixture of experts whose MoE TP x EP spans its attention DP x TP GPUs), a GPU the
+catalog knows, attention TP inside one node, 16-bit or FP8 weights, a recorded concurrency.
+Every other row is counted under the reason it was skipped.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 
 from estimators import Precision, load_model
+from sku_catalog import load_catalog
 
 PACKAGE = "aiconfigurator_core"
 RESOURCE = ("systems", "silicon_sample.csv")
@@ -90,6 +91,7 @@ class ValidationPoint:
     source: str = ""
     ep: int = 1  # expert parallelism (moe_ep_size) of a mixture-of-experts model
     moe: bool = False  # the model is a mixture of experts
+    dp: int = 1  # attention data parallelism (attention_dp_size) of a mixture of experts
 
 
 MODEL_KINDS = ("dense", "moe", "all")  # `select_points(models=...)`
@@ -203,7 +205,7 @@ def _map_row(row: dict[str, str], where: str, line: int) -> ValidationPoint | st
         return f"weight precision not modelled ({gemm})"
     found_model = _catalog_model(row["model_path"])
     if found_model is None:
-        return "model not in the catalog (MLA, other MoE or unknown)"
+        return "model not in the catalog (unknown architecture)"
     model, moe = found_model
     found = _CONCURRENCY.search(row["silicon_data_source"] or "")
     if found is None:
@@ -211,14 +213,17 @@ def _map_row(row: dict[str, str], where: str, line: int) -> ValidationPoint | st
     tp = _int(row, "tp_size", where, line)
     pp = _int(row, "pp_size", where, line)
     dp = _int(row, "attention_dp_size", where, line, default=1)
-    if dp > 1:
-        return "attention data parallelism"
+    if dp > 1 and not moe:
+        return "attention data parallelism of a dense model"
+    node = max(n.gpus_per_node for n in load_catalog().get(sku).nodes)
+    if tp > node:
+        return f"TP beyond one node (tp_size > {node} GPUs)"
     ep = 1
     if moe:
         ep = _int(row, "moe_ep_size", where, line, default=1)
         moe_tp = _int(row, "moe_tp_size", where, line, default=1)
-        if ep * moe_tp != tp:
-            return "MoE TP x EP differs from TP (attention DP)"
+        if ep * moe_tp != tp * dp:
+            return "MoE TP x EP differs from attention DP x TP"
     isl = _int(row, "isl", where, line)
     osl = _int(row, "osl", where, line)
     ttft = _float(row, "silicon_ttft_ms", where, line)
@@ -244,6 +249,7 @@ def _map_row(row: dict[str, str], where: str, line: int) -> ValidationPoint | st
         source=_source(row["silicon_data_source"] or ""),
         ep=ep,
         moe=moe,
+        dp=dp,
     )
 
 

@@ -9,17 +9,6 @@ import pytest
 from estimators import BatchShape, ModelConfigError, Precision, load_model, make_estimator
 from estimators._memory import plan_memory, weights_bytes_per_gpu
 from estimators._mla import MlaRooflineEstimator
-from sku_catalog import load_catalog
-
-
-@pytest.fixture(scope="module")
-def h200():
-    return load_catalog().get("h200")
-
-
-@pytest.fixture(scope="module")
-def v3():
-    return load_model("deepseek-ai/DeepSeek-V3")
 
 
 def test_deepseek_v3_reads_its_latent_attention_and_experts(v3):
