@@ -53,6 +53,7 @@ __all__ = [
     "DoesNotFitError",
     "MemoryPlan",
     "ParallelismError",
+    "PrecisionError",
     "check_fits",
     "plan_memory",
     "select_node",
@@ -76,6 +77,25 @@ class DoesNotFitError(ValueError):
 
 class ParallelismError(ValueError):
     """A TP/PP degree the model or the node cannot take."""
+
+
+class PrecisionError(ParallelismError):
+    """A precision the GPU cannot run (FP4 without FP4 tensor cores), or one the KV cache
+    cannot be kept in: like a bad TP, a shape of the deployment that cannot exist."""
+
+
+def validate_precision(sku: GpuSku, precision: Precision, kv_precision: Precision | None) -> None:
+    """Raise `PrecisionError` for FP4 (NVFP4) weights on a GPU without FP4 tensor cores (the
+    catalog's ``fp4_tflops``: Blackwell) and for an FP4 KV cache (engines keep KV in FP8 or
+    16 bits)."""
+    if Precision(precision) is Precision.FP4 and sku.fp4_tflops is None:
+        arch = f" ({sku.architecture})" if sku.architecture else ""
+        raise PrecisionError(
+            f"precision fp4 (NVFP4) needs FP4 tensor cores, which {sku.id}{arch} does not have "
+            f"(Blackwell GPUs do); precisions {sku.id} supports: bf16, fp16, fp8"
+        )
+    if kv_precision is not None and Precision(kv_precision) is Precision.FP4:
+        raise PrecisionError("kv precision fp4: the KV cache is kept in fp8, bf16 or fp16")
 
 
 def _divisors(n: int) -> list[int]:
@@ -411,6 +431,7 @@ def plan_memory(
     if block_size < 1:
         raise ValueError(f"block_size must be >= 1, got {block_size}")
     validate_parallelism(model, tp, pp, sku, ep=ep, dp=dp)
+    validate_precision(sku, precision, kv_precision)
     precision = Precision(precision)
     if kv_precision is None and engine is not None:
         kv_precision = engine.kv_precision(precision)

@@ -145,6 +145,8 @@ def _profiled(
     op_tables=None,
     **_: Any,
 ) -> ProfiledEstimator:
+    if Precision(precision) is Precision.FP4:
+        raise ProfiledDataMissing("profiled estimator: the measured tables hold no FP4 GEMMs yet")
     if model.is_moe or model.is_mla:
         raise ProfiledDataMissing(
             "profiled estimator: the measured tables hold no mixture-of-experts or "

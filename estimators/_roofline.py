@@ -458,9 +458,10 @@ class RooflineEstimator:
         ep: int = 1,
         dp: int = 1,
     ) -> None:
-        from estimators._memory import select_node, validate_parallelism
+        from estimators._memory import select_node, validate_parallelism, validate_precision
 
         validate_parallelism(model, tp, pp, sku, node=node, ep=ep, dp=dp)
+        validate_precision(sku, precision, kv_precision)
         self.ep = ep
         # attention data parallelism: `batch_cost` prices the busiest of `dp` ranks
         # (estimators/_attention_dp.py); the experts take every rank's tokens
@@ -485,11 +486,14 @@ class RooflineEstimator:
         self.constants = consts
         c = self.constants
 
-        self.peak = sku.peak_flops(fp8=self.precision is Precision.FP8)
+        # FP4 GEMMs against the FP4 peak, with the FP8 GEMM constants (no FP4 table fitted)
+        self.peak = sku.peak_flops(
+            fp8=self.precision is Precision.FP8, fp4=self.precision is Precision.FP4
+        )
         self.attn_peak = sku.peak_flops(fp8=False)
         self.hbm_bw = sku.memory_bandwidth_bytes
         self.layers_per_stage = model.num_layers // pp
-        self._k = _coeffs(c, self.peak, self.hbm_bw, fp8=self.precision is Precision.FP8)
+        self._k = _coeffs(c, self.peak, self.hbm_bw, fp8=self.precision.low)
 
         # ---- per-GPU shapes
         h = model.hidden_size

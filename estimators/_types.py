@@ -19,10 +19,21 @@ class Precision(StrEnum):
     BF16 = "bf16"
     FP16 = "fp16"
     FP8 = "fp8"
+    FP4 = "fp4"  # NVFP4 weights (Blackwell): 4-bit values, an FP8 scale per 16
 
     @property
-    def bytes(self) -> int:
-        return 1 if self is Precision.FP8 else 2
+    def bytes(self) -> float:
+        """Bytes of one value, scales not counted (`ModelArchitecture.matmul_weight_bytes`)."""
+        return _BYTES[self]
+
+    @property
+    def low(self) -> bool:
+        """FP8 or FP4: GEMMs run on the low-precision tensor cores."""
+        return self in (Precision.FP8, Precision.FP4)
+
+
+_BYTES = {Precision.BF16: 2, Precision.FP16: 2, Precision.FP8: 1, Precision.FP4: 0.5}
+NVFP4_BLOCK = 16  # weights per FP8 (E4M3) scale of an NVFP4 tensor
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +92,10 @@ class ModelArchitecture:
     def matmul_weight_bytes(self, precision: Precision) -> float:
         """Bytes per matmul weight at `precision`, its scales included: a block-scaled FP8
         checkpoint adds one fp32 scale per `weight_scale_block` weights (128 x 128 blocks:
-        4 / 16384 B a weight)."""
+        4 / 16384 B a weight); NVFP4 one 1-byte scale per 16 weights (0.5 + 1/16 B a weight;
+        its per-tensor fp32 scale is negligible)."""
+        if precision is Precision.FP4:
+            return precision.bytes + 1.0 / NVFP4_BLOCK
         scale = 4.0 / self.weight_scale_block if self.weight_scale_block else 0.0
         return precision.bytes + (scale if precision is Precision.FP8 else 0.0)
 
@@ -191,8 +205,8 @@ class ModelArchitecture:
 def resolve_kv_precision(precision: Precision, kv_precision: Precision | None) -> Precision:
     """KV-cache precision: `kv_precision` if given, else the weights' 16-bit type.
 
-    As vLLM's "auto": FP8 weights keep a 16-bit KV cache unless FP8 KV is asked for.
+    As vLLM's "auto": FP8 and FP4 weights keep a 16-bit KV cache unless FP8 KV is asked for.
     """
     if kv_precision is not None:
         return kv_precision
-    return Precision.BF16 if precision is Precision.FP8 else precision
+    return Precision.BF16 if precision.low else precision

@@ -6,7 +6,14 @@ import itertools
 import math
 from dataclasses import asdict, dataclass
 
-from estimators import DoesNotFitError, EngineProfile, ParallelismError, Precision, load_engine
+from estimators import (
+    DoesNotFitError,
+    EngineProfile,
+    ParallelismError,
+    Precision,
+    PrecisionError,
+    load_engine,
+)
 from search._spec import SchedulerSpace, SearchSpec, sha256_json
 from simulator import (
     DEFAULT_CHUNK_SIZE,
@@ -175,8 +182,10 @@ def expand_space(spec: SearchSpec) -> list[ConfigPoint]:
 
 def fingerprint(spec_fingerprint: str, point: ConfigPoint, spec: SearchSpec) -> str:
     """sha256 of the configuration, the SKU record it runs on, and the spec's fingerprint."""
-    sku = spec.sku_catalog.get(point.sku)
-    return sha256_json({"spec": spec_fingerprint, "point": point.as_dict(), "sku": asdict(sku)})
+    sku = asdict(spec.sku_catalog.get(point.sku))
+    if point.precision != Precision.FP4.value:  # only FP4 reads it: the others keep theirs
+        del sku["fp4_tflops"]
+    return sha256_json({"spec": spec_fingerprint, "point": point.as_dict(), "sku": sku})
 
 
 def check(point: ConfigPoint, spec: SearchSpec) -> tuple[str | None, PreparedDeployment | None]:
@@ -199,6 +208,8 @@ def check(point: ConfigPoint, spec: SearchSpec) -> tuple[str | None, PreparedDep
         )
     try:
         return None, prepare(point.deployment(spec))
+    except PrecisionError as exc:
+        return f"precision: {exc}", None
     except ParallelismError as exc:
         return f"parallelism: {exc}", None
     except DoesNotFitError as exc:

@@ -103,7 +103,8 @@ class SpaceSpec(_Strict):
     )  # fmt: skip
     precision: list[Precision] = Field(
         default_factory=lambda: [Precision.BF16], min_length=1,
-        description="Weight precisions to try (bf16, fp16, fp8).",
+        description="Weight precisions to try (bf16, fp16, fp8; fp4: NVFP4 on GPUs with FP4 "
+        "tensor cores).",
     )  # fmt: skip
     engines: list[str] | None = Field(
         default=None, min_length=1,

@@ -361,10 +361,11 @@ def _choice(enum_values: list[str]) -> click.Choice:
 )
 @click.option(
     "--precision",
-    type=_choice(["bf16", "fp16", "fp8"]),
+    type=_choice(["bf16", "fp16", "fp8", "fp4"]),
     default="bf16",
     show_default=True,
-    help="Weight (and compute) precision.",
+    help="Weight (and compute) precision; fp4 is NVFP4 on GPUs with FP4 tensor cores "
+    "(Blackwell).",
 )
 @click.option(
     "--kv-precision",

@@ -237,7 +237,9 @@ def prepare(deployment: Deployment) -> PreparedDeployment:
     )
     hardware = Hardware(
         gpus_per_replica=d.gpus_per_replica,
-        peak_flops=d.sku.peak_flops(fp8=d.precision is Precision.FP8),
+        peak_flops=d.sku.peak_flops(
+            fp8=d.precision is Precision.FP8, fp4=d.precision is Precision.FP4
+        ),
         memory_bandwidth=d.sku.memory_bandwidth_bytes,
     )
     prepared = PreparedDeployment(d, memory, estimator, cluster, hardware)
@@ -286,7 +288,9 @@ def _decode_pool(d: Deployment, prefill_memory: MemoryPlan) -> tuple[DecodePool,
     )  # fmt: skip
     hardware = Hardware(
         gpus_per_replica=pool.tp,
-        peak_flops=pool.sku.peak_flops(fp8=d.precision is Precision.FP8),
+        peak_flops=pool.sku.peak_flops(
+            fp8=d.precision is Precision.FP8, fp4=d.precision is Precision.FP4
+        ),
         memory_bandwidth=pool.sku.memory_bandwidth_bytes,
     )
     seconds_per_token = prefill_memory.kv_bytes_per_token / (link * 1e9)
