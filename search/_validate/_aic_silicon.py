@@ -53,6 +53,8 @@ GEMM_TO_PRECISION: dict[str, Precision] = {
     "fp8": Precision.FP8,
     "fp8_block": Precision.FP8,
 }
+# modelled (--precision fp4) but not scored yet: the validation targets are the FP8 points
+_UNSCORED_PRECISIONS = {"nvfp4": "NVFP4 weights (modelled, not scored yet)"}
 
 ENGINES = ("vllm", "sglang", "trtllm")
 
@@ -112,7 +114,7 @@ def kv_precision_for(engine: str, precision: Precision) -> Precision:
     TensorRT-LLM serves FP8 (ModelOpt) checkpoints with an FP8 KV cache; vLLM and SGLang
     keep a 16-bit KV cache unless told otherwise (`--kv-cache-dtype`).
     """
-    if precision is Precision.FP8:
+    if precision.low:  # FP8 or NVFP4 weights
         return Precision.FP8 if engine == "trtllm" else Precision.BF16
     return precision
 
@@ -202,7 +204,7 @@ def _map_row(row: dict[str, str], where: str, line: int) -> ValidationPoint | st
     gemm = (row["gemm_quant_mode"] or "").strip()
     precision = GEMM_TO_PRECISION.get(gemm)
     if precision is None:
-        return f"weight precision not modelled ({gemm})"
+        return _UNSCORED_PRECISIONS.get(gemm, f"weight precision not modelled ({gemm})")
     found_model = _catalog_model(row["model_path"])
     if found_model is None:
         return "model not in the catalog (unknown architecture)"

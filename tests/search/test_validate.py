@@ -114,7 +114,7 @@ def test_rows_that_cannot_be_simulated_are_counted_by_reason():
     assert selection.skipped == {
         "disaggregated (prefill/decode pools)": 1,
         "GPU not in the catalog (gb200)": 1,
-        "weight precision not modelled (nvfp4)": 1,
+        "NVFP4 weights (modelled, not scored yet)": 1,
         "model not in the catalog (unknown architecture)": 1,
         "no concurrency recorded": 1,
         "attention data parallelism of a dense model": 1,
