@@ -178,7 +178,9 @@ def validate_parallelism(
     validate_expert_parallelism(model, tp, ep, dp, pp, gpus)
 
 
-def allowed_ep(model: ModelArchitecture, tp: int, dp: int = 1) -> list[int]:
+def allowed_ep(
+    model: ModelArchitecture, tp: int, dp: int = 1, gpus_per_node: int | None = None
+) -> list[int]:
     """EP degrees a replica of `dp` x `tp` GPUs of `model` can run (see
     `validate_expert_parallelism`)."""
     if not model.is_moe:
@@ -187,6 +189,7 @@ def allowed_ep(model: ModelArchitecture, tp: int, dp: int = 1) -> list[int]:
     return [
         e for e in _divisors(gpus)
         if model.num_experts % e == 0 and model.moe_intermediate_size % (gpus // e) == 0
+        and (gpus_per_node is None or gpus // e <= gpus_per_node)
     ]  # fmt: skip
 
 
@@ -223,7 +226,7 @@ def validate_expert_parallelism(
         raise ParallelismError(
             f"EP={ep}: {model.name} is a dense model (no experts to shard); allowed EP: [1]"
         )
-    allowed = allowed_ep(model, tp, dp)
+    allowed = allowed_ep(model, tp, dp, gpus_per_node)
     gpus = tp * dp
     at = f"TP={tp}" if dp == 1 else f"DP={dp} x TP={tp}"
     if model.num_experts % ep:
@@ -247,7 +250,7 @@ def validate_expert_parallelism(
         raise ParallelismError(
             f"MoE TP (DP x TP / EP)={moe_tp} exceeds the {gpus_per_node} GPUs of one node "
             f"(each expert's tensor parallelism stays inside a node); allowed EP at {at}: "
-            f"{[e for e in allowed if gpus // e <= gpus_per_node]}"
+            f"{allowed}"
         )
 
 

@@ -688,7 +688,7 @@ _MODEL_COLUMNS: tuple[tuple[str, Callable[[ModelArchitecture], str], bool], ...]
     ("layers", lambda m: str(m.num_layers), False),
     ("hidden", lambda m: str(m.hidden_size), True),
     ("heads", lambda m: str(m.num_attention_heads), False),
-    ("kv", lambda m: str(m.num_key_value_heads), False),
+    ("kv", lambda m: "latent" if m.is_mla else str(m.num_key_value_heads), False),
     ("head dim", lambda m: str(m.head_dim), True),
     ("intermediate", lambda m: str(m.intermediate_size), True),
     ("vocab", lambda m: str(m.vocab_size), True),
