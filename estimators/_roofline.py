@@ -501,7 +501,7 @@ class RooflineEstimator:
         heads = model.num_attention_heads // tp
         kv_heads = max(1, model.num_key_value_heads // tp)  # replicated when kv_heads < tp
         inter = model.intermediate_size // tp
-        w = self.precision.bytes
+        w = model.matmul_weight_bytes(self.precision)  # with its scales (FP8 blocks, NVFP4)
         a = _ACT_BYTES
         kvb = self.kv_precision.bytes
         self.heads_per_gpu = heads
@@ -665,7 +665,7 @@ class RooflineEstimator:
         k = self._k
         rows = moe.rows(moe_m)
         groups = moe.touched(moe_m)
-        w = self.precision.bytes
+        w = self.model.matmul_weight_bytes(self.precision)
         a = _ACT_BYTES
         t = fl = by = 0.0
         for _, n, kdim in moe.gemm_shapes():
