@@ -200,7 +200,7 @@ class EngineProfile:
 
     def kv_precision(self, precision: Precision) -> Precision:
         """The KV-cache precision the engine uses by default with `precision` weights."""
-        if Precision(precision) is Precision.FP8:
+        if Precision(precision).low:  # FP8 or FP4 weights
             return self.kv_precision_fp8_weights
         return Precision(precision)
 

@@ -22,7 +22,20 @@ Per GPU (vLLM's accounting)::
 * framework reserve: CUDA context, NCCL buffers, allocator slack (1 GiB default).
 * KV bytes per token per GPU: ``2 * (layers / pp) * max(1, kv_heads / tp) * head_dim *
   kv_bytes``.  Every PP stage holds the same tokens, so blocks per GPU = blocks per
-  replica.
+  replica.  Multi-head latent attention (MLA, DeepSeek-V2/V3) caches one compressed latent
+  per token and layer, ``(layers / pp) * (kv_lora_rank + qk_rope_head_dim) * kv_bytes``
+  (DeepSeek-V3, 16-bit: 61 x 576 x 2 = 70,272 B a token), which every head reads: under TP
+  the latent is *replicated* on every rank (as vLLM and SGLang run MLA without attention
+  data parallelism), so TP does not divide it.
+* attention data parallelism (DP, mixtures of experts): a replica of ``dp x tp`` GPUs runs
+  attention (and the dense and shared-expert MLPs) as ``dp`` independent TP groups, each
+  with its own batch and its own KV cache, and shares the routed experts over all
+  ``dp x tp`` GPUs (experts / EP each, every expert split ``dp x tp / EP`` ways).  Weights
+  per GPU count the attention of one TP group and that share of the experts; KV blocks per
+  GPU are one DP rank's (the replica holds ``dp`` times as many); the activation reserve is
+  one rank's forward pass.
+* block-scaled FP8 weights (DeepSeek-V3's 128 x 128 blocks) add one fp32 scale per block
+  to every matmul weight (`ModelArchitecture.matmul_weight_bytes`).
 """
 
 from __future__ import annotations
@@ -40,6 +53,7 @@ __all__ = [
     "DoesNotFitError",
     "MemoryPlan",
     "ParallelismError",
+    "PrecisionError",
     "check_fits",
     "plan_memory",
     "select_node",
@@ -63,6 +77,25 @@ class DoesNotFitError(ValueError):
 
 class ParallelismError(ValueError):
     """A TP/PP degree the model or the node cannot take."""
+
+
+class PrecisionError(ParallelismError):
+    """A precision the GPU cannot run (FP4 without FP4 tensor cores), or one the KV cache
+    cannot be kept in: like a bad TP, a shape of the deployment that cannot exist."""
+
+
+def validate_precision(sku: GpuSku, precision: Precision, kv_precision: Precision | None) -> None:
+    """Raise `PrecisionError` for FP4 (NVFP4) weights on a GPU without FP4 tensor cores (the
+    catalog's ``fp4_tflops``: Blackwell) and for an FP4 KV cache (engines keep KV in FP8 or
+    16 bits)."""
+    if Precision(precision) is Precision.FP4 and sku.fp4_tflops is None:
+        arch = f" ({sku.architecture})" if sku.architecture else ""
+        raise PrecisionError(
+            f"precision fp4 (NVFP4) needs FP4 tensor cores, which {sku.id}{arch} does not have "
+            f"(Blackwell GPUs do); precisions {sku.id} supports: bf16, fp16, fp8"
+        )
+    if kv_precision is not None and Precision(kv_precision) is Precision.FP4:
+        raise PrecisionError("kv precision fp4: the KV cache is kept in fp8, bf16 or fp16")
 
 
 def _divisors(n: int) -> list[int]:
@@ -100,12 +133,14 @@ def validate_parallelism(
     sku: GpuSku,
     node: NodeShape | None = None,
     ep: int = 1,
+    dp: int = 1,
 ) -> None:
     """Raise `ParallelismError` if `model` cannot run with `tp` x `pp` on `sku`.
 
     TP must divide the attention heads, and divide the KV heads (or be a multiple of
     them: KV heads are then replicated), and stay inside one node (`node`, or the
-    largest of the SKU's node shapes); PP must divide the layers.
+    largest of the SKU's node shapes); PP must divide the layers; EP and attention DP
+    follow `validate_expert_parallelism`.
     """
     if not isinstance(tp, int) or tp < 1:
         raise ParallelismError(f"tensor-parallel degree must be an integer >= 1, got {tp!r}")
@@ -140,47 +175,82 @@ def validate_parallelism(
             f"PP={pp} does not divide the {model.num_layers} layers of {model.name}; "
             f"allowed PP: {_divisors(model.num_layers)}"
         )
-    validate_expert_parallelism(model, tp, ep)
+    validate_expert_parallelism(model, tp, ep, dp, pp, gpus)
 
 
-def allowed_ep(model: ModelArchitecture, tp: int) -> list[int]:
-    """EP degrees a `tp`-GPU replica of `model` can run (see `validate_expert_parallelism`)."""
+def allowed_ep(
+    model: ModelArchitecture, tp: int, dp: int = 1, gpus_per_node: int | None = None
+) -> list[int]:
+    """EP degrees a replica of `dp` x `tp` GPUs of `model` can run (see
+    `validate_expert_parallelism`)."""
     if not model.is_moe:
         return [1]
+    gpus = tp * dp
     return [
-        e for e in _divisors(tp)
-        if model.num_experts % e == 0 and model.moe_intermediate_size % (tp // e) == 0
+        e for e in _divisors(gpus)
+        if model.num_experts % e == 0 and model.moe_intermediate_size % (gpus // e) == 0
+        and (gpus_per_node is None or gpus // e <= gpus_per_node)
     ]  # fmt: skip
 
 
-def validate_expert_parallelism(model: ModelArchitecture, tp: int, ep: int) -> None:
-    """Raise `ParallelismError` unless EP=`ep` fits: 1 for a dense model; for a mixture of
-    experts, EP divides the routed experts and the replica's TP GPUs (each holds experts/EP
-    experts, each split TP/EP ways, as aiconfigurator's moe_tp x moe_ep = tp), and TP/EP
-    divides the expert width."""
+def validate_expert_parallelism(
+    model: ModelArchitecture, tp: int, ep: int, dp: int = 1, pp: int = 1,
+    gpus_per_node: int | None = None,
+) -> None:  # fmt: skip
+    """Raise `ParallelismError` unless EP=`ep` and attention DP=`dp` fit: both 1 for a dense
+    model; for a mixture of experts, EP divides the routed experts and the replica's
+    ``dp x tp`` MoE GPUs (each holds experts/EP experts, each split dp x tp / EP ways, as
+    aiconfigurator's moe_tp x moe_ep = tp x attention_dp), that MoE TP divides the expert
+    width and stays inside one node (`gpus_per_node`); attention DP runs without pipeline
+    stages. Wide EP (dp x tp beyond one node) is allowed: its all-to-all then crosses the
+    nodes' network."""
     if not isinstance(ep, int) or isinstance(ep, bool) or ep < 1:
         raise ParallelismError(f"expert-parallel degree must be an integer >= 1, got {ep!r}")
+    if not isinstance(dp, int) or isinstance(dp, bool) or dp < 1:
+        raise ParallelismError(
+            f"attention data-parallel degree must be an integer >= 1, got {dp!r}"
+        )
+    if dp > 1 and not model.is_moe:
+        raise ParallelismError(
+            f"DP={dp}: {model.name} is a dense model; attention data parallelism shares "
+            "expert layers between its ranks (for a dense model use replicas); allowed DP: [1]"
+        )
+    if dp > 1 and pp > 1:
+        raise ParallelismError(
+            f"DP={dp} with PP={pp}: attention data parallelism is modelled without pipeline "
+            "stages; allowed PP with DP > 1: [1]"
+        )
     if ep == 1 and not model.is_moe:
         return
     if not model.is_moe:
         raise ParallelismError(
             f"EP={ep}: {model.name} is a dense model (no experts to shard); allowed EP: [1]"
         )
-    allowed = allowed_ep(model, tp)
+    allowed = allowed_ep(model, tp, dp, gpus_per_node)
+    gpus = tp * dp
+    at = f"TP={tp}" if dp == 1 else f"DP={dp} x TP={tp}"
     if model.num_experts % ep:
         raise ParallelismError(
             f"EP={ep} does not divide the {model.num_experts} experts of {model.name}; "
-            f"allowed EP at TP={tp}: {allowed}"
+            f"allowed EP at {at}: {allowed}"
         )
-    if tp % ep:
+    if gpus % ep:
+        what = f"TP={tp}" if dp == 1 else f"DP x TP={gpus}"
         raise ParallelismError(
-            f"EP={ep} does not divide TP={tp} (the replica's GPUs; experts are sharded over EP "
-            f"and each expert over TP/EP); allowed EP at TP={tp}: {allowed}"
+            f"EP={ep} does not divide {what} (the replica's GPUs; experts are sharded over EP "
+            f"and each expert over {what.split('=')[0]}/EP); allowed EP at {at}: {allowed}"
         )
-    if model.moe_intermediate_size % (tp // ep):
+    moe_tp = gpus // ep
+    if model.moe_intermediate_size % moe_tp:
         raise ParallelismError(
-            f"TP/EP={tp // ep} does not divide the expert width "
-            f"{model.moe_intermediate_size} of {model.name}; allowed EP at TP={tp}: {allowed}"
+            f"{'TP' if dp == 1 else 'DP x TP'}/EP={moe_tp} does not divide the expert width "
+            f"{model.moe_intermediate_size} of {model.name}; allowed EP at {at}: {allowed}"
+        )
+    if gpus_per_node is not None and moe_tp > gpus_per_node:
+        raise ParallelismError(
+            f"MoE TP (DP x TP / EP)={moe_tp} exceeds the {gpus_per_node} GPUs of one node "
+            f"(each expert's tensor parallelism stays inside a node); allowed EP at {at}: "
+            f"{allowed}"
         )
 
 
@@ -211,6 +281,7 @@ class MemoryPlan:
     memory_fraction_name: str = "gpu_memory_utilization"
     memory_fraction_of: str = "total"  # the fraction is of total memory, or of what is free
     graph_reserve_bytes: float = 0.0  # CUDA-graph memory counted inside the fraction
+    dp: int = 1  # attention data parallelism: KV blocks above are one DP rank's
 
     def breakdown(self) -> str:
         """Each term in GiB against the GPU's memory."""
@@ -218,7 +289,9 @@ class MemoryPlan:
         verdict = "fits" if self.fits else "DOES NOT FIT"
         of = "" if self.memory_fraction_of == "total" else " of free"
         lines = [
-            f"{self.model_name} on {self.sku_id}, TP={self.tp} PP={self.pp}, weights "
+            f"{self.model_name} on {self.sku_id}, "
+            + (f"DP={self.dp} x " if self.dp > 1 else "")
+            + f"TP={self.tp} PP={self.pp}, weights "
             f"{self.precision.value}, KV {self.kv_precision.value}, engine {self.engine}: "
             f"{verdict}",
             f"  GPU memory          {self.gpu_memory_bytes / g:8.2f} GiB",
@@ -235,7 +308,8 @@ class MemoryPlan:
             ),
             f"  = KV cache          {self.kv_bytes / g:8.2f} GiB -> {self.num_kv_blocks} blocks of "
             f"{self.block_size} tokens = {self.kv_capacity_tokens} tokens "
-            f"({self.kv_bytes_per_token / (1 << 20):.3f} MiB/token per GPU)",
+            f"({self.kv_bytes_per_token / (1 << 20):.3f} MiB/token per GPU)"
+            + (f", per DP rank; {self.dp} ranks" if self.dp > 1 else ""),
         ]
         if not self.fits:
             short = self.block_size * self.kv_bytes_per_token - self.kv_bytes
@@ -247,39 +321,46 @@ class MemoryPlan:
 
 
 def _layer_params_per_gpu(
-    model: ModelArchitecture, tp: int, ep: int = 1
+    model: ModelArchitecture, tp: int, ep: int = 1, dp: int = 1
 ) -> tuple[float, float]:
     """(matmul params, 16-bit params such as norms and biases) of one layer on one GPU; of a
     mixture of experts, the mean over its dense and MoE layers with experts/EP experts per
-    GPU, each TP/EP wide (router replicated, shared experts split over TP)."""
+    GPU, each DP x TP / EP wide (router replicated, shared experts split over TP)."""
     h = model.hidden_size
     hd = model.head_dim
     heads = model.num_attention_heads // tp
     kv_heads = max(1, model.num_key_value_heads // tp)
     qkv = (heads + 2 * kv_heads) * hd
+    attention = h * qkv + heads * hd * h
+    if model.is_mla:  # latent down-projections replicated, up- and output projections split
+        qkv = 0
+        attention = model.mla_attention_params(heads)
     mlp = model.mlp_params(model.intermediate_size // tp)
     if model.is_moe:
         moe = (
             model.hidden_size * model.num_experts
-            + model.num_experts // ep * model.mlp_params(model.moe_intermediate_size // (tp // ep))
+            + model.num_experts // ep
+            * model.mlp_params(model.moe_intermediate_size // (tp * dp // ep))
             + model.mlp_params(model.shared_expert_intermediate_size // tp)
         )
         share = model.num_moe_layers / model.num_layers
         mlp = share * moe + (1 - share) * mlp
-    matmul = h * qkv + heads * hd * h + mlp
+    matmul = attention + mlp
     other = 2 * h  # two norms
+    if model.is_mla:  # the query and KV latents' norms
+        other += model.q_lora_rank + model.kv_lora_rank
     if model.attention_bias:
         other += qkv
     return float(matmul), float(other)
 
 
 def weights_bytes_per_gpu(
-    model: ModelArchitecture, tp: int, pp: int, precision: Precision, ep: int = 1
+    model: ModelArchitecture, tp: int, pp: int, precision: Precision, ep: int = 1, dp: int = 1
 ) -> float:
-    """Weight bytes on the most loaded GPU of a TP x PP deployment (experts over EP)."""
-    mm, other = _layer_params_per_gpu(model, tp, ep)
+    """Weight bytes on the most loaded GPU of a (DP x) TP x PP deployment (experts over EP)."""
+    mm, other = _layer_params_per_gpu(model, tp, ep, dp)
     layers = model.num_layers // pp
-    per_layer = mm * precision.bytes + other * _ACT_BYTES
+    per_layer = mm * model.matmul_weight_bytes(precision) + other * _ACT_BYTES
     vocab = -(-model.vocab_size // tp)
     emb = vocab * model.hidden_size * _EMB_BYTES
     final_norm = model.hidden_size * _ACT_BYTES
@@ -289,6 +370,18 @@ def weights_bytes_per_gpu(
     first = body + emb
     last = body + emb + final_norm  # a tied LM head still needs its own copy on the last stage
     return float(max(first, last))
+
+
+def kv_bytes_per_token_per_gpu(
+    model: ModelArchitecture, tp: int, pp: int, kv_precision: Precision
+) -> float:
+    """KV-cache bytes of one token on one GPU: its stage's layers and its rank's KV heads
+    (replicated where fewer than TP), or of MLA the whole latent on every rank."""
+    layers = model.num_layers // pp
+    if model.is_mla:
+        return float(layers * model.kv_elements_per_token_layer * kv_precision.bytes)
+    kv_heads = max(1, model.num_key_value_heads // tp)
+    return float(2 * layers * kv_heads * model.head_dim * kv_precision.bytes)
 
 
 def activation_bytes_per_gpu(
@@ -303,7 +396,13 @@ def activation_bytes_per_gpu(
     if model.is_moe:  # a token's top-k expert rows, all on one GPU at worst
         inter = max(inter, model.num_experts_per_tok * model.moe_intermediate_size // tp)
     up = inter * (2 if model.gated_mlp else 1)
-    per_token = _ACT_BYTES * (2 * h + (heads + 2 * kv_heads) * hd + up + inter)
+    qkv = (heads + 2 * kv_heads) * hd
+    if model.is_mla:  # both latents, the queries and the prefill's up-projected K and V
+        qkv = (
+            model.q_lora_rank + model.kv_lora_rank + model.qk_rope_head_dim
+            + heads * (hd + model.qk_nope_head_dim + model.v_head_dim)
+        )  # fmt: skip
+    per_token = _ACT_BYTES * (2 * h + qkv + up + inter)
     logits = min(tokens, sampler_rows) * model.vocab_size * 4 * 2
     return float(tokens * per_token + logits)
 
@@ -321,6 +420,7 @@ def plan_memory(
     framework_reserve_gib: float | None = None,
     engine: EngineProfile | None = None,
     ep: int = 1,
+    dp: int = 1,
 ) -> MemoryPlan:
     """Per-GPU memory plan of `model` on `sku` with `tp` x `pp` (see module docstring).
 
@@ -333,7 +433,8 @@ def plan_memory(
 
     if block_size < 1:
         raise ValueError(f"block_size must be >= 1, got {block_size}")
-    validate_parallelism(model, tp, pp, sku, ep=ep)
+    validate_parallelism(model, tp, pp, sku, ep=ep, dp=dp)
+    validate_precision(sku, precision, kv_precision)
     precision = Precision(precision)
     if kv_precision is None and engine is not None:
         kv_precision = engine.kv_precision(precision)
@@ -350,10 +451,8 @@ def plan_memory(
     if framework_reserve_gib is None:
         framework_reserve_gib = engine.framework_reserve_gib if engine is not None else 1.0
 
-    layers = model.num_layers // pp
-    kv_heads = max(1, model.num_key_value_heads // tp)
-    kv_per_token = float(2 * layers * kv_heads * model.head_dim * kv_prec.bytes)
-    weights = weights_bytes_per_gpu(model, tp, pp, precision, ep)
+    kv_per_token = kv_bytes_per_token_per_gpu(model, tp, pp, kv_prec)
+    weights = weights_bytes_per_gpu(model, tp, pp, precision, ep, dp)
     if engine is None or engine.activation_in_fraction:
         rows = engine.sampler_rows if engine is not None else _SAMPLER_ROWS
         act = activation_bytes_per_gpu(model, tp, tokens, rows)
@@ -396,6 +495,7 @@ def plan_memory(
         ),
         memory_fraction_of=of,
         graph_reserve_bytes=graphs,
+        dp=dp,
     )
 
 
@@ -412,6 +512,7 @@ def check_fits(
     framework_reserve_gib: float | None = None,
     engine: EngineProfile | None = None,
     ep: int = 1,
+    dp: int = 1,
 ) -> MemoryPlan:
     """`plan_memory`, raising `DoesNotFitError` (with the breakdown) when it does not fit."""
     plan = plan_memory(
@@ -427,6 +528,7 @@ def check_fits(
         framework_reserve_gib,
         engine,
         ep,
+        dp,
     )
     if not plan.fits:
         raise DoesNotFitError(plan)

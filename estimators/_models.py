@@ -89,6 +89,9 @@ _FAMILIES: dict[str, _Family] = {
     "qwen2_moe": _Family(attention_bias=True),
     "qwen3_moe": _LLAMA_LIKE,
     "gpt_oss": _Family(attention_bias=True),  # sliding-window layers and sinks: not modelled
+    # multi-head latent attention (`_mla_fields` reads the latent ranks)
+    "deepseek_v2": _LLAMA_LIKE,
+    "deepseek_v3": _LLAMA_LIKE,
     "internlm": _Family(attention_bias=True),  # InternLMConfig.bias defaults to True
     "qwen": _Family(attention_bias=True, intermediate_divisor=2),  # Qwen-1: c_attn has a bias
     "qwen2": _Family(attention_bias=True),  # Qwen2/2.5: q/k/v biases
@@ -134,8 +137,6 @@ _FAMILIES: dict[str, _Family] = {
 # ModelArchitecture cannot describe.
 _UNSUPPORTED_TYPES = frozenset(
     {
-        "deepseek_v2",
-        "deepseek_v3",
         "dbrx",
         "jamba",
         "olmoe",
@@ -148,12 +149,9 @@ _UNSUPPORTED_TYPES = frozenset(
     }
 )
 _EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
-# config keys of architecture parts the estimator cannot price, with what they are
-_UNPRICED_KEYS = {
-    "kv_lora_rank": "multi-head latent attention (MLA, DeepSeek-V2/V3)",
-    "q_lora_rank": "multi-head latent attention (MLA, DeepSeek-V2/V3)",
-    "n_group": "group-limited expert routing (DeepSeek-V3)",
-}
+# multi-head latent attention: the ranks and head widths it needs (`_mla_fields`)
+_MLA_TYPES = frozenset({"deepseek_v2", "deepseek_v3"})
+_MLA_KEYS = ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
 _TOPK_KEYS = ("num_experts_per_tok", "experts_per_token", "moe_top_k", "top_k")
 
 # HF names of each field, first preferred; the first name is the one shown in messages.
@@ -224,18 +222,13 @@ def _parse_config(config: Mapping[str, Any], source: str, default_name: str) -> 
     if isinstance(text_config, dict) and not any(k in config for k in _KEYS["num_layers"]):
         config = {**text_config, "_name_or_path": config.get("_name_or_path")}
 
-    for key, what in _UNPRICED_KEYS.items():
-        if config.get(key) is not None:
-            raise ModelConfigError(
-                f"{source}: {key}={config[key]!r}: {what} is not priced by the estimator; "
-                "supported: dense transformers and mixtures of experts with standard attention"
-            )
     model_type = str(config.get("model_type") or "").lower()
     if model_type in _UNSUPPORTED_TYPES:
         raise ModelConfigError(
             f"{source}: model_type {model_type!r} is not priced by the estimator "
-            "(MLA, state-space or an unsupported expert layout); supported: dense decoder-only "
-            "transformers and mixtures of experts (Mixtral, Qwen-MoE, gpt-oss)"
+            "(state-space or an unsupported expert layout); supported: dense decoder-only "
+            "transformers, mixtures of experts (Mixtral, Qwen-MoE, gpt-oss) and multi-head "
+            "latent attention (DeepSeek-V2/V3)"
         )
     family = _FAMILIES.get(model_type)
     if family is None:  # unknown type: infer from the fields a config.json does have
@@ -311,7 +304,15 @@ def _parse_config(config: Mapping[str, Any], source: str, default_name: str) -> 
             problems.append(f"{key}={err.get('input')!r}: {msg}")
         raise ModelConfigError(f"{source}: invalid field(s): {'; '.join(problems)}") from None
 
+    mla = _mla_fields(config, source)
+    if not mla and model_type in _MLA_TYPES:
+        raise ModelConfigError(
+            f"{source}: model_type {model_type!r} uses multi-head latent attention but has no "
+            "kv_lora_rank"
+        )
     head_dim = fields.head_dim
+    if mla:  # queries and keys are nope + rope wide per head, whatever hidden / heads is
+        head_dim = mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"]
     if head_dim is None and fields.hidden_size % fields.num_attention_heads:
         raise ModelConfigError(
             f"{source}: hidden_size={fields.hidden_size} is not a multiple of "
@@ -346,9 +347,57 @@ def _parse_config(config: Mapping[str, Any], source: str, default_name: str) -> 
         head_dim_override=head_dim,
         attention_bias=fields.attention_bias,
         parallel_attn_mlp=family.parallel_attn_mlp,
+        weight_scale_block=_weight_scale_block(config, source),
         **moe,
         model_type=model_type,
+        **mla,
     )
+
+
+def _mla_fields(config: Mapping[str, Any], source: str) -> dict[str, int]:
+    """The multi-head latent attention fields of a config.json ({} for standard attention):
+    ``kv_lora_rank``, ``qk_nope_head_dim``, ``qk_rope_head_dim``, ``v_head_dim`` (all
+    required once ``kv_lora_rank`` is set) and ``q_lora_rank`` (null: queries projected from
+    the hidden state directly, as DeepSeek-V2-Lite). DeepSeek-V3's routing details
+    (``n_group``, ``topk_group``, ``routed_scaling_factor``, ``scoring_func``) choose which
+    experts a token goes to and scale their outputs: they cost nothing the estimator prices,
+    and routing stays modelled as uniform with a load skew (estimators/_moe.py). Its
+    multi-token-prediction layer (``num_nextn_predict_layers``) is not loaded for serving
+    without speculative decoding, and is left out."""
+    if config.get("kv_lora_rank") is None:
+        return {}
+    missing = [k for k in _MLA_KEYS if config.get(k) is None]
+    if missing:
+        raise ModelConfigError(
+            f"{source}: kv_lora_rank={config['kv_lora_rank']!r} (multi-head latent attention) "
+            f"but no {', '.join(missing)}"
+        )
+    fields = {k: _positive_int(config, k, source) for k in _MLA_KEYS}
+    q_rank = config.get("q_lora_rank")
+    fields["q_lora_rank"] = 0 if q_rank is None else _positive_int(config, "q_lora_rank", source)
+    return fields
+
+
+def _weight_scale_block(config: Mapping[str, Any], source: str) -> int:
+    """Weights per scale of a block-scaled checkpoint (``quantization_config``'s
+    ``weight_block_size``, [128, 128] -> 16384), 0 when it has none."""
+    quant = config.get("quantization_config")
+    block = quant.get("weight_block_size") if isinstance(quant, dict) else None
+    if block is None:
+        return 0
+    if (
+        not isinstance(block, list)
+        or not block
+        or not all(isinstance(b, int) and not isinstance(b, bool) and b >= 1 for b in block)
+    ):
+        raise ModelConfigError(
+            f"{source}: quantization_config.weight_block_size={block!r}: must be a list of "
+            "integers >= 1 (such as [128, 128])"
+        )
+    size = 1
+    for b in block:
+        size *= b
+    return size
 
 
 def _positive_int(config: Mapping[str, Any], key: str, source: str) -> int:
@@ -499,6 +548,9 @@ def _aliases(hf_id: str) -> set[str]:
 
 # Extra conveniences that the automatic rules above do not produce.
 _EXTRA_ALIASES: dict[str, str] = {
+    # DeepSeek-R1 is DeepSeek-V3's architecture (same config.json shapes), trained further
+    "deepseek-ai/deepseek-r1": "deepseek-ai/DeepSeek-V3",
+    "deepseek-r1": "deepseek-ai/DeepSeek-V3",
     "mistral-7b": "mistralai/Mistral-7B-v0.1",
     "codellama-34b": "codellama/CodeLlama-34b-Instruct-hf",
     "codellama-34b-instruct": "codellama/CodeLlama-34b-Instruct-hf",
@@ -637,7 +689,7 @@ _MODEL_COLUMNS: tuple[tuple[str, Callable[[ModelArchitecture], str], bool], ...]
     ("layers", lambda m: str(m.num_layers), False),
     ("hidden", lambda m: str(m.hidden_size), True),
     ("heads", lambda m: str(m.num_attention_heads), False),
-    ("kv", lambda m: str(m.num_key_value_heads), False),
+    ("kv", lambda m: "latent" if m.is_mla else str(m.num_key_value_heads), False),
     ("head dim", lambda m: str(m.head_dim), True),
     ("intermediate", lambda m: str(m.intermediate_size), True),
     ("vocab", lambda m: str(m.vocab_size), True),

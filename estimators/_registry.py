@@ -18,6 +18,7 @@ from typing import Any
 
 from estimators._contract import ExecutionTimeEstimator
 from estimators._engines import EngineProfile
+from estimators._mla import MlaRooflineEstimator
 from estimators._profiled import ProfiledDataMissing, ProfiledEstimator
 from estimators._roofline import RooflineEstimator
 from estimators._types import ModelArchitecture, Precision
@@ -74,6 +75,7 @@ def make_estimator(
     engine_version: str | None = None,
     op_tables: str | Path | None = None,
     ep: int = 1,
+    dp: int = 1,
 ) -> ExecutionTimeEstimator:
     """Build the estimator of `backend` for one deployment run by `engine` (None: Vidur's
     2024 vLLM; a profile's KV precision applies when `kv_precision` is None).  A bare engine
@@ -84,7 +86,8 @@ def make_estimator(
     Raises ProfiledDataMissing (a ValueError) when "profiled" is demanded without data,
     OpTablesError when `op_tables` cannot be read, ValueError when a backend that reads no
     tables is given `op_tables`. `ep`: expert-parallel degree of a mixture-of-experts model
-    (dividing `tp`; estimators/_moe.py).
+    (dividing `tp` x `dp`; estimators/_moe.py); `dp`: its attention data parallelism
+    (estimators/_attention_dp.py).
     """
     factory = _BACKENDS.get(backend)
     if factory is None:
@@ -104,6 +107,8 @@ def make_estimator(
         extra["op_tables"] = op_tables
     if ep != 1 or model.is_moe:
         extra["ep"] = ep
+    if dp != 1:
+        extra["dp"] = dp
     return factory(
         model,
         sku,
@@ -118,12 +123,13 @@ def make_estimator(
 
 
 def _roofline(
-    model, sku, tp, pp, precision, kv_precision, engine=None, ep=1, **_: Any
+    model, sku, tp, pp, precision, kv_precision, engine=None, ep=1, dp=1, **_: Any
 ) -> RooflineEstimator:
     profile = engine if isinstance(engine, EngineProfile) else None
-    return RooflineEstimator(
+    roofline = MlaRooflineEstimator if model.is_mla else RooflineEstimator
+    return roofline(
         model, sku, tp=tp, pp=pp, precision=precision, kv_precision=kv_precision, engine=profile,
-        ep=ep,
+        ep=ep, dp=dp,
     )  # fmt: skip
 
 
@@ -139,10 +145,12 @@ def _profiled(
     op_tables=None,
     **_: Any,
 ) -> ProfiledEstimator:
-    if model.is_moe:
+    if Precision(precision) is Precision.FP4:
+        raise ProfiledDataMissing("profiled estimator: the measured tables hold no FP4 GEMMs yet")
+    if model.is_moe or model.is_mla:
         raise ProfiledDataMissing(
-            "profiled estimator: the measured tables hold no mixture-of-experts layers yet "
-            f"({model.name})"
+            "profiled estimator: the measured tables hold no mixture-of-experts or "
+            f"latent-attention layers yet ({model.name})"
         )
     return ProfiledEstimator(
         model,
@@ -172,8 +180,9 @@ def _auto(
             f"estimator auto: using the roofline; {reason}", EstimatorFallbackWarning, stacklevel=2
         )
         roof = _roofline(
-            model, sku, tp, pp, precision, kv_precision, engine, ep=tables.get("ep", 1)
-        )
+            model, sku, tp, pp, precision, kv_precision, engine, ep=tables.get("ep", 1),
+            dp=tables.get("dp", 1),
+        )  # fmt: skip
         roof.selection_note = f"auto: roofline, {reason}"
         return roof
 

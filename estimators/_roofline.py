@@ -55,6 +55,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from estimators._attention_dp import busiest_rank
 from estimators._contract import BatchCost, BatchShape, DecodeStepCost, priced_decode_steps
 from estimators._engines import EngineProfile
 from estimators._moe import MoeShape, all_to_all_seconds
@@ -470,12 +471,17 @@ class RooflineEstimator:
         constants: RooflineConstants | None = None,
         engine: EngineProfile | None = None,
         ep: int = 1,
+        dp: int = 1,
     ) -> None:
-        from estimators._memory import select_node, validate_parallelism
+        from estimators._memory import select_node, validate_parallelism, validate_precision
 
-        validate_parallelism(model, tp, pp, sku, node=node, ep=ep)
+        validate_parallelism(model, tp, pp, sku, node=node, ep=ep, dp=dp)
+        validate_precision(sku, precision, kv_precision)
         self.ep = ep
-        node = node or select_node(sku, tp, pp)
+        # attention data parallelism: `batch_cost` prices the busiest of `dp` ranks
+        # (estimators/_attention_dp.py); the experts take every rank's tokens
+        self.dp = dp
+        node = node or select_node(sku, tp, pp * dp)
         self.model = model
         self.sku = sku
         self.tp = tp
@@ -495,12 +501,15 @@ class RooflineEstimator:
         self.constants = consts
         c = self.constants
 
-        self.peak = sku.peak_flops(fp8=self.precision is Precision.FP8)
+        # FP4 GEMMs against the FP4 peak, with the FP8 GEMM constants (no FP4 table fitted)
+        self.peak = sku.peak_flops(
+            fp8=self.precision is Precision.FP8, fp4=self.precision is Precision.FP4
+        )
         self.attn_peak = sku.peak_flops(fp8=False)
         self.hbm_bw = sku.memory_bandwidth_bytes
         self.layers_per_stage = model.num_layers // pp
         self._k = _coeffs(
-            c, self.peak, self.hbm_bw, fp8=self.precision is Precision.FP8,
+            c, self.peak, self.hbm_bw, fp8=self.precision.low,
             fp8_quant_fused=engine is not None and engine.fp8_quant_fused(model.model_type),
         )  # fmt: skip
 
@@ -510,7 +519,7 @@ class RooflineEstimator:
         heads = model.num_attention_heads // tp
         kv_heads = max(1, model.num_key_value_heads // tp)  # replicated when kv_heads < tp
         inter = model.intermediate_size // tp
-        w = self.precision.bytes
+        w = model.matmul_weight_bytes(self.precision)  # with its scales (FP8 blocks, NVFP4)
         a = _ACT_BYTES
         kvb = self.kv_precision.bytes
         self.heads_per_gpu = heads
@@ -549,13 +558,15 @@ class RooflineEstimator:
                 ops += self._mlp_ops(
                     "shared_expert", model.shared_expert_intermediate_size // tp, matmul
                 )
-            self._moe = MoeShape.of(model, tp, ep)
+            self._moe = MoeShape.of(model, tp * dp, ep)
         self._moe_layer_share = model.num_moe_layers / model.num_layers
         if parallel:
             ops = [op for op in ops if op.name != "post_attention_layernorm"]
         self.layer_ops: tuple[TokenOp, ...] = tuple(ops)
         self.operator_counts: dict[str, int] = {op.name: op.count for op in self.layer_ops}
-        self.operator_counts["all_reduce"] = (1 if ep > 1 else 2) if tp > 1 else 0
+        # under EP or attention DP the MoE layer's own exchange replaces the MLP's all-reduce
+        self._moe_exchange = model.is_moe and (ep > 1 or dp > 1)
+        self.operator_counts["all_reduce"] = (1 if self._moe_exchange else 2) if tp > 1 else 0
         self.emb_op = TokenOp("emb", "emb", 0.0, 0.0, float(2 * h * a))
         self.final_norm_op = TokenOp("final_norm", "norm", 5.0 * h, float(h * a), float(2 * h * a))
         vocab = -(-model.vocab_size // tp)
@@ -581,6 +592,14 @@ class RooflineEstimator:
             self._ar_lines += ((ar_large[1], ar_large[0] * 1e-6),)
         self._act_row_bytes = float(h * a)  # one token's hidden state
         self.pp_link = pp_link(node, tp, pp, c)
+        # the experts' all-to-all (or DP gather and scatter): NVLink inside a node, the
+        # nodes' network when the DP x TP GPUs span nodes (wide EP)
+        self._moe_link = (self.tp_link_bw, self._ar_eff, self._ar_lat)
+        if tp * dp > node.gpus_per_node:
+            self._moe_link = (
+                node.inter_node_bandwidth_gbps * 1e9, c.p2p_inter_bw_eff,
+                c.p2p_inter_latency_us * 1e-6,
+            )  # fmt: skip
 
         # ---- attention (per layer, per GPU)
         self._kv_row = 2.0 * kv_heads * hd * kvb  # K and V of one token
@@ -614,9 +633,11 @@ class RooflineEstimator:
 
     # ---------------------------------------------------------------- token level
 
-    def _layer_token_part(self, nt: int) -> tuple[float, float, float]:
-        """(seconds incl. all-reduces, flops, bytes) of one layer's token-level ops, per GPU."""
-        hit = self._layer_cache.get(nt)
+    def _layer_token_part(self, nt: int, moe_nt: int = 0) -> tuple[float, float, float]:
+        """(seconds incl. all-reduces, flops, bytes) of one layer's token-level ops, per GPU;
+        `moe_nt`: the tokens the experts take under attention DP (0: `nt`)."""
+        key = (moe_nt << 24) | nt
+        hit = self._layer_cache.get(key)
         if hit is not None:
             return hit
         fl = 0.0
@@ -627,10 +648,10 @@ class RooflineEstimator:
             by += (op.fixed_bytes + op.bytes_per_token * m) * op.count
         t = self._layer_seconds(m)
         if self._moe is not None:
-            mt, mf, mb = self._moe_part(m)
+            mt, mf, mb = self._moe_part(m, float(moe_nt or nt))
             t, fl, by = t + mt, fl + mf, by + mb
         hit = (t, fl, by)
-        self._layer_cache[nt] = hit
+        self._layer_cache[key] = hit
         return hit
 
     def _layer_seconds(self, m: float) -> float:
@@ -641,8 +662,8 @@ class RooflineEstimator:
         t = 0.0
         for op in self.layer_ops:
             t += _token_op_time(op, m, k)
-        if self.tp > 1:  # under EP the MLP's all-reduce is the all-to-all (`_moe_part`)
-            t += (1 if self.ep > 1 else 2) * self.all_reduce_time(self._act_row_bytes * m)
+        if self.tp > 1:  # under EP or DP the MLP's all-reduce is `_moe_part`'s exchange
+            t += (1 if self._moe_exchange else 2) * self.all_reduce_time(self._act_row_bytes * m)
         return t
 
     def _mlp_ops(self, prefix: str, inter: int, matmul: Callable[..., TokenOp]) -> list[TokenOp]:
@@ -656,15 +677,16 @@ class RooflineEstimator:
             matmul(f"{prefix}_down_proj", h, inter),
         ]
 
-    def _moe_part(self, m: float) -> tuple[float, float, float]:
-        """(seconds, flops, bytes) of the routed experts of one layer on the busiest GPU,
-        averaged with the model's dense-MLP layers, plus the EP all-to-all (see
-        estimators/_moe.py)."""
+    def _moe_part(self, m: float, moe_m: float) -> tuple[float, float, float]:
+        """(seconds, flops, bytes) of the routed experts of one layer on the busiest GPU for
+        `moe_m` tokens (every DP rank's), averaged with the model's dense-MLP layers of `m`
+        tokens (this rank's), plus the EP all-to-all or, under attention DP without EP, the
+        gather and scatter of the ranks' tokens (see estimators/_moe.py)."""
         moe = self._moe
         k = self._k
-        rows = moe.rows(m)
-        groups = moe.touched(m)
-        w = self.precision.bytes
+        rows = moe.rows(moe_m)
+        groups = moe.touched(moe_m)
+        w = self.model.matmul_weight_bytes(self.precision)
         a = _ACT_BYTES
         t = fl = by = 0.0
         for _, n, kdim in moe.gemm_shapes():
@@ -677,9 +699,11 @@ class RooflineEstimator:
         act = rows * 3 * moe.width * a
         t += act * k.sec_per_byte["act"] + k.overhead["act"]
         by += act
-        t += all_to_all_seconds(
-            m, moe.top_k, moe.hidden, a, self.ep, self.tp_link_bw, self._ar_eff, self._ar_lat
-        )
+        if self.ep > 1:
+            t += all_to_all_seconds(moe_m, moe.top_k, moe.hidden, a, self.ep, *self._moe_link)
+        elif self.dp > 1:  # all-gather then reduce-scatter: one all-reduce's ring traffic
+            bw, eff, lat = self._moe_link
+            t += _ring_allreduce(moe_m * self._act_row_bytes, self.tp * self.dp, bw, eff, lat)
         share = self._moe_layer_share
         if share < 1.0:  # dense-MLP layers of the model, by their share of the layers
             dt = sum(_token_op_time(op, m, k) for op in self._dense_mlp_ops)
@@ -721,10 +745,10 @@ class RooflineEstimator:
             )
         return t
 
-    def _token_entry(self, nt: int, ns: int) -> _Entry:
+    def _token_entry(self, nt: int, ns: int, moe_nt: int = 0) -> _Entry:
         """(stage base times, pp hop, cpu overhead, flops, bytes) of the token-level part."""
         k = self._k
-        lt, lf, lb = self._layer_token_part(nt)
+        lt, lf, lb = self._layer_token_part(nt, moe_nt)
         ht, hf, hb = self._head_part(ns)
         m = float(nt)
         L = self.layers_per_stage
@@ -737,7 +761,7 @@ class RooflineEstimator:
         stages[-1] += fn_t + ht
         hop = self.send_recv_time(self._act_row_bytes * m) if self.pp > 1 else 0.0
         cpu = self._cpu_a + self._cpu_b * ns
-        tp = self.tp
+        tp = self.tp * self.dp  # every DP rank's GPUs (each priced as the busiest)
         flops = tp * (self.model.num_layers * lf + self.final_norm_op.flops_per_token * m + hf)
         nbytes = tp * (
             self.model.num_layers * lb
@@ -749,7 +773,7 @@ class RooflineEstimator:
         entry = (tuple(stages), hop, cpu, flops, nbytes)
         if len(self._cache) >= _CACHE_LIMIT:
             self._cache.clear()
-        self._cache[(nt << 24) | ns] = entry
+        self._cache[(moe_nt << 48) | (nt << 24) | ns] = entry
         return entry
 
     # ---------------------------------------------------------------- communication
@@ -811,15 +835,19 @@ class RooflineEstimator:
 
     def batch_cost(self, batch: BatchShape) -> BatchCost:
         """Cost of running `batch` through every pipeline stage once."""
+        moe_nt = 0
+        if self.dp > 1:  # the busiest attention DP rank; its experts take every rank's tokens
+            moe_nt = batch.num_tokens
+            batch = busiest_rank(batch, self.dp)
         npt = batch.num_prefill_tokens
         nd = batch.num_decodes
         nt = npt + nd
         ns = batch.num_prefills + nd
-        entry = self._cache.get((nt << 24) | ns)
+        entry = self._cache.get((moe_nt << 48) | (nt << 24) | ns)
         if entry is None:
             if nt <= 0:
                 return BatchCost((0.0,) * self.pp, 0.0, 0.0, 0.0, 0.0)
-            entry = self._token_entry(nt, ns)
+            entry = self._token_entry(nt, ns, moe_nt)
         base, hop, cpu, flops, nbytes = entry
 
         # attention: two narrow hooks (per-operator times), which backends override
@@ -842,7 +870,7 @@ class RooflineEstimator:
             cpu = self._engine_host_time(npt == 0, batch.num_prefills + nd, cpu)
         if self._overlap:  # host work of the next step runs during this GPU step
             cpu = cpu - stages[0] if cpu > stages[0] else 0.0
-        scale = self.tp * self.model.num_layers
+        scale = self.tp * self.dp * self.model.num_layers
         return BatchCost(
             stages,
             hop,
@@ -917,7 +945,7 @@ class RooflineEstimator:
                 self._act_row_bytes * m
             )
         if self._moe is not None:
-            out["moe_experts"] = self._moe_part(m)[0]
+            out["moe_experts"] = self._moe_part(m, m)[0]
         out["send_recv"] = self.send_recv_time(self._act_row_bytes * m) if self.pp > 1 else 0.0
         pre = BatchShape(
             num_prefill_tokens=batch.num_prefill_tokens,
@@ -970,7 +998,8 @@ class RooflineEstimator:
             moe = self._moe
             lines.append(
                 f"  experts: top-{moe.top_k} of {moe.num_experts}, EP={self.ep} "
-                f"({moe.local_experts:g} per GPU, {moe.width} wide), load skew {moe.skew:g}, "
+                + (f"over DP={self.dp} x TP={self.tp} GPUs " if self.dp > 1 else "")
+                + f"({moe.local_experts:g} per GPU, {moe.width} wide), load skew {moe.skew:g}, "
                 f"{m.num_moe_layers} of {m.num_layers} layers MoE"
             )
         e = self.engine

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from enum import StrEnum
+from typing import Any
+
+# fields added after stored fingerprints existed: left out of `fingerprint_fields` while unset
+_LATER_FIELDS = (
+    "kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
+    "weight_scale_block",
+)  # fmt: skip
 
 
 class Precision(StrEnum):
@@ -12,10 +19,21 @@ class Precision(StrEnum):
     BF16 = "bf16"
     FP16 = "fp16"
     FP8 = "fp8"
+    FP4 = "fp4"  # NVFP4 weights (Blackwell): 4-bit values, an FP8 scale per 16
 
     @property
-    def bytes(self) -> int:
-        return 1 if self is Precision.FP8 else 2
+    def bytes(self) -> float:
+        """Bytes of one value, scales not counted (`ModelArchitecture.matmul_weight_bytes`)."""
+        return _BYTES[self]
+
+    @property
+    def low(self) -> bool:
+        """FP8 or FP4: GEMMs run on the low-precision tensor cores."""
+        return self in (Precision.FP8, Precision.FP4)
+
+
+_BYTES = {Precision.BF16: 2, Precision.FP16: 2, Precision.FP8: 1, Precision.FP4: 0.5}
+NVFP4_BLOCK = 16  # weights per FP8 (E4M3) scale of an NVFP4 tensor
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +66,45 @@ class ModelArchitecture:
     shared_expert_intermediate_size: int = 0
     num_dense_layers: int = 0
     model_type: str = ""  # config.json's model_type (llama, qwen3, ...): which implementation
+    # multi-head latent attention (MLA, DeepSeek-V2/V3; estimators/_mla.py), 0 kv_lora_rank:
+    # standard attention. Queries come through a `q_lora_rank` latent (0: projected from the
+    # hidden state directly), keys and values through a `kv_lora_rank` latent that is what the
+    # KV cache holds, with one shared `qk_rope_head_dim` rotary key; per head, queries and keys
+    # have `qk_nope_head_dim + qk_rope_head_dim` dimensions and values `v_head_dim`.
+    kv_lora_rank: int = 0
+    q_lora_rank: int = 0
+    qk_nope_head_dim: int = 0
+    qk_rope_head_dim: int = 0
+    v_head_dim: int = 0
+    # block-scaled FP8 checkpoint (quantization_config.weight_block_size, DeepSeek-V3): weights
+    # per fp32 scale; 0: per-tensor scales, whose bytes are negligible
+    weight_scale_block: int = 0
+
+    def fingerprint_fields(self) -> dict[str, Any]:
+        """The fields that identify the architecture in stored fingerprints: all of them, less
+        the latent-attention and weight-scale ones where unset, so that models fingerprinted
+        before those fields existed keep their fingerprints, and less `model_type` (the
+        name and shapes identify the model already)."""
+        fields = asdict(self)
+        del fields["model_type"]
+        for name in _LATER_FIELDS:
+            if not fields[name]:
+                del fields[name]
+        return fields
+
+    def matmul_weight_bytes(self, precision: Precision) -> float:
+        """Bytes per matmul weight at `precision`, its scales included: a block-scaled FP8
+        checkpoint adds one fp32 scale per `weight_scale_block` weights (128 x 128 blocks:
+        4 / 16384 B a weight); NVFP4 one 1-byte scale per 16 weights (0.5 + 1/16 B a weight;
+        its per-tensor fp32 scale is negligible)."""
+        if precision is Precision.FP4:
+            return precision.bytes + 1.0 / NVFP4_BLOCK
+        scale = 4.0 / self.weight_scale_block if self.weight_scale_block else 0.0
+        return precision.bytes + (scale if precision is Precision.FP8 else 0.0)
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank > 0
 
     @property
     def head_dim(self) -> int:
@@ -75,7 +132,23 @@ class ModelArchitecture:
 
     @property
     def attention_params(self) -> int:
+        if self.is_mla:
+            return self.mla_attention_params(self.num_attention_heads, 1)
         return self.hidden_size * (self.q_size + 2 * self.kv_size) + self.q_size * self.hidden_size
+
+    def mla_attention_params(self, heads: int, latent_norms: int = 0) -> int:
+        """Matmul weights of one MLA attention layer holding `heads` heads: the query and KV
+        down-projections (shared by every head, replicated under TP), the up-projections and
+        the output projection; `latent_norms` adds the two latent RMSNorms' weights."""
+        h = self.hidden_size
+        qk = self.qk_nope_head_dim + self.qk_rope_head_dim
+        q = h * self.q_lora_rank + self.q_lora_rank * heads * qk if self.q_lora_rank else (
+            h * heads * qk
+        )
+        kv_down = h * (self.kv_lora_rank + self.qk_rope_head_dim)
+        kv_up = self.kv_lora_rank * heads * (self.qk_nope_head_dim + self.v_head_dim)
+        norms = latent_norms * (self.q_lora_rank + self.kv_lora_rank)
+        return q + kv_down + kv_up + heads * self.v_head_dim * h + norms
 
     @property
     def params_per_layer(self) -> int:
@@ -118,16 +191,25 @@ class ModelArchitecture:
         """Weights one token runs through (of a MoE model: its top-k experts)."""
         return self._params(self.num_experts_per_tok)
 
+    @property
+    def kv_elements_per_token_layer(self) -> int:
+        """KV-cache elements of one token in one layer (whole model, before TP): K and V of
+        every KV head, or of MLA the compressed latent and its rotary key, which every head
+        reads."""
+        if self.is_mla:
+            return self.kv_lora_rank + self.qk_rope_head_dim
+        return 2 * self.kv_size
+
     def kv_bytes_per_token(self, kv_bytes: int) -> int:
-        """K and V of one token over all layers, in bytes (whole model, before TP/PP)."""
-        return 2 * self.num_layers * self.kv_size * kv_bytes
+        """KV cache of one token over all layers, in bytes (whole model, before TP/PP)."""
+        return self.num_layers * self.kv_elements_per_token_layer * kv_bytes
 
 
 def resolve_kv_precision(precision: Precision, kv_precision: Precision | None) -> Precision:
     """KV-cache precision: `kv_precision` if given, else the weights' 16-bit type.
 
-    As vLLM's "auto": FP8 weights keep a 16-bit KV cache unless FP8 KV is asked for.
+    As vLLM's "auto": FP8 and FP4 weights keep a 16-bit KV cache unless FP8 KV is asked for.
     """
     if kv_precision is not None:
         return kv_precision
-    return Precision.BF16 if precision is Precision.FP8 else precision
+    return Precision.BF16 if precision.low else precision

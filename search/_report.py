@@ -65,7 +65,9 @@ def render_summary(summary: dict, prepared: PreparedDeployment, workload_info: d
     head.add_column()
     head.add_row(
         "Deployment",
-        f"{d.model.name} on {d.num_replicas} x {d.sku.name} replica(s), TP{d.tp} PP{d.pp}"
+        f"{d.model.name} on {d.num_replicas} x {d.sku.name} replica(s), "
+        + (f"DP{d.dp} x " if d.dp > 1 else "")
+        + f"TP{d.tp} PP{d.pp}"
         + (f" EP{d.ep}" if d.ep > 1 else "")
         + f", {d.precision.value}, {d.scheduler.kind.value} (batch {d.scheduler.batch_size}"
         + (f", chunk {d.scheduler.chunk_size}" if d.scheduler.kind.chunked else "")
@@ -92,7 +94,8 @@ def render_summary(summary: dict, prepared: PreparedDeployment, workload_info: d
         "Memory / GPU",
         f"weights {mem.weights_bytes / GIB:.1f} GiB, KV cache {mem.kv_bytes / GIB:.1f} GiB "
         f"({mem.kv_precision.value}) = {mem.kv_capacity_tokens:,} tokens "
-        f"({mem.num_kv_blocks:,} blocks of {d.block_size})",
+        f"({mem.num_kv_blocks:,} blocks of {d.block_size})"
+        + (f" per DP rank, {d.dp} ranks" if d.dp > 1 else ""),
     )
     head.add_row(
         "Workload",

@@ -58,7 +58,8 @@ class SimulateSpec(BaseModel):
     catalog: list[str] = Field(default_factory=list)
     tp: PositiveInt = 1
     pp: PositiveInt = 1
-    ep: PositiveInt = 1  # expert parallelism of a mixture-of-experts model (divides tp)
+    ep: PositiveInt = 1  # expert parallelism of a mixture-of-experts model (divides dp x tp)
+    dp: PositiveInt = 1  # attention data parallelism of a mixture-of-experts model
     replicas: Replicas = 1
     # the serving engine (NAME[@VERSION]); its profile sets the defaults of the scheduler,
     # its limits, the memory fraction and the KV precision, which explicit options override
@@ -152,6 +153,7 @@ class SimulateSpec(BaseModel):
             speculative=self.speculative.config() if self.speculative is not None else None,
             decode=self._decode_spec(catalog),
             ep=self.ep,
+            dp=self.dp,
         )
 
     def _decode_spec(self, catalog) -> DecodeSpec | None:
@@ -174,6 +176,7 @@ class SimulateSpec(BaseModel):
             batch_size=self.batch_size,
             chunk_size=self.chunk_size,
             max_tokens=self.max_tokens,
+            dp=self.dp,
         )
 
 

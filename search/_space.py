@@ -6,7 +6,14 @@ import itertools
 import math
 from dataclasses import asdict, dataclass
 
-from estimators import DoesNotFitError, EngineProfile, ParallelismError, Precision, load_engine
+from estimators import (
+    DoesNotFitError,
+    EngineProfile,
+    ParallelismError,
+    Precision,
+    PrecisionError,
+    load_engine,
+)
 from search._pool_space import (
     AGGREGATED,
     DISAGGREGATED,
@@ -72,6 +79,7 @@ class ConfigPoint:
     max_tokens: int | None = None
     engine: str = VIDUR  # the engine profile's key (name@version)
     ep: int = 1  # expert parallelism of a mixture-of-experts model
+    dp: int = 1  # attention data parallelism of a mixture-of-experts model
     decode: DecodePoint | None = None  # disaggregated: the decode pool
 
     @property
@@ -80,13 +88,13 @@ class ConfigPoint:
 
     @property
     def gpus_per_replica(self) -> int:
-        return self.tp * self.pp
+        return self.tp * self.pp * self.dp
 
     @property
     def num_gpus(self) -> int:
         """GPUs of the whole deployment, both pools when disaggregated."""
         decode = self.decode.num_gpus if self.decode is not None else 0
-        return self.tp * self.pp * self.replicas + decode
+        return self.gpus_per_replica * self.replicas + decode
 
     def cost_per_hour(self, catalog: Catalog) -> float:
         """Dollars per hour of every GPU of the deployment, each pool at its SKU's price."""
@@ -94,7 +102,10 @@ class ConfigPoint:
 
     def label(self) -> str:
         parts = ["prefill"] if self.decode is not None else []
-        parts += [self.sku, f"TP{self.tp}", f"PP{self.pp}"]
+        parts.append(self.sku)
+        if self.dp > 1:
+            parts.append(f"DP{self.dp}")
+        parts += [f"TP{self.tp}", f"PP{self.pp}"]
         if self.ep > 1:
             parts.append(f"EP{self.ep}")
         if self.replicas > 1:
@@ -113,14 +124,16 @@ class ConfigPoint:
         return " ".join(parts)
 
     def as_dict(self) -> dict:
-        """The point's fields; `engine` left out under vidur, `ep` at 1 and `decode` when
-        aggregated, so configurations stored before engine profiles (all simulated as
-        vidur), expert parallelism and disaggregated pools keep their fingerprints."""
+        """The point's fields; `engine` left out under vidur, `ep` and `dp` at 1 and `decode`
+        when aggregated, so configurations stored before engine profiles (all simulated as
+        vidur), expert and attention data parallelism and disaggregated pools keep their
+        fingerprints."""
         data = asdict(self)
         if self.engine == VIDUR:
             del data["engine"]
-        if self.ep == 1:
-            del data["ep"]
+        for name in ("ep", "dp"):
+            if data[name] == 1:
+                del data[name]
         if self.decode is None:
             del data["decode"]
         return data
@@ -149,6 +162,7 @@ class ConfigPoint:
                 batch_size=self.batch_size,
                 chunk_size=self.chunk_size or DEFAULT_CHUNK_SIZE,
                 max_tokens=self.max_tokens,
+                dp=self.dp,
             ),
             precision=Precision(self.precision),
             block_size=spec.block_size,
@@ -163,6 +177,7 @@ class ConfigPoint:
             speculative=spec.speculative.config() if spec.speculative is not None else None,
             decode=self._decode_spec(spec, engine),
             ep=self.ep,
+            dp=self.dp,
         )
 
     def _decode_spec(self, spec: SearchSpec, engine: EngineProfile) -> DecodeSpec | None:
@@ -199,19 +214,22 @@ def engine_schedulers(
 
 
 def scheduler_values(
-    kind: SchedulerKind, sched: SchedulerSpace, engine: EngineProfile, sku, tp: int
+    kind: SchedulerKind, sched: SchedulerSpace, engine: EngineProfile, sku, tp: int, dp: int = 1
 ) -> tuple[list[int], list[int | None], list[int | None]]:
     """(batch sizes, chunk sizes, token limits) of one scheduler's axes; what the space leaves
-    out takes the engine's limits (under vidur: batch 128, chunk 512, vLLM's 4096 tokens)."""
+    out takes the engine's limits (under vidur: batch 128, chunk 512, vLLM's 4096 tokens),
+    `dp` times them under attention data parallelism (each rank the engine's own)."""
     limits = engine.limits(sku, tp)
     vidur = engine.is_vidur
-    batches = list(sched.batch_size or [limits.batch_cap])
+    batches = list(sched.batch_size or [limits.batch_cap * dp])
     if kind.chunked:
         chunks: list[int | None] = list(
-            sched.chunk_size or [DEFAULT_CHUNK_SIZE if vidur else limits.token_budget]
+            sched.chunk_size or [DEFAULT_CHUNK_SIZE if vidur else limits.token_budget * dp]
         )
         return batches, chunks, [None]
-    default_tokens = None if vidur or kind is SchedulerKind.STATIC else limits.token_budget
+    default_tokens = (
+        None if vidur or kind is SchedulerKind.STATIC else limits.token_budget * dp
+    )
     return batches, [None], list(sched.max_tokens or [default_tokens])
 
 
@@ -221,11 +239,13 @@ def expand_space(spec: SearchSpec) -> list[ConfigPoint]:
     space = spec.space
     points: list[ConfigPoint] = []
     if AGGREGATED in space.mode:
-        for sku, tp, pp, ep, replicas, precision, engine_key in itertools.product(
-            spec.skus, space.tp, space.pp, space.ep, space.replicas, space.precision,
-            spec.engine_keys,
+        for sku, tp, pp, ep, dp, replicas, precision, engine_key in itertools.product(
+            spec.skus, space.tp, space.pp, space.ep, space.dp, space.replicas,
+            space.precision, spec.engine_keys,
         ):  # fmt: skip
-            points += _scheduler_points(spec, sku, tp, pp, replicas, precision, engine_key, ep)
+            points += _scheduler_points(
+                spec, sku, tp, pp, replicas, precision, engine_key, ep, dp
+            )
     pools = space.pools(spec.skus)
     if pools is not None:
         prefill, decode = pools
@@ -236,25 +256,25 @@ def expand_space(spec: SearchSpec) -> list[ConfigPoint]:
         ):  # fmt: skip
             for pool in _decode_points(spec, decode, load_engine(engine_key), link):
                 points += _scheduler_points(
-                    spec, sku, tp, pp, replicas, precision, engine_key, 1, pool
+                    spec, sku, tp, pp, replicas, precision, engine_key, 1, 1, pool
                 )
     return list(dict.fromkeys(points))  # drop duplicates (e.g. a SKU named twice)
 
 
 def _scheduler_points(
     spec: SearchSpec, sku: str, tp: int, pp: int, replicas: int, precision: Precision,
-    engine_key: str, ep: int, decode: DecodePoint | None = None,
+    engine_key: str, ep: int, dp: int, decode: DecodePoint | None = None,
 ) -> list[ConfigPoint]:  # fmt: skip
     """The points of one deployment shape, one per scheduler setting of its engine."""
     sku_rec = spec.sku_catalog.get(sku)
     engine = load_engine(engine_key)
     points = []
     for kind, sched in engine_schedulers(spec, engine).items():
-        batches, chunks, max_tokens = scheduler_values(kind, sched, engine, sku_rec, tp)
+        batches, chunks, max_tokens = scheduler_values(kind, sched, engine, sku_rec, tp, dp)
         for batch, chunk, tokens in itertools.product(batches, chunks, max_tokens):
             point = ConfigPoint(
                 sku_rec.id, tp, pp, replicas, precision.value, kind.value, batch, chunk, tokens,
-                engine.key, ep, decode,
+                engine.key, ep, dp, decode,
             )  # fmt: skip
             points.append(point)
     return points
@@ -275,11 +295,23 @@ def _decode_points(
 def fingerprint(spec_fingerprint: str, point: ConfigPoint, spec: SearchSpec) -> str:
     """sha256 of the configuration, the SKU records it runs on (the decode pool's too) and
     the spec's fingerprint."""
-    sku = spec.sku_catalog.get(point.sku)
-    decisive = {"spec": spec_fingerprint, "point": point.as_dict(), "sku": asdict(sku)}
+    decisive = {
+        "spec": spec_fingerprint,
+        "point": point.as_dict(),
+        "sku": _sku_record(point.sku, point, spec),
+    }
     if point.decode is not None:
-        decisive["decode_sku"] = asdict(spec.sku_catalog.get(point.decode.sku))
+        decisive["decode_sku"] = _sku_record(point.decode.sku, point, spec)
     return sha256_json(decisive)
+
+
+def _sku_record(sku_id: str, point: ConfigPoint, spec: SearchSpec) -> dict:
+    """A SKU's catalog record as fingerprints hold it: its FP4 peak only under FP4 (the
+    only precision that reads it), so that other configurations keep their fingerprints."""
+    sku = asdict(spec.sku_catalog.get(sku_id))
+    if point.precision != Precision.FP4.value:
+        del sku["fp4_tflops"]
+    return sku
 
 
 def check(point: ConfigPoint, spec: SearchSpec) -> tuple[str | None, PreparedDeployment | None]:
@@ -300,6 +332,8 @@ def check(point: ConfigPoint, spec: SearchSpec) -> tuple[str | None, PreparedDep
         )
     try:
         return None, prepare(point.deployment(spec))
+    except PrecisionError as exc:
+        return f"precision: {exc}", None
     except ParallelismError as exc:
         return f"parallelism: {exc}", None
     except DoesNotFitError as exc:
@@ -311,7 +345,8 @@ def check(point: ConfigPoint, spec: SearchSpec) -> tuple[str | None, PreparedDep
 
 
 def _gpu_split(point: ConfigPoint) -> str:
-    own = f"TP{point.tp} x PP{point.pp} x {point.replicas} replicas"
+    dp = f"DP{point.dp} x " if point.dp > 1 else ""
+    own = f"{dp}TP{point.tp} x PP{point.pp} x {point.replicas} replicas"
     if point.decode is None:
         return own
     d = point.decode

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict
 from functools import cached_property
 from pathlib import Path
 from typing import Literal
@@ -97,7 +96,14 @@ class SpaceSpec(_Strict):
     ep: list[PositiveInt] = Field(
         default_factory=lambda: [1], min_length=1,
         description="Expert-parallel degrees of a mixture-of-experts model (EP divides the "
-        "experts and TP: each of the TP GPUs holds experts/EP experts); 1 for dense models.",
+        "experts and DP x TP: each of the DP x TP GPUs holds experts/EP experts); 1 for dense "
+        "models.",
+    )  # fmt: skip
+    dp: list[PositiveInt] = Field(
+        default_factory=lambda: [1], min_length=1,
+        description="Attention data-parallel degrees of a mixture-of-experts model: DP "
+        "attention groups of TP GPUs per replica, each with its own requests and KV cache, "
+        "sharing the experts (DP x TP x PP GPUs a replica); 1 for dense models.",
     )  # fmt: skip
     replicas: list[Replicas] = Field(
         default_factory=lambda: [1], min_length=1,
@@ -105,7 +111,8 @@ class SpaceSpec(_Strict):
     )  # fmt: skip
     precision: list[Precision] = Field(
         default_factory=lambda: [Precision.BF16], min_length=1,
-        description="Weight precisions to try (bf16, fp16, fp8).",
+        description="Weight precisions to try (bf16, fp16, fp8; fp4: NVFP4 on GPUs with FP4 "
+        "tensor cores).",
     )  # fmt: skip
     engines: list[str] | None = Field(
         default=None, min_length=1,
@@ -175,7 +182,7 @@ class SpaceSpec(_Strict):
         if AGGREGATED in self.mode:
             parts.append(_product({
                 "skus": num_skus, "tp": len(self.tp), "pp": len(self.pp), "ep": len(self.ep),
-                "replicas": len(self.replicas), **common,
+                "dp": len(self.dp), "replicas": len(self.replicas), **common,
             }))  # fmt: skip
         pools = self.pools([""] * num_skus)  # counted: the SKUs' names do not matter
         if pools is not None:
@@ -542,7 +549,7 @@ class SearchSpec(_Strict):
         if not self.workload.is_builtin:
             workload["source"] = f"sha256:{file_sha256(Path(self.workload.source))}"
         decisive = {
-            "model": asdict(self.model_architecture),
+            "model": self.model_architecture.fingerprint_fields(),
             "workload": workload,
             "slo": self.slo.model_dump(mode="json"),
             "capacity": self.capacity.model_dump(mode="json"),

@@ -59,9 +59,10 @@ def suggest(trial: optuna.Trial, spec: SearchSpec) -> ConfigPoint:
     sku = trial.suggest_categorical(f"{prefix}sku", [catalog.get(s).id for s in skus])
     tp = trial.suggest_categorical(f"{prefix}tp", list(tps))
     pp = trial.suggest_categorical(f"{prefix}pp", list(pps))
-    ep = 1
+    ep = dp = 1
     if pools is None:
         ep = trial.suggest_categorical("ep", space.ep) if len(space.ep) > 1 else space.ep[0]
+        dp = trial.suggest_categorical("dp", space.dp) if len(space.dp) > 1 else space.dp[0]
     replicas = trial.suggest_categorical(f"{prefix}replicas", list(replica_counts))
     precision = trial.suggest_categorical("precision", [p.value for p in space.precision])
     keys = spec.engine_keys
@@ -71,7 +72,9 @@ def suggest(trial: optuna.Trial, spec: SearchSpec) -> ConfigPoint:
     # an engine's own policy (no `schedulers` in the space) is not a choice of the trial
     scheduler = trial.suggest_categorical("scheduler", kinds) if space.schedulers else kinds[0]
     kind = SchedulerKind(scheduler)
-    batches, chunks, limits = scheduler_values(kind, schedulers[kind], engine, catalog.get(sku), tp)
+    batches, chunks, limits = scheduler_values(
+        kind, schedulers[kind], engine, catalog.get(sku), tp, dp
+    )
     knobs = schedulers[kind]
 
     def pick(name: str, given: list | None, values: list):
@@ -86,7 +89,8 @@ def suggest(trial: optuna.Trial, spec: SearchSpec) -> ConfigPoint:
         tokens = pick("max_tokens", knobs.max_tokens, limits)
     decode = None if pools is None else _suggest_decode(trial, spec, pools[1], engine)
     return ConfigPoint(
-        sku, tp, pp, replicas, precision, scheduler, batch, chunk, tokens, engine.key, ep, decode
+        sku, tp, pp, replicas, precision, scheduler, batch, chunk, tokens, engine.key, ep, dp,
+        decode,
     )
 
 
@@ -120,9 +124,10 @@ def params_of(point: ConfigPoint) -> dict:
         "engine": point.engine,
         f"{point.scheduler}.batch_size": point.batch_size,
     }
-    # always: a trial enqueued without "ep" would have the sampler pick one, and the grid
-    # would ask for an EP > 1 configuration in place of this EP 1 one (left pending)
+    # always: a trial enqueued without "ep" (or "dp") would have the sampler pick one, and the
+    # grid would ask for an EP > 1 configuration in place of this EP 1 one (left pending)
     params["ep"] = point.ep
+    params["dp"] = point.dp
     if point.chunk_size is not None:
         params[f"{point.scheduler}.chunk_size"] = point.chunk_size
     if point.max_tokens is not None:

@@ -287,8 +287,17 @@ def _choice(enum_values: list[str]) -> click.Choice:
     type=int,
     default=1,
     show_default=True,
-    help="Expert-parallel degree of a mixture-of-experts model: the TP GPUs hold experts/EP "
-    "experts each (EP divides the experts and TP).",
+    help="Expert-parallel degree of a mixture-of-experts model: the DP x TP GPUs hold "
+    "experts/EP experts each (EP divides the experts and DP x TP).",
+)
+@click.option(
+    "--dp",
+    type=int,
+    default=1,
+    show_default=True,
+    help="Attention data-parallel degree of a mixture-of-experts model: DP attention groups of "
+    "TP GPUs per replica, each with its own requests and KV cache, sharing the experts "
+    "(DP x TP x PP GPUs per replica; batch cap and token budget split over the DP ranks).",
 )
 @click.option(
     "--pp",
@@ -352,10 +361,11 @@ def _choice(enum_values: list[str]) -> click.Choice:
 )
 @click.option(
     "--precision",
-    type=_choice(["bf16", "fp16", "fp8"]),
+    type=_choice(["bf16", "fp16", "fp8", "fp4"]),
     default="bf16",
     show_default=True,
-    help="Weight (and compute) precision.",
+    help="Weight (and compute) precision; fp4 is NVFP4 on GPUs with FP4 tensor cores "
+    "(Blackwell).",
 )
 @click.option(
     "--kv-precision",

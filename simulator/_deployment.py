@@ -95,8 +95,14 @@ class Deployment:
     # disaggregated serving: the decode pool (the fields above are then the prefill pool's)
     decode: DecodeSpec | None = None
     # expert parallelism of a mixture-of-experts model: experts sharded over `ep` of the
-    # replica's `tp` GPUs (estimators/_moe.py); 1 for dense models
+    # replica's `dp` x `tp` GPUs (estimators/_moe.py); 1 for dense models
     ep: int = 1
+    # attention data parallelism of a mixture-of-experts model: `dp` attention groups of `tp`
+    # GPUs per replica, each with its own requests and KV cache, sharing the experts; the
+    # iteration lasts as long as the busiest rank (estimators/_attention_dp.py). The
+    # scheduler's batch cap and token budget are the replica's, split evenly over the ranks
+    # (`engine_scheduler` gives each rank the engine's own limits)
+    dp: int = 1
 
     @property
     def engine_key(self) -> str:
@@ -110,7 +116,7 @@ class Deployment:
 
     @property
     def gpus_per_replica(self) -> int:
-        return self.tp * self.pp
+        return self.tp * self.pp * self.dp
 
     @property
     def num_gpus(self) -> int:
@@ -126,9 +132,10 @@ class Deployment:
         return own
 
     def max_batched_tokens(self) -> int:
-        """Most tokens one iteration can hold: sizes the activation reserve."""
+        """Most tokens one iteration of one (DP rank's) forward pass can hold: sizes the
+        activation reserve."""
         budget = self.scheduler.token_budget()
-        return budget if budget is not None else UNBOUNDED_BATCH_TOKENS
+        return -(-budget // self.dp) if budget is not None else UNBOUNDED_BATCH_TOKENS
 
 
 def engine_scheduler(
@@ -140,6 +147,7 @@ def engine_scheduler(
     batch_size: int | None = None,
     chunk_size: int | None = None,
     max_tokens: int | None = None,
+    dp: int = 1,
 ) -> SchedulerConfig:
     """The engine's default batching policy and limits on `sku`, with explicit overrides.
 
@@ -149,13 +157,15 @@ def engine_scheduler(
     batch size, and its KV admission rule whether a request reserves its whole length up front.
     A `kind` other than the engine's keeps the engine's limits and admission rule.  Under vidur the
     defaults are llmcap's historical ones (Sarathi chunk 512, batch 128, vLLM 4096 tokens).
+    Under attention data parallelism (`dp` > 1) the defaults are `dp` times the engine's,
+    each DP rank running the engine's own limits; explicit values are the replica's.
     """
     limits = engine.limits(sku, tp)
     kind = SchedulerKind(kind or engine.scheduler)
-    budget = limits.token_budget
+    budget = limits.token_budget * dp
     return SchedulerConfig(
         kind,
-        batch_size=batch_size or limits.batch_cap,
+        batch_size=batch_size or limits.batch_cap * dp,
         chunk_size=chunk_size or (budget if kind.chunked else DEFAULT_CHUNK_SIZE),
         max_tokens=max_tokens
         or (
@@ -201,7 +211,7 @@ def prepare(deployment: Deployment) -> PreparedDeployment:
     naming the values and what is allowed.
     """
     d = deployment
-    validate_parallelism(d.model, d.tp, d.pp, d.sku, ep=d.ep)
+    validate_parallelism(d.model, d.tp, d.pp, d.sku, ep=d.ep, dp=d.dp)
     memory = check_fits(
         d.model,
         d.sku,
@@ -214,6 +224,7 @@ def prepare(deployment: Deployment) -> PreparedDeployment:
         max_num_batched_tokens=d.max_batched_tokens(),
         engine=d.engine,
         ep=d.ep,
+        dp=d.dp,
     )
     estimator = make_estimator(
         d.estimator,
@@ -226,13 +237,14 @@ def prepare(deployment: Deployment) -> PreparedDeployment:
         engine=d.engine,
         op_tables=d.op_tables,
         ep=d.ep,
+        dp=d.dp,
     )
     if d.speculative is not None:
         estimator = _speculative(d, estimator)
     cluster = ClusterConfig(
         num_replicas=d.num_replicas,
         pp=d.pp,
-        num_kv_blocks=memory.num_kv_blocks,
+        num_kv_blocks=memory.num_kv_blocks * d.dp,  # each DP rank its own KV cache
         block_size=d.block_size,
         global_scheduler=d.global_scheduler,
         prefix_cache=d.prefix_cache,
@@ -240,7 +252,9 @@ def prepare(deployment: Deployment) -> PreparedDeployment:
     )
     hardware = Hardware(
         gpus_per_replica=d.gpus_per_replica,
-        peak_flops=d.sku.peak_flops(fp8=d.precision is Precision.FP8),
+        peak_flops=d.sku.peak_flops(
+            fp8=d.precision is Precision.FP8, fp4=d.precision is Precision.FP4
+        ),
         memory_bandwidth=d.sku.memory_bandwidth_bytes,
     )
     prepared = PreparedDeployment(d, memory, estimator, cluster, hardware)
@@ -279,7 +293,9 @@ def _decode_pool(d: Deployment, prefill_memory: MemoryPlan) -> tuple[DecodePool,
     )  # fmt: skip
     hardware = Hardware(
         gpus_per_replica=pool.tp,
-        peak_flops=pool.sku.peak_flops(fp8=d.precision is Precision.FP8),
+        peak_flops=pool.sku.peak_flops(
+            fp8=d.precision is Precision.FP8, fp4=d.precision is Precision.FP4
+        ),
         memory_bandwidth=pool.sku.memory_bandwidth_bytes,
     )
     seconds_per_token = prefill_memory.kv_bytes_per_token / (link * 1e9)

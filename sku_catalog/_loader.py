@@ -43,7 +43,8 @@ BUILTIN_CATALOG_FILE = "gpus.yaml"  # inside the package folder sku_catalog/data
 
 _ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._+-]*$")
 
-# Fields a new SKU must define (fp8_tflops and architecture have defaults: null and "").
+# Fields a new SKU must define (fp8_tflops, fp4_tflops and architecture have defaults: null,
+# null and "").
 _REQUIRED_FIELDS: tuple[str, ...] = (
     "name",
     "memory_gb",
@@ -55,7 +56,7 @@ _REQUIRED_FIELDS: tuple[str, ...] = (
     "price_date",
     "power_w",
 )
-_OPTIONAL_DEFAULTS: dict[str, Any] = {"fp8_tflops": None, "architecture": ""}
+_OPTIONAL_DEFAULTS: dict[str, Any] = {"fp8_tflops": None, "fp4_tflops": None, "architecture": ""}
 
 _PositiveFloat = Annotated[float, Field(strict=True, gt=0)]
 _PositiveInt = Annotated[int, Field(strict=True, ge=1)]
@@ -111,6 +112,7 @@ class _SkuFields(BaseModel):
     memory_bandwidth_tbps: _PositiveFloat | None = None
     fp16_tflops: _PositiveFloat | None = None
     fp8_tflops: _PositiveFloat | None = None
+    fp4_tflops: _PositiveFloat | None = None
     power_w: _PositiveFloat | None = None
     nodes: Annotated[list[_NodeShapeModel], Field(min_length=1)] | None = None
     price_per_gpu_hour: _PositiveFloat | None = None
@@ -293,6 +295,7 @@ def _to_sku(sku_id: str, fields: Mapping[str, Any]) -> GpuSku:
         for n in fields["nodes"]
     )
     fp8 = fields.get("fp8_tflops")
+    fp4 = fields.get("fp4_tflops")
     return GpuSku(
         id=sku_id,
         name=str(fields["name"]),
@@ -306,6 +309,7 @@ def _to_sku(sku_id: str, fields: Mapping[str, Any]) -> GpuSku:
         price_date=str(fields["price_date"]),
         power_w=float(fields["power_w"]),
         architecture=str(fields.get("architecture") or ""),
+        fp4_tflops=None if fp4 is None else float(fp4),
     )
 
 

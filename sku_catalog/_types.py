@@ -40,6 +40,7 @@ class GpuSku:
     price_date: str  # ISO date the price was read
     power_w: float  # board power (TDP), W
     architecture: str = ""  # e.g. "ampere", "hopper"
+    fp4_tflops: float | None = None  # dense FP4 (NVFP4) tensor-core peak, None: no FP4
 
     @property
     def memory_bytes(self) -> float:
@@ -53,8 +54,11 @@ class GpuSku:
     def default_node(self) -> NodeShape:
         return self.nodes[0]
 
-    def peak_flops(self, fp8: bool = False) -> float:
+    def peak_flops(self, fp8: bool = False, fp4: bool = False) -> float:
         """Dense tensor-core peak in FLOP/s for the compute precision."""
-        if fp8 and self.fp8_tflops is not None:
+        if fp4 and self.fp4_tflops is not None:
+            return self.fp4_tflops * 1e12
+        if (fp8 or fp4) and self.fp8_tflops is not None:
             return self.fp8_tflops * 1e12
         return self.fp16_tflops * 1e12
+

@@ -73,7 +73,15 @@ def _estimate(point: ValidationPoint) -> AicEstimate:
         tp_size=point.tp,
         pp_size=point.pp,
         gemm_quant_mode=common.GEMMQuantMode[gemm] if gemm else None,
-        **({"moe_tp_size": point.tp // point.ep, "moe_ep_size": point.ep} if point.moe else {}),
+        **(
+            {
+                "moe_tp_size": point.tp * point.dp // point.ep,
+                "moe_ep_size": point.ep,
+                "attention_dp_size": point.dp,
+            }
+            if point.moe
+            else {}
+        ),
     )
     model = get_model(_model_path(point.model_path), model_config, point.engine)
     backend = get_backend(point.engine)

@@ -29,9 +29,9 @@ The two campaigns in the file differ in their prompt and output lengths (`source
 - `aic-collection`, NVIDIA's own runs: the listed lengths, fixed.
 
 Only the points llmcap can represent are kept: aggregated mode, a model the catalog knows
-(dense, or a mixture of experts whose MoE TP x EP spans the attention TP: no attention data
-parallelism), a GPU the catalog knows, 16-bit or FP8 weights, a recorded concurrency.  Every other
-row is counted under the reason it was skipped.
+(dense, or a mixture of experts whose MoE TP x EP spans its attention DP x TP GPUs), a GPU the
+catalog knows, attention TP inside one node, 16-bit or FP8 weights, a recorded concurrency.
+Every other row is counted under the reason it was skipped.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ from importlib import resources
 from typing import Any
 
 from estimators import Precision, load_model
+from sku_catalog import load_catalog
 
 PACKAGE = "aiconfigurator_core"
 RESOURCE = ("systems", "silicon_sample.csv")
@@ -68,6 +69,8 @@ GEMM_TO_PRECISION: dict[str, Precision] = {
     "fp8": Precision.FP8,
     "fp8_block": Precision.FP8,
 }
+# modelled (--precision fp4) but not scored yet: the validation targets are the FP8 points
+_UNSCORED_PRECISIONS = {"nvfp4": "NVFP4 weights (modelled, not scored yet)"}
 
 ENGINES = ("vllm", "sglang", "trtllm")
 
@@ -106,6 +109,7 @@ class ValidationPoint:
     source: str = ""
     ep: int = 1  # expert parallelism (moe_ep_size) of a mixture-of-experts model
     moe: bool = False  # the model is a mixture of experts
+    dp: int = 1  # attention data parallelism (attention_dp_size) of a mixture of experts
     # the client's length spread: each request's prompt and output lengths are drawn
     # uniformly from [int(length_ratio x isl), isl] and [int(length_ratio x osl), osl]
     # (1: fixed lengths); see the module docstring
@@ -134,7 +138,7 @@ def kv_precision_for(engine: str, precision: Precision) -> Precision:
     TensorRT-LLM serves FP8 (ModelOpt) checkpoints with an FP8 KV cache; vLLM and SGLang
     keep a 16-bit KV cache unless told otherwise (`--kv-cache-dtype`).
     """
-    if precision is Precision.FP8:
+    if precision.low:  # FP8 or NVFP4 weights
         return Precision.FP8 if engine == "trtllm" else Precision.BF16
     return precision
 
@@ -224,10 +228,10 @@ def _map_row(row: dict[str, str], where: str, line: int) -> ValidationPoint | st
     gemm = (row["gemm_quant_mode"] or "").strip()
     precision = GEMM_TO_PRECISION.get(gemm)
     if precision is None:
-        return f"weight precision not modelled ({gemm})"
+        return _UNSCORED_PRECISIONS.get(gemm, f"weight precision not modelled ({gemm})")
     found_model = _catalog_model(row["model_path"])
     if found_model is None:
-        return "model not in the catalog (MLA, other MoE or unknown)"
+        return "model not in the catalog (unknown architecture)"
     model, moe = found_model
     found = _CONCURRENCY.search(row["silicon_data_source"] or "")
     if found is None:
@@ -235,14 +239,17 @@ def _map_row(row: dict[str, str], where: str, line: int) -> ValidationPoint | st
     tp = _int(row, "tp_size", where, line)
     pp = _int(row, "pp_size", where, line)
     dp = _int(row, "attention_dp_size", where, line, default=1)
-    if dp > 1:
-        return "attention data parallelism"
+    if dp > 1 and not moe:
+        return "attention data parallelism of a dense model"
+    node = max(n.gpus_per_node for n in load_catalog().get(sku).nodes)
+    if tp > node:
+        return f"TP beyond one node (tp_size > {node} GPUs)"
     ep = 1
     if moe:
         ep = _int(row, "moe_ep_size", where, line, default=1)
         moe_tp = _int(row, "moe_tp_size", where, line, default=1)
-        if ep * moe_tp != tp:
-            return "MoE TP x EP differs from TP (attention DP)"
+        if ep * moe_tp != tp * dp:
+            return "MoE TP x EP differs from attention DP x TP"
     isl = _int(row, "isl", where, line)
     osl = _int(row, "osl", where, line)
     ttft = _float(row, "silicon_ttft_ms", where, line)
@@ -271,6 +278,7 @@ def _map_row(row: dict[str, str], where: str, line: int) -> ValidationPoint | st
         moe=moe,
         length_ratio=LENGTH_RATIO[source],
         **_server_options(source, engine, isl, osl, tp),
+        dp=dp,
     )
 
 

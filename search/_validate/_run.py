@@ -123,10 +123,11 @@ def deployment_for(
             kv_precision=point.kv_precision,
             engine=engine,
             ep=point.ep,
+            dp=point.dp,
         )
     model = load_model(point.model)
     d = engine_deployment(engine, sku, model, point.tp, point.pp, point.precision,
-                          max_batch=point.concurrency)  # fmt: skip
+                          max_batch=point.concurrency, dp=point.dp)  # fmt: skip
     if point.batch_wait_iters or point.batch_wait_token_ratio:  # the server's own options
         scheduler = replace(
             d.scheduler,
@@ -145,10 +146,11 @@ def engine_deployment(
     pp: int,
     precision: Precision,
     max_batch: int | None,
+    dp: int = 1,
 ) -> Deployment:
-    """The engine's own policy and limits, the batch capped at `max_batch` (a benchmark
-    client never has more requests in flight)."""
-    scheduler = engine_scheduler(engine, sku, tp)
+    """The engine's own policy and limits (each attention DP rank's), the batch capped at
+    `max_batch` (a benchmark client never has more requests in flight)."""
+    scheduler = engine_scheduler(engine, sku, tp, dp=dp)
     if max_batch is not None:
         scheduler = replace(scheduler, batch_size=min(scheduler.batch_size, max_batch))
     return Deployment(
@@ -159,6 +161,7 @@ def engine_deployment(
         scheduler=scheduler,
         precision=precision,
         engine=engine,  # its KV precision, memory fraction and reserves
+        dp=dp,
     )
 
 
@@ -209,6 +212,7 @@ def _simulate_point(
                     engine_version=point.engine_version,
                     op_tables=op_tables,
                     ep=d.ep,
+                    dp=d.dp,
                 )
     except ValueError as exc:  # DoesNotFitError, ParallelismError
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__

@@ -321,7 +321,8 @@ def test_gated_mlp_needs_intermediate_size(tmp_path: Path) -> None:
         ({"num_key_value_heads": 5}, "not a multiple"),
         ({"hidden_size": 4100}, "not a multiple"),
         ({"num_local_experts": 8}, "no num_experts_per_tok"),
-        ({"model_type": "deepseek_v3"}, "'deepseek_v3' is not priced"),
+        ({"model_type": "deepseek_v3"}, "'deepseek_v3' uses multi-head latent .* no kv_lora_rank"),
+            ({"model_type": "mamba"}, "'mamba' is not priced"),
     ],
 )
 def test_invalid_values_are_named(tmp_path: Path, change: dict[str, Any], expected: str) -> None:

@@ -73,8 +73,10 @@ def test_dense_layers_and_shared_experts_from_each_config_spelling(tmp_path):
 
 
 def test_models_the_estimator_cannot_price_name_the_field(tmp_path):
-    with pytest.raises(ModelConfigError, match="kv_lora_rank=512: multi-head latent"):
+    with pytest.raises(ModelConfigError, match=r"kv_lora_rank=512 .* but no qk_nope_head_dim"):
         load_model(_write(tmp_path, model_type="deepseek_v3", kv_lora_rank=512))
+    with pytest.raises(ModelConfigError, match="model_type 'jamba' is not priced"):
+        load_model(_write(tmp_path, model_type="jamba"))
     with pytest.raises(ModelConfigError, match="num_experts_per_tok"):
         load_model(_write(tmp_path, num_experts_per_tok=None))
     with pytest.raises(ModelConfigError, match="num_experts_per_tok=32 exceeds num_experts=16"):
@@ -114,8 +116,8 @@ def test_all_to_all_scales_with_bytes_and_vanishes_without_ep():
 def test_moe_decode_reads_only_touched_experts(h200):
     qwen = load_model("Qwen3-30B-A3B")
     est = RooflineEstimator(qwen, h200, tp=1)
-    one = est._moe_part(1.0)
-    full = est._moe_part(1024.0)
+    one = est._moe_part(1.0, 1.0)
+    full = est._moe_part(1024.0, 1024.0)
     expert = 3 * 2048 * 768 * 2  # bytes of one expert's weights
     assert one[2] == pytest.approx(8 * expert, rel=0.01)  # 8 experts read
     assert full[2] > 127 * expert  # all 128 read
@@ -201,16 +203,20 @@ def test_silicon_moe_points_are_kept_only_when_asked_and_carry_their_ep():
         "silicon_ttft_ms": "100", "silicon_tpot_ms": "10",
     }  # fmt: skip
     dense = {**base, "model_path": "meta-llama/Llama-3.1-70B", "moe_ep_size": ""}
-    mismatch = {**base, "moe_tp_size": "2"}  # 2 x 8 != 8: attention DP
+    mismatch = {**base, "moe_tp_size": "2"}  # 2 x 8 != 8 x 1
+    dp8 = {**base, "tp_size": "1", "attention_dp_size": "8"}  # 1 x 8 == 1 x 8
+    wide_tp = {**base, "tp_size": "64", "moe_tp_size": "8"}
     assert select_points([base, dense]).skipped == {
         "mixture-of-experts model (not in --models dense)": 1
     }
-    moe = select_points([base, dense, mismatch], models="moe")
-    [point] = moe.points
-    assert (point.moe, point.ep, point.tp) == (True, 8, 8)
+    moe = select_points([base, dense, mismatch, dp8, wide_tp], models="moe")
+    point, dp_point = moe.points
+    assert (point.moe, point.ep, point.tp, point.dp) == (True, 8, 8, 1)
+    assert (dp_point.ep, dp_point.tp, dp_point.dp) == (8, 1, 8)
     assert moe.skipped == {
         "dense model (not in --models moe)": 1,
-        "MoE TP x EP differs from TP (attention DP)": 1,
+        "MoE TP x EP differs from attention DP x TP": 1,
+        "TP beyond one node (tp_size > 8 GPUs)": 1,
     }
     assert len(select_points([base, dense], models="all").points) == 2
     result = simulate_point(point, requests_per_slot=2)

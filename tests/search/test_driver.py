@@ -247,3 +247,25 @@ def test_grid_over_expert_parallelism_evaluates_every_feasible_configuration(tmp
     assert counts.get("pending", 0) == 0
     assert counts["done"] == report.evaluated == 3  # TP1, TP2, TP2 EP2 (TP1 EP2: infeasible)
     assert counts["infeasible"] == 1
+
+
+def test_grid_over_attention_data_parallelism_evaluates_every_feasible_configuration(
+    tmp_path, db_url
+):
+    """Every trial names its dp: DP 1 configurations are asked for as such, none left
+    pending; DP 2 ones run on DP x TP GPUs."""
+    spec_path = write_spec(
+        tmp_path, name="moe-dp", engine="vllm", model="Qwen/Qwen3-30B-A3B", skus=["h100-sxm"],
+        budget={"max_gpus": 2}, workload={"source": "chat", "num_requests": 100},
+        space={"tp": [1], "ep": [1, 2], "dp": [1, 2],
+               "schedulers": {"sarathi": {"batch_size": [64]}}},
+    )  # fmt: skip
+    _, db, report = run_job(spec_path, db_url)
+    assert report.status == "succeeded" and report.failed == 0
+    counts = db.configuration_counts(report.job_id)
+    assert counts.get("pending", 0) == 0
+    assert counts["done"] == report.evaluated == 3  # DP1, DP2, DP2 EP2 (DP1 EP2: infeasible)
+    assert counts["infeasible"] == 1
+    stored = db.configurations(load_spec(spec_path).fingerprint())
+    labels = {c.record.params["label"]: c.record.num_gpus for c in stored}
+    assert [n for label, n in labels.items() if label.startswith("h100-sxm DP2 TP1 PP1 EP2")] == [2]

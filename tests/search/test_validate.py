@@ -106,7 +106,7 @@ def test_rows_that_cannot_be_simulated_are_counted_by_reason():
         row(mode="disagg"),
         row(system="gb200"),
         row(gemm_quant_mode="nvfp4"),
-        row(model_path="deepseek-ai/DeepSeek-R1"),
+        row(model_path="moonshotai/Kimi-K2-Instruct"),
         row(silicon_data_source="source_file=x.csv"),
         row(attention_dp_size="2"),
         row(),
@@ -116,10 +116,10 @@ def test_rows_that_cannot_be_simulated_are_counted_by_reason():
     assert selection.skipped == {
         "disaggregated (prefill/decode pools)": 1,
         "GPU not in the catalog (gb200)": 1,
-        "weight precision not modelled (nvfp4)": 1,
-        "model not in the catalog (MLA, other MoE or unknown)": 1,
+        "NVFP4 weights (modelled, not scored yet)": 1,
+        "model not in the catalog (unknown architecture)": 1,
         "no concurrency recorded": 1,
-        "attention data parallelism": 1,
+        "attention data parallelism of a dense model": 1,
     }
 
 
