@@ -37,6 +37,17 @@ def test_builtin_moe_configs_read_their_experts_and_active_params():
     big = load_model("Qwen3-235B-A22B")
     assert big.num_params / 1e9 == pytest.approx(235.1, abs=0.5)
     assert big.active_params / 1e9 == pytest.approx(22.2, abs=0.3)
+    # gpt-oss (OpenAI's model card: 116.8B total / 5.1B active, 20.9B / 3.6B; the card's
+    # active count leaves out the 0.58B input embedding, which llmcap counts)
+    for name, experts, total, active in (("gpt-oss-120b", 128, 116.8, 5.1),
+                                         ("openai/gpt-oss-20b", 32, 20.9, 3.6)):  # fmt: skip
+        oss = load_model(name)
+        assert (oss.num_experts, oss.num_experts_per_tok, oss.model_type) == (
+            experts, 4, "gpt_oss",
+        )  # fmt: skip
+        assert oss.num_params / 1e9 == pytest.approx(total, abs=0.2)
+        embedding = oss.vocab_size * oss.hidden_size / 1e9
+        assert oss.active_params / 1e9 == pytest.approx(active + embedding, abs=0.1)
     dense = load_model("llama-3.1-8b")
     assert not dense.is_moe and dense.active_params == dense.num_params
 
