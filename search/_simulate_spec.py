@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Literal
 
@@ -10,6 +11,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    NonNegativeInt,
     PositiveFloat,
     PositiveInt,
     field_validator,
@@ -68,6 +70,9 @@ class SimulateSpec(BaseModel):
     batch_size: PositiveInt | None = None
     chunk_size: PositiveInt | None = None
     max_tokens: PositiveInt | None = None
+    # batch waiting (TensorRT-LLM batch_wait_timeout_iters / batch_wait_max_tokens_ratio)
+    batch_wait_iters: NonNegativeInt = 0
+    batch_wait_token_ratio: float = Field(0.0, ge=0.0, le=1.0)
     global_scheduler: GlobalSchedulerKind = GlobalSchedulerKind.ROUND_ROBIN
     precision: Precision = Precision.BF16
     kv_precision: Precision | None = None
@@ -168,7 +173,7 @@ class SimulateSpec(BaseModel):
 
     def scheduler_config(self, sku) -> SchedulerConfig:
         """The engine's policy and limits on `sku`, with the options given here on top."""
-        return engine_scheduler(
+        scheduler = engine_scheduler(
             self.engine_profile,
             sku,
             self.tp,
@@ -177,6 +182,11 @@ class SimulateSpec(BaseModel):
             chunk_size=self.chunk_size,
             max_tokens=self.max_tokens,
             dp=self.dp,
+        )
+        return replace(
+            scheduler,
+            batch_wait_iters=self.batch_wait_iters,
+            batch_wait_token_ratio=self.batch_wait_token_ratio,
         )
 
 

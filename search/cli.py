@@ -352,6 +352,22 @@ def _choice(enum_values: list[str]) -> click.Choice:
     "vllm 4096, orca/static no limit].",
 )
 @click.option(
+    "--batch-wait-iters",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Batch waiting (TensorRT-LLM's batch_wait_timeout_iters): while decodes run, hold "
+    "new prompts back up to this many iterations so that prefills batch up (0: off).",
+)
+@click.option(
+    "--batch-wait-token-ratio",
+    type=click.FloatRange(0.0, 1.0),
+    default=0.0,
+    show_default=True,
+    help="Batch waiting (TensorRT-LLM's batch_wait_max_tokens_ratio): stop holding once the "
+    "held prompts and the decodes reach this share of the token budget.",
+)
+@click.option(
     "--global-scheduler",
     type=_choice(["round_robin", "lor", "random", "cache_aware"]),
     default="round_robin",

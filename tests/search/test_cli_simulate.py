@@ -210,3 +210,15 @@ def test_simulate_unknown_engine_exits_2_naming_the_engines():
     assert "no profile covers version 0.2" in result.output
     assert "trtllm" in result.output
     assert "Traceback" not in result.output
+
+
+def test_batch_waiting_holds_prompts_back_and_costs_ttft():
+    args = ["simulate", "--model", "meta-llama/Llama-3.1-8B", "--sku", "h100-sxm",
+            "--engine", "trtllm", "--num-requests", "80", "--qps", "4", "--json"]  # fmt: skip
+    plain = json.loads(invoke(*args).output)
+    result = invoke(*args, "--batch-wait-iters", "20", "--batch-wait-token-ratio", "0.9")
+    assert result.exit_code == 0, result.output
+    held = json.loads(result.output)
+    # a prompt arriving while others decode waits up to 20 decode steps
+    assert held["latency_s"]["ttft"]["p50"] > plain["latency_s"]["ttft"]["p50"] + 0.02
+    assert held["requests"]["completed"] == plain["requests"]["completed"] == 80
