@@ -132,6 +132,11 @@ class EngineProfile:
     # kernel.  Other models' inputs are quantized by a kernel of their own, as the measured
     # FP8 GEMM tables time them
     fp8_quant_fused_model_types: tuple[str, ...] = ()
+    # disaggregated serving: the prefill side sends each layer's KV cache as that layer
+    # finishes, so the hand-off waits only for what remains after the last layer
+    # (simulator/_deployment.py `layerwise_transfer_wait`); False: the whole prompt's KV
+    # is sent after its prefill
+    kv_transfer_layerwise: bool = False
 
     def fp8_quant_fused(self, model_type: str) -> bool:
         """Whether the engine quantizes this model's FP8 GEMM inputs in the kernel before."""
@@ -324,6 +329,12 @@ def _kv_admission(value: Any) -> str:
     return str(value)
 
 
+def _flag(value: Any, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} {value!r} is not true or false")
+    return value
+
+
 def _build(name: str, key: str, body: Mapping[str, Any]) -> EngineProfile:
     where = f"engines.yaml {name}.{key}"
     try:
@@ -356,6 +367,9 @@ def _build(name: str, key: str, body: Mapping[str, Any]) -> EngineProfile:
             kv_admission=_kv_admission(body.get("kv_admission", KV_ON_DEMAND)),
             fp8_quant_fused_model_types=tuple(
                 str(t) for t in body.get("fp8_quant_fused_model_types") or ()
+            ),
+            kv_transfer_layerwise=_flag(
+                body.get("kv_transfer_layerwise", False), "kv_transfer_layerwise"
             ),
         )
     except (KeyError, TypeError, ValueError) as exc:

@@ -25,6 +25,7 @@ Examples:
   llmcap validate --dataset aic-silicon --filter engine=vllm --filter gpu=h200
   llmcap validate --dataset aic-silicon --limit 40 --no-aic         # a quick look
   llmcap validate --dataset aic-silicon --models moe                # mixtures of experts
+  llmcap validate --dataset aic-silicon --models all --modes disagg # prefill/decode pools
   llmcap validate --dataset aic-silicon --no-aic --hold-out gpu,model
   llmcap validate --dataset vidur-ops --vidur-dir vidur/data
   llmcap validate --dataset results/ --gpu h100-sxm --tp 1          # vllm bench serve JSONs
@@ -114,6 +115,14 @@ deployment the JSON does not record: --gpu, --tp, --pp, --engine, --model, --pre
     help="aic-silicon: the points of dense models, of mixtures of experts (moe) or all.",
 )
 @click.option(
+    "--modes",
+    type=click.Choice(["agg", "disagg", "all"]),
+    default="agg",
+    show_default=True,
+    help="aic-silicon: the aggregated points, the disaggregated ones (a prefill pool and a "
+    "decode pool; roofline only) or all.",
+)
+@click.option(
     "--aic/--no-aic",
     "with_aic",
     default=True,
@@ -183,6 +192,7 @@ def validate(
     limit: int | None,
     filters: tuple[str, ...],
     model_kinds: str,
+    modes: str,
     with_aic: bool,
     estimator: str,
     op_tables: Path | None,
@@ -233,7 +243,7 @@ def validate(
         except UnknownEngineError as exc:
             raise SpecError(f"--engines: {exc}") from None
     tables_sku = _op_tables_sku(op_tables, estimator) if op_tables is not None else None
-    selection = load_aic_silicon(model_kinds)
+    selection = load_aic_silicon(model_kinds, modes)
     points = _apply_filters(selection.points, filters)
     tables_note = ""
     if tables_sku:

@@ -48,6 +48,8 @@ class DecodePoolSpec(BaseModel):
     replicas: Replicas = 1
     batch_size: PositiveInt | None = None  # None: the engine's cap
     link: KvLink = KvLink.AUTO  # the link KV crosses from the prefill pool (simulator.KvLink)
+    dp: PositiveInt = 1  # attention data parallelism of a decode replica (mixture of experts)
+    ep: PositiveInt = 1  # expert parallelism of a decode replica (divides dp x tp)
 
 
 class SimulateSpec(BaseModel):
@@ -167,9 +169,10 @@ class SimulateSpec(BaseModel):
         sku = catalog.get(self.decode.sku or self.sku)
         scheduler = engine_scheduler(
             self.engine_profile, sku, self.decode.tp, kind=self.scheduler,
-            batch_size=self.decode.batch_size,
+            batch_size=self.decode.batch_size, dp=self.decode.dp,
         )  # fmt: skip
-        return DecodeSpec(sku, self.decode.tp, self.decode.replicas, scheduler, self.decode.link)
+        pool = self.decode
+        return DecodeSpec(sku, pool.tp, pool.replicas, scheduler, pool.link, pool.dp, pool.ep)
 
     def scheduler_config(self, sku) -> SchedulerConfig:
         """The engine's policy and limits on `sku`, with the options given here on top."""

@@ -425,6 +425,10 @@ def _choice(enum_values: list[str]) -> click.Choice:
 @click.option(
     "--decode-batch-size", type=int, default=None, help="Batch cap of the decode pool [engine's]."
 )
+@click.option("--decode-dp", type=int, default=None,
+              help="Attention data parallelism of a decode replica (MoE) [1].")  # fmt: skip
+@click.option("--decode-ep", type=int, default=None,
+              help="Expert parallelism of a decode replica (MoE) [1].")  # fmt: skip
 @click.option(
     "--decode-link",
     type=_choice(["auto", "nvlink", "network"]),
@@ -581,7 +585,8 @@ def _merge_config(ctx: click.Context, config_file: Path | None, options: dict) -
     })  # fmt: skip
     _nest(merged, "decode", {
         "decode_replicas": "replicas", "decode_sku": "sku", "decode_tp": "tp",
-        "decode_batch_size": "batch_size", "decode_link": "link",
+        "decode_batch_size": "batch_size", "decode_link": "link", "decode_dp": "dp",
+        "decode_ep": "ep",
     })  # fmt: skip
     return merged
 

@@ -50,19 +50,26 @@ class KvLink(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class DecodeSpec:
-    """The decode pool of a disaggregated deployment: `num_replicas` replicas of `tp` GPUs
-    of `sku` running `scheduler`, its KV cache arriving over `link`; the deployment's own
-    fields are then its prefill pool."""
+    """The decode pool of a disaggregated deployment: `num_replicas` replicas of `dp` x `tp`
+    GPUs of `sku` running `scheduler`, its KV cache arriving over `link`; the deployment's own
+    fields are then its prefill pool.  `dp` and `ep` are the decode replicas' attention data
+    parallelism and expert parallelism (a mixture of experts; as `Deployment.dp` / `.ep`)."""
 
     sku: GpuSku
     tp: int = 1
     num_replicas: int = 1
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
     link: KvLink = KvLink.AUTO
+    dp: int = 1
+    ep: int = 1
+
+    @property
+    def gpus_per_replica(self) -> int:
+        return self.tp * self.dp
 
     @property
     def num_gpus(self) -> int:
-        return self.tp * self.num_replicas
+        return self.gpus_per_replica * self.num_replicas
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,40 +273,47 @@ def prepare(deployment: Deployment) -> PreparedDeployment:
 def _decode_pool(d: Deployment, prefill_memory: MemoryPlan) -> tuple[DecodePool, MemoryPlan]:
     """The decode pool ready to run, and its memory plan.  A prompt's KV cache moves from
     each prefill GPU's shard at the per-GPU rate of the pool's link (`kv_link_gbps`), after
-    the prefill, not overlapped with it layer by layer."""
+    the prefill or, where the engine streams it layer by layer
+    (`EngineProfile.kv_transfer_layerwise`), overlapped with it."""
     pool = d.decode
     assert pool is not None
     if pool.scheduler.kind is SchedulerKind.STATIC:
         raise DecodePoolError("decode pool: scheduler 'static' cannot take requests mid-batch; "
                          "use sarathi, vllm, orca or sglang")  # fmt: skip
-    validate_parallelism(d.model, pool.tp, 1, pool.sku)
+    validate_parallelism(d.model, pool.tp, 1, pool.sku, ep=pool.ep, dp=pool.dp)
+    budget = pool.scheduler.token_budget()
     memory = check_fits(
         d.model, pool.sku, pool.tp, 1, precision=d.precision,
         kv_precision=d.resolved_kv_precision(), block_size=d.block_size,
         gpu_memory_utilization=d.gpu_memory_utilization,
-        max_num_batched_tokens=pool.scheduler.token_budget() or UNBOUNDED_BATCH_TOKENS,
-        engine=d.engine,
+        max_num_batched_tokens=-(-budget // pool.dp) if budget else UNBOUNDED_BATCH_TOKENS,
+        engine=d.engine, ep=pool.ep, dp=pool.dp,
     )  # fmt: skip
     estimator = make_estimator(
         d.estimator, d.model, pool.sku, pool.tp, 1, d.precision,
         kv_precision=d.resolved_kv_precision(), engine=d.engine, op_tables=d.op_tables,
+        ep=pool.ep, dp=pool.dp,
     )  # fmt: skip
     if d.speculative is not None:
-        estimator = _speculative(replace(d, sku=pool.sku, tp=pool.tp, pp=1), estimator)
+        decode_side = replace(d, sku=pool.sku, tp=pool.tp, pp=1, ep=pool.ep, dp=pool.dp)
+        estimator = _speculative(decode_side, estimator)
     link = kv_link_gbps(d.sku, d.gpus_per_replica * d.num_replicas, pool)
     cluster = ClusterConfig(
-        num_replicas=pool.num_replicas, num_kv_blocks=memory.num_kv_blocks,
+        num_replicas=pool.num_replicas, num_kv_blocks=memory.num_kv_blocks * pool.dp,
         block_size=d.block_size, prefix_cache=False,
     )  # fmt: skip
     hardware = Hardware(
-        gpus_per_replica=pool.tp,
+        gpus_per_replica=pool.gpus_per_replica,
         peak_flops=pool.sku.peak_flops(
             fp8=d.precision is Precision.FP8, fp4=d.precision is Precision.FP4
         ),
         memory_bandwidth=pool.sku.memory_bandwidth_bytes,
     )
     seconds_per_token = prefill_memory.kv_bytes_per_token / (link * 1e9)
-    return DecodePool(estimator, pool.scheduler, cluster, hardware, seconds_per_token), memory
+    layerwise = d.engine is not None and d.engine.kv_transfer_layerwise
+    layers = d.model.num_layers // d.pp if layerwise else 0  # a prefill stage's layers
+    decode = DecodePool(estimator, pool.scheduler, cluster, hardware, seconds_per_token, layers)
+    return decode, memory
 
 
 def nvlink_missing(prefill: GpuSku, prefill_gpus: int, decode: DecodeSpec) -> str | None:

@@ -15,6 +15,7 @@ import numpy as np
 
 from estimators import BatchCost, ExecutionTimeEstimator
 from simulator._config import ClusterConfig, RunOptions, SchedulerConfig
+from simulator._kv_transfer import layerwise_transfer_wait
 from simulator._lane import Lane
 from simulator._policies import BatchPlan, make_policy
 from simulator._prefix_cache import PrefixCache
@@ -61,6 +62,9 @@ class DecodePool:
     cluster: ClusterConfig
     hardware: Hardware
     transfer_seconds_per_token: float
+    # layers whose KV the prefill side sends one by one as each finishes, overlapping the
+    # transfer with the prefill (`layerwise_transfer_wait`); 0: sent after the prefill
+    transfer_layers: int = 0
 
 
 @contextmanager
@@ -186,7 +190,13 @@ class Simulation:
             self.on_request_done(req, now)
             return
         replica.outstanding += 1  # from the hand-off on: the next request goes elsewhere
-        arrive = now + req.prefill_target * self.decode_pool.transfer_seconds_per_token
+        pool = self.decode_pool
+        transfer = layerwise_transfer_wait(
+            req.prefill_target * pool.transfer_seconds_per_token,
+            now - req.scheduled_at,  # the prefill's span on its replica
+            pool.transfer_layers,
+        )
+        arrive = now + transfer
         self._seq += 1
         heapq.heappush(self._heap, (arrive, _TRANSFER, self._seq, replica, req, None))
 

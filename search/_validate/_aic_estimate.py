@@ -60,6 +60,8 @@ def estimate_point(point: ValidationPoint) -> AicEstimate:
 
 
 def _estimate(point: ValidationPoint) -> AicEstimate:
+    if point.decode is not None:  # its disaggregated session lives in the aiconfigurator CLI
+        return AicEstimate(error="aiconfigurator-core has no disaggregated estimate")
     from aiconfigurator_core.sdk import common
     from aiconfigurator_core.sdk.backends.factory import get_backend
     from aiconfigurator_core.sdk.config import ModelConfig, RuntimeConfig

@@ -31,7 +31,9 @@ The two campaigns in the file differ in their prompt and output lengths (`source
 Only the points llmcap can represent are kept: aggregated mode, a model the catalog knows
 (dense, or a mixture of experts whose MoE TP x EP spans its attention DP x TP GPUs), a GPU the
 catalog knows, attention TP inside one node, 16-bit or FP8 weights, a recorded concurrency.
-Every other row is counted under the reason it was skipped.
+Every other row is counted under the reason it was skipped.  Disaggregated rows
+(`mode=disagg`: a prefill pool and a decode pool) are mapped by `_aic_disagg.py` when asked
+for (`select_points(modes=...)`), under the same rules per pool.
 """
 
 from __future__ import annotations
@@ -118,9 +120,33 @@ class ValidationPoint:
     # docstring): TensorRT-LLM's batch waiting, as `SchedulerConfig` fields
     batch_wait_iters: int = 0
     batch_wait_token_ratio: float = 0.0
+    # disaggregated serving (`_aic_disagg.py`): the fields above (tp, pp, dp, ep) are then
+    # the prefill pool's, `replicas` its workers and `batch_size` its batch cap per attention
+    # DP rank (0: not recorded); `decode` the decode pool's shape
+    replicas: int = 1
+    batch_size: int = 0
+    decode: PoolShape | None = None
+
+    @property
+    def mode(self) -> str:
+        return "agg" if self.decode is None else "disagg"
+
+
+@dataclass(frozen=True, slots=True)
+class PoolShape:
+    """The decode pool of a disaggregated point: `replicas` workers of `dp` x `tp` GPUs (MoE
+    experts over `ep` of them), each attention DP rank batching at most `batch_size`
+    requests (0: not recorded)."""
+
+    tp: int
+    replicas: int = 1
+    dp: int = 1
+    ep: int = 1
+    batch_size: int = 0
 
 
 MODEL_KINDS = ("dense", "moe", "all")  # `select_points(models=...)`
+MODES = ("agg", "disagg", "all")  # `select_points(modes=...)`
 
 
 @dataclass(slots=True)
@@ -190,15 +216,31 @@ def parse_rows(text: str, where: str) -> list[dict[str, str]]:
 
 
 def select_points(
-    rows: list[dict[str, str]], where: str = "silicon_sample.csv", models: str = "dense"
+    rows: list[dict[str, str]],
+    where: str = "silicon_sample.csv",
+    models: str = "dense",
+    modes: str = "agg",
 ) -> Selection:
     """The rows llmcap can simulate, mapped to its names; the others counted by reason.
-    `models`: the dense points, the mixture-of-experts ones (moe) or all."""
+    `models`: the dense points, the mixture-of-experts ones (moe) or all; `modes`: the
+    aggregated points, the disaggregated ones (disagg) or all."""
     if models not in MODEL_KINDS:
         raise ValueError(f"models must be one of {', '.join(MODEL_KINDS)}, got {models!r}")
+    if modes not in MODES:
+        raise ValueError(f"modes must be one of {', '.join(MODES)}, got {modes!r}")
+    from search._validate._aic_disagg import map_disagg_row
+
     selection = Selection(points=[], total_rows=len(rows))
     for line, row in enumerate(rows, start=2):
-        point_or_reason = _map_row(row, where, line)
+        disagg = row["mode"] != "agg"
+        if disagg and modes == "agg":
+            point_or_reason: ValidationPoint | str = "disaggregated (prefill/decode pools)"
+        elif not disagg and modes == "disagg":
+            point_or_reason = "aggregated (not in --modes disagg)"
+        elif disagg:
+            point_or_reason = map_disagg_row(row, where, line)
+        else:
+            point_or_reason = _map_row(row, where, line)
         point = None if isinstance(point_or_reason, str) else point_or_reason
         if point is not None and models != "all" and point.moe != (models == "moe"):
             kind = "mixture-of-experts" if point.moe else "dense"
@@ -210,15 +252,27 @@ def select_points(
     return selection
 
 
-def load_aic_silicon(models: str = "dense") -> Selection:
+def load_aic_silicon(models: str = "dense", modes: str = "agg") -> Selection:
     """Read the installed silicon_sample.csv and select the points llmcap can simulate."""
     where, rows = read_silicon_csv()
-    return select_points(rows, where, models)
+    return select_points(rows, where, models, modes)
 
 
-def _map_row(row: dict[str, str], where: str, line: int) -> ValidationPoint | str:
-    if row["mode"] != "agg":
-        return "disaggregated (prefill/decode pools)"
+@dataclass(frozen=True, slots=True)
+class RowBasics:
+    """What every mode's row shares: where it ran, on what, and at which concurrency."""
+
+    sku: str
+    engine: str
+    gemm: str
+    precision: Precision
+    model: str
+    moe: bool
+    concurrency: int
+
+
+def row_basics(row: dict[str, str]) -> RowBasics | str:
+    """The row's GPU, engine, precision, model and concurrency, or why llmcap lacks one."""
     sku = SYSTEM_TO_SKU.get(row["system"])
     if sku is None:
         return f"GPU not in the catalog ({row['system']})"
@@ -232,24 +286,44 @@ def _map_row(row: dict[str, str], where: str, line: int) -> ValidationPoint | st
     found_model = _catalog_model(row["model_path"])
     if found_model is None:
         return "model not in the catalog (unknown architecture)"
-    model, moe = found_model
     found = _CONCURRENCY.search(row["silicon_data_source"] or "")
     if found is None:
         return "no concurrency recorded"
-    tp = _int(row, "tp_size", where, line)
-    pp = _int(row, "pp_size", where, line)
-    dp = _int(row, "attention_dp_size", where, line, default=1)
-    if dp > 1 and not moe:
+    model, moe = found_model
+    return RowBasics(sku, engine, gemm, precision, model, moe, int(found.group(1)))
+
+
+def parallelism(
+    row: dict[str, str], prefix: str, basics: RowBasics, where: str, line: int
+) -> tuple[int, int, int, int] | str:
+    """(tp, pp, dp, ep) of the row's columns `{prefix}tp_size` ... (a pool's, under a prefix
+    such as `decode_`), or why llmcap cannot represent them."""
+    tp = _int(row, f"{prefix}tp_size", where, line)
+    pp = _int(row, f"{prefix}pp_size", where, line)
+    dp = _int(row, f"{prefix}attention_dp_size", where, line, default=1)
+    if dp > 1 and not basics.moe:
         return "attention data parallelism of a dense model"
-    node = max(n.gpus_per_node for n in load_catalog().get(sku).nodes)
+    node = max(n.gpus_per_node for n in load_catalog().get(basics.sku).nodes)
     if tp > node:
-        return f"TP beyond one node (tp_size > {node} GPUs)"
+        return f"TP beyond one node ({prefix}tp_size > {node} GPUs)"
     ep = 1
-    if moe:
-        ep = _int(row, "moe_ep_size", where, line, default=1)
-        moe_tp = _int(row, "moe_tp_size", where, line, default=1)
+    if basics.moe:
+        ep = _int(row, f"{prefix}moe_ep_size", where, line, default=1)
+        moe_tp = _int(row, f"{prefix}moe_tp_size", where, line, default=1)
         if ep * moe_tp != tp * dp:
             return "MoE TP x EP differs from attention DP x TP"
+    return tp, pp, dp, ep
+
+
+def _map_row(row: dict[str, str], where: str, line: int) -> ValidationPoint | str:
+    basics = row_basics(row)
+    if isinstance(basics, str):
+        return basics
+    sku, engine, gemm, precision = basics.sku, basics.engine, basics.gemm, basics.precision
+    shape = parallelism(row, "", basics, where, line)
+    if isinstance(shape, str):
+        return shape
+    tp, pp, dp, ep = shape
     isl = _int(row, "isl", where, line)
     osl = _int(row, "osl", where, line)
     ttft = _float(row, "silicon_ttft_ms", where, line)
@@ -260,7 +334,7 @@ def _map_row(row: dict[str, str], where: str, line: int) -> ValidationPoint | st
         engine=engine,
         engine_version=row["backend_version"] or "",
         model_path=row["model_path"],
-        model=model,
+        model=basics.model,
         system=row["system"],
         sku=sku,
         tp=tp,
@@ -269,13 +343,13 @@ def _map_row(row: dict[str, str], where: str, line: int) -> ValidationPoint | st
         kv_precision=kv_precision_for(engine, precision),
         isl=isl,
         osl=osl,
-        concurrency=int(found.group(1)),
+        concurrency=basics.concurrency,
         measured_ttft_ms=ttft,
         measured_tpot_ms=tpot,
         gemm_quant_mode=gemm,
         source=source,
         ep=ep,
-        moe=moe,
+        moe=basics.moe,
         length_ratio=LENGTH_RATIO[source],
         **_server_options(source, engine, isl, osl, tp),
         dp=dp,

@@ -23,7 +23,15 @@ from estimators import (
 from estimators._roofline import roofline_table
 from search._validate._aic_silicon import ValidationPoint
 from search._validate._holdout import HoldOutFold
-from simulator import Deployment, SchedulerConfig, SchedulerKind, engine_scheduler, prepare
+from simulator import (
+    DecodeSpec,
+    Deployment,
+    KvLink,
+    SchedulerConfig,
+    SchedulerKind,
+    engine_scheduler,
+    prepare,
+)
 from sku_catalog import GpuSku, load_catalog
 from workloads import Workload
 
@@ -110,6 +118,8 @@ def deployment_for(
 ) -> Deployment:
     engine = engine_for(point, engines, fold)
     sku = load_catalog().get(point.sku)
+    if point.decode is not None:
+        return disaggregated_deployment(point, engine, sku)
     if engine.is_vidur:  # as before profiles: one policy and KV rule for every engine
         return Deployment(
             model=load_model(point.model),
@@ -136,6 +146,29 @@ def deployment_for(
         )
         d = replace(d, scheduler=scheduler)
     return replace(d, ep=point.ep) if point.ep != 1 else d
+
+
+def disaggregated_deployment(
+    point: ValidationPoint, engine: EngineProfile, sku: GpuSku
+) -> Deployment:
+    """A disaggregated point's prefill pool (the deployment's own fields) and decode pool,
+    each with the engine's own policy and limits per attention DP rank, the batch capped at
+    the row's per-rank batch size where it records one and at the concurrency; the KV cache
+    crosses the link `KvLink.AUTO` picks (NVLink when both pools fit one node)."""
+    shape = point.decode
+    assert shape is not None
+    prefill_cap = point.batch_size * point.dp if point.batch_size else point.concurrency
+    d = engine_deployment(engine, sku, load_model(point.model), point.tp, point.pp,
+                          point.precision, max_batch=min(prefill_cap, point.concurrency),
+                          dp=point.dp)  # fmt: skip
+    scheduler = engine_scheduler(engine, sku, shape.tp, dp=shape.dp)
+    decode_cap = shape.batch_size * shape.dp if shape.batch_size else point.concurrency
+    scheduler = replace(
+        scheduler, batch_size=min(scheduler.batch_size, decode_cap, point.concurrency)
+    )
+    decode = DecodeSpec(sku, shape.tp, shape.replicas, scheduler, KvLink.AUTO,
+                        dp=shape.dp, ep=shape.ep)  # fmt: skip
+    return replace(d, num_replicas=point.replicas, ep=point.ep, decode=decode)
 
 
 def engine_deployment(
@@ -194,6 +227,8 @@ def _simulate_point(
     fold: HoldOutFold | None,
     op_tables: str | None,
 ) -> PointResult:
+    if point.decode is not None and estimator != "roofline":
+        return PointResult(point, error="NotModelled: the disaggregated points take the roofline")
     try:
         prepared = prepare(deployment_for(point, engines, fold))
         if estimator != "roofline":

@@ -34,3 +34,30 @@ def test_a_static_decode_pool_or_a_bad_tp_exits_2_naming_it():
     result = CliRunner().invoke(cli, [*BASE, "--decode-replicas", "1", "--decode-tp", "3"])
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert "3" in result.output
+
+
+DSV3 = ["simulate", "--model", "deepseek-ai/DeepSeek-V3", "--sku", "h200", "--tp", "8",
+        "--ep", "8", "--precision", "fp8", "--engine", "trtllm", "--concurrency", "64",
+        "--prompt-len", "fixed:1024", "--output-len", "fixed:64", "--num-requests", "128",
+        "--json", "--decode-replicas", "1"]  # fmt: skip
+
+
+def test_a_decode_pool_with_attention_dp_and_experts():
+    wide = CliRunner().invoke(cli, [*DSV3, "--decode-tp", "1", "--decode-dp", "8",
+                                    "--decode-ep", "8"])  # fmt: skip
+    assert wide.exit_code == 0, wide.output
+    out = json.loads(wide.output)
+    assert out["requests"]["completed"] == 128
+    deep = json.loads(CliRunner().invoke(cli, [*DSV3, "--decode-tp", "8", "--decode-ep",
+                                               "8"]).output)  # fmt: skip
+    assert (out["deployment"]["decode"]["dp"], out["deployment"]["decode"]["ep"]) == (8, 8)
+    assert (deep["deployment"]["decode"]["dp"], deep["deployment"]["decode"]["tp"]) == (1, 8)
+    # the same 8 decode GPUs as 8 DP ranks of TP 1 or one TP 8 group: another decode step
+    assert out["latency_s"]["tpot"]["mean"] != deep["latency_s"]["tpot"]["mean"]
+
+
+def test_a_decode_ep_that_does_not_divide_its_gpus_exits_2_naming_it():
+    result = CliRunner().invoke(cli, [*DSV3, "--decode-tp", "1", "--decode-dp", "8",
+                                      "--decode-ep", "3"])  # fmt: skip
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "ep" in result.output and "3" in result.output

@@ -1,0 +1,101 @@
+"""Disaggregated rows of the aic-silicon dataset: a prefill pool and a decode pool.
+
+A `mode=disagg` row of silicon_sample.csv describes a Dynamo-style deployment: prefill
+workers (`prefill_num_workers` of `prefill_attention_dp_size` x `prefill_tp_size` GPUs,
+experts over `prefill_moe_ep_size` x `prefill_moe_tp_size` of them) hand each prompt's KV
+cache to decode workers (the `decode_*` columns likewise), measured by the same closed-loop
+client as the aggregated rows (`_aic_silicon.py`): mean TTFT (the first token, which the
+prefill worker emits) and mean TPOT at concurrency C.  `*_batch_size` is each worker's
+batch cap per attention DP rank (the public campaign's decode_batch_size x workers x DP is C).
+
+`backend_version` of a TensorRT-LLM row run from a Dynamo image
+(`nvcr.io/nvidia/ai-dynamo/tensorrtllm-runtime:0.8.1.post1`) is the Dynamo release, not
+TensorRT-LLM's; those images ship TensorRT-LLM 1.x, so the point takes the TensorRT-LLM
+profile that covers 1.x (the engine's default) rather than a version of Dynamo's.
+
+Rows without worker counts are skipped: the P:D ratio decides the throughput at load, and
+llmcap does not guess it.  Everything else is skipped for the aggregated rows' reasons,
+per pool.
+"""
+
+from __future__ import annotations
+
+from search._validate._aic_silicon import (
+    LENGTH_RATIO,
+    PoolShape,
+    ValidationPoint,
+    _float,
+    _int,
+    _source,
+    kv_precision_for,
+    parallelism,
+    row_basics,
+)
+
+NO_WORKER_COUNTS = "disaggregated without worker counts (prefill/decode_num_workers empty)"
+
+
+def map_disagg_row(row: dict[str, str], where: str, line: int) -> ValidationPoint | str:
+    """The point of one disaggregated row, or why llmcap cannot represent it."""
+    basics = row_basics(row)
+    if isinstance(basics, str):
+        return basics
+    if (
+        not (row.get("prefill_num_workers") or "").strip()
+        or not (row.get("decode_num_workers") or "").strip()
+    ):
+        return NO_WORKER_COUNTS
+    prefill = parallelism(row, "prefill_", basics, where, line)
+    if isinstance(prefill, str):
+        return prefill
+    decode = parallelism(row, "decode_", basics, where, line)
+    if isinstance(decode, str):
+        return decode
+    tp, pp, dp, ep = prefill
+    d_tp, d_pp, d_dp, d_ep = decode
+    if pp > 1 or d_pp > 1:
+        return "pipeline parallelism in a disaggregated pool"
+    source = _source(row["silicon_data_source"] or "")
+    return ValidationPoint(
+        id=row["id"],
+        engine=basics.engine,
+        engine_version=_engine_version(row, basics.engine),
+        model_path=row["model_path"],
+        model=basics.model,
+        system=row["system"],
+        sku=basics.sku,
+        tp=tp,
+        pp=pp,
+        precision=basics.precision,
+        kv_precision=kv_precision_for(basics.engine, basics.precision),
+        isl=_int(row, "isl", where, line),
+        osl=_int(row, "osl", where, line),
+        concurrency=basics.concurrency,
+        measured_ttft_ms=_float(row, "silicon_ttft_ms", where, line),
+        measured_tpot_ms=_float(row, "silicon_tpot_ms", where, line),
+        gemm_quant_mode=basics.gemm,
+        source=source,
+        ep=ep,
+        moe=basics.moe,
+        dp=dp,
+        length_ratio=LENGTH_RATIO[source],
+        replicas=_int(row, "prefill_num_workers", where, line),
+        batch_size=_int(row, "prefill_batch_size", where, line, default=0),
+        decode=PoolShape(
+            tp=d_tp,
+            replicas=_int(row, "decode_num_workers", where, line),
+            dp=d_dp,
+            ep=d_ep,
+            batch_size=_int(row, "decode_batch_size", where, line, default=0),
+        ),
+    )
+
+
+_DYNAMO_TRTLLM_IMAGE = "ai-dynamo/tensorrtllm-runtime:"
+
+
+def _engine_version(row: dict[str, str], engine: str) -> str:
+    """The engine's own version ("" where the row records only Dynamo's; module docstring)."""
+    if engine == "trtllm" and _DYNAMO_TRTLLM_IMAGE in (row["silicon_data_source"] or ""):
+        return ""
+    return row["backend_version"] or ""

@@ -1,0 +1,140 @@
+"""`llmcap validate --modes disagg`: the silicon sample's prefill/decode rows."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+from click.testing import CliRunner
+
+from search._validate import DatasetError, error_stats, load_aic_silicon, select_points
+from search._validate._aic_disagg import NO_WORKER_COUNTS
+from search._validate._run import deployment_for, simulate_points
+from search.cli import cli
+from simulator import KvLink, prepare
+
+needs_aic = pytest.mark.skipif(
+    importlib.util.find_spec("aiconfigurator_core") is None,
+    reason="the optional extra is not installed: pip install 'llmcap[aic]'",
+)
+
+# a disaggregated row as the silicon sample writes it (DeepSeek-R1 FP8 on B200, Dynamo with
+# TensorRT-LLM): one prefill worker of 8 attention-DP ranks, one decode worker likewise
+DISAGG = {
+    "id": "dsr1_b200_trtllm_fp8_disagg_8192x1024_c128_cfg666",
+    "silicon_data_source": "db-dump/2026-04-27; config_id=666; silicon_concurrency=128; "
+    "nvcr.io/nvidia/ai-dynamo/tensorrtllm-runtime:0.8.1.post2",
+    "backend": "trtllm", "backend_version": "0.8.1.post2",
+    "model_path": "deepseek-ai/DeepSeek-R1", "system": "b200_sxm", "mode": "disagg",
+    "isl": "8192", "osl": "1024", "gemm_quant_mode": "fp8",
+    "batch_size": "", "tp_size": "", "pp_size": "", "attention_dp_size": "",
+    "moe_tp_size": "", "moe_ep_size": "",
+    "prefill_batch_size": "1", "prefill_num_workers": "1", "prefill_tp_size": "1",
+    "prefill_pp_size": "1", "prefill_attention_dp_size": "8", "prefill_moe_tp_size": "8",
+    "prefill_moe_ep_size": "1",
+    "decode_batch_size": "16", "decode_num_workers": "1", "decode_tp_size": "1",
+    "decode_pp_size": "1", "decode_attention_dp_size": "8", "decode_moe_tp_size": "1",
+    "decode_moe_ep_size": "8",
+    "silicon_ttft_ms": "1947.784445944626", "silicon_tpot_ms": "30.637100950865378",
+}  # fmt: skip
+
+
+def disagg(**overrides: str) -> dict[str, str]:
+    return {**DISAGG, **overrides}
+
+
+def test_a_disaggregated_row_maps_to_a_prefill_pool_and_a_decode_pool():
+    selection = select_points([disagg()], models="all", modes="disagg")
+    assert selection.skipped == {}
+    [p] = selection.points
+    assert (p.model, p.sku, p.engine, p.mode) == ("deepseek-ai/DeepSeek-V3", "b200", "trtllm",
+                                                  "disagg")  # fmt: skip
+    assert (p.tp, p.dp, p.ep, p.replicas, p.batch_size) == (1, 8, 1, 1, 1)  # prefill
+    d = p.decode
+    assert (d.tp, d.dp, d.ep, d.replicas, d.batch_size) == (1, 8, 8, 1, 16)
+    assert (p.concurrency, p.isl, p.osl, p.length_ratio) == (128, 8192, 1024, 0.8)
+    assert p.engine_version == ""  # 0.8.1.post2 is Dynamo's release, not TensorRT-LLM's
+    assert (p.measured_ttft_ms, p.measured_tpot_ms) == (1947.784445944626, 30.637100950865378)
+
+
+def test_the_deployment_has_both_pools_with_the_rows_batch_caps():
+    [p] = select_points([disagg(prefill_num_workers="2")], models="all", modes="disagg").points
+    d = deployment_for(p)
+    assert (d.tp, d.dp, d.ep, d.num_replicas) == (1, 8, 1, 2)
+    assert d.scheduler.batch_size == 8  # 1 per prefill DP rank
+    assert (d.decode.tp, d.decode.dp, d.decode.ep, d.decode.num_replicas) == (1, 8, 8, 1)
+    assert d.decode.scheduler.batch_size == 128  # 16 per decode DP rank
+    assert d.decode.link is KvLink.AUTO and d.num_gpus == 24
+    prepared = prepare(d)  # 16 prefill + 8 decode GPUs: more than a node, over the network
+    b200 = d.sku.default_node
+    per_gpu = prepared.memory.kv_bytes_per_token
+    assert prepared.decode_pool.transfer_seconds_per_token == pytest.approx(
+        per_gpu / (b200.inter_node_bandwidth_gbps * 1e9)
+    )
+
+
+def test_modes_select_the_aggregated_the_disaggregated_or_both():
+    agg = {**DISAGG, "mode": "agg", "tp_size": "8", "pp_size": "1", "moe_ep_size": "8",
+           "moe_tp_size": "1", "attention_dp_size": "1"}  # fmt: skip
+    rows = [agg, disagg()]
+    by_mode = {m: select_points(rows, models="all", modes=m) for m in ("agg", "disagg", "all")}
+    assert [q.mode for q in by_mode["agg"].points] == ["agg"]
+    assert by_mode["agg"].skipped == {"disaggregated (prefill/decode pools)": 1}
+    assert [q.mode for q in by_mode["disagg"].points] == ["disagg"]
+    assert by_mode["disagg"].skipped == {"aggregated (not in --modes disagg)": 1}
+    assert [q.mode for q in by_mode["all"].points] == ["agg", "disagg"]
+    with pytest.raises(ValueError, match="modes must be one of agg, disagg, all"):
+        select_points(rows, modes="pd")
+
+
+def test_disaggregated_rows_llmcap_cannot_represent_are_counted_by_reason():
+    rows = [
+        disagg(prefill_num_workers="", decode_num_workers=""),
+        disagg(system="gb200"),
+        disagg(decode_tp_size="16", decode_attention_dp_size="1", decode_moe_ep_size="16"),
+        disagg(decode_moe_ep_size="4"),
+        disagg(prefill_pp_size="2"),
+        disagg(),
+    ]
+    selection = select_points(rows, models="all", modes="disagg")
+    assert len(selection.points) == 1
+    assert selection.skipped == {
+        NO_WORKER_COUNTS: 1,
+        "GPU not in the catalog (gb200)": 1,
+        "TP beyond one node (decode_tp_size > 8 GPUs)": 1,
+        "MoE TP x EP differs from attention DP x TP": 1,
+        "pipeline parallelism in a disaggregated pool": 1,
+    }
+
+
+def test_a_malformed_pool_field_names_the_file_line_and_field():
+    with pytest.raises(DatasetError, match=r"data.csv line 2: field decode_num_workers .*'x'"):
+        select_points([disagg(decode_num_workers="x")], "data.csv", "all", "disagg")
+    with pytest.raises(DatasetError, match=r"field prefill_tp_size must be a positive"):
+        select_points([disagg(prefill_tp_size="-1")], "data.csv", "all", "disagg")
+
+
+def test_a_bad_modes_option_exits_2_naming_it():
+    result = CliRunner().invoke(cli, ["validate", "--modes", "pd", "--no-aic"])
+    assert result.exit_code == 2 and "--modes" in result.output
+
+
+@needs_aic
+def test_the_installed_disaggregated_points_and_a_subsets_error_bound():
+    selection = load_aic_silicon("all", "disagg")
+    assert len(selection.points) == 59  # aiconfigurator-core 0.12.0: DeepSeek-V3/R1 FP8
+    assert selection.skipped[NO_WORKER_COUNTS] == 432
+    assert {p.sku for p in selection.points} == {"h200", "b200"}
+    # every sixth point, two requests per slot (a short run: less queueing than the
+    # client's ten): TPOT within 25% MAPE (the full run: 16%), TTFT within 75% (the full
+    # run: 58%, predicted too fast; README)
+    subset = selection.points[::6]
+    results = simulate_points(subset, requests_per_slot=2, workers=1)
+    assert all(r.ok for r in results)
+    tpot = error_stats([r.predicted_tpot_ms for r in results],
+                       [r.point.measured_tpot_ms for r in results])  # fmt: skip
+    ttft = error_stats([r.predicted_ttft_ms for r in results],
+                       [r.point.measured_ttft_ms for r in results])  # fmt: skip
+    assert tpot.n == len(subset) == 10
+    assert tpot.mape < 0.25
+    assert ttft.mape < 0.75
