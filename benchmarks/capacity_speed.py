@@ -8,7 +8,8 @@ Sarathi).  With --fine it also runs a 1 % tolerance search without early stop,
 to show how close the default bisection gets.  With --filters the capacity must also
 meet the Vidur-paper filters (as `slo.capacity_meets_filters: true` does).
 
-    python benchmarks/capacity_speed.py [--requests 2000] [--fine] [--filters] [--json]
+    python benchmarks/capacity_speed.py [--requests 2000] [--fine] [--filters] [--only TEXT]
+        [--probes] [--json]
 """
 
 from __future__ import annotations
@@ -115,6 +116,10 @@ def main() -> None:
         "--filters", action="store_true",
         help="the capacity must also meet TTFT P90 < 2 s and TBT P99 < 200 ms",
     )  # fmt: skip
+    parser.add_argument(
+        "--only", action="append", default=None, metavar="TEXT",
+        help="run only the configurations whose name contains TEXT (repeatable)",
+    )  # fmt: skip
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
@@ -123,7 +128,8 @@ def main() -> None:
         seed=args.seed,
     )  # fmt: skip
     also = FILTERS if args.filters else ()
-    rows = [run_case(case, workload, args.fine, also) for case in CASES]
+    cases = [c for c in CASES if args.only is None or any(t in c.name for t in args.only)]
+    rows = [run_case(case, workload, args.fine, also) for case in cases]
     if args.json:
         print(json.dumps(rows, indent=2))
         return

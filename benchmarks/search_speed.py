@@ -9,7 +9,12 @@ to 5% and refines to 1% those that could still change the recommendation.  With
 --reference it runs the same grid again with every configuration at 1% (no refinement)
 and checks that both pick the same best configuration.
 
-    python benchmarks/search_speed.py [--executor ray|local] [--reference] [--json] [--keep DIR]
+    python benchmarks/search_speed.py [--executor ray|local] [--reference] [--complete]
+        [--filters-in-capacity] [--json] [--keep DIR]
+
+By default the search wants only the best configuration (`strategy.prune: true`: those
+that cannot beat the best found are not searched to the end); --complete searches them
+all (complete frontiers).  The reference never prunes.
 
 Targets (2 cores): one configuration's capacity search under 5 s; the whole search under
 10 minutes, with the same best configuration as an exhaustive grid at fine tolerance.
@@ -50,6 +55,7 @@ def run(spec, executor: str, db_path: Path) -> dict:
         "wall_s": wall,
         "configurations_evaluated": report.evaluated,
         "refined": report.refined,
+        "pruned": len(report.pruned),
         "infeasible": report.infeasible,
         "failed": report.failed,
         "simulations": report.simulations,
@@ -69,6 +75,14 @@ def main() -> None:
     parser.add_argument("--spec", default=str(SPEC))
     parser.add_argument("--executor", choices=["ray", "local"], default="ray")
     parser.add_argument("--reference", action="store_true", help="also run at 1%% tolerance")
+    parser.add_argument(
+        "--complete", action="store_true",
+        help="search every configuration (no strategy.prune): complete frontiers",
+    )  # fmt: skip
+    parser.add_argument(
+        "--filters-in-capacity", action="store_true",
+        help="slo.capacity_meets_filters: true (the capacity meets the TTFT/TBT filters too)",
+    )  # fmt: skip
     parser.add_argument("--json", action="store_true")
     parser.add_argument(
         "--keep", type=Path, default=None, help="keep the results databases in this folder"
@@ -76,14 +90,26 @@ def main() -> None:
     args = parser.parse_args()
 
     spec = load_spec(args.spec)
-    out: dict = {"spec": args.spec}
+    if not args.complete:  # only the best is wanted: prune what cannot beat it
+        spec = spec.model_copy(
+            update={"strategy": spec.strategy.model_copy(update={"prune": True})}
+        )
+    if args.filters_in_capacity:
+        slo = spec.slo.model_copy(update={"capacity_meets_filters": True})
+        spec = spec.model_copy(update={"slo": slo})
+    out: dict = {"spec": args.spec, "capacity_meets_filters": spec.slo.capacity_meets_filters}
     with tempfile.TemporaryDirectory() as tmp:
         folder = args.keep or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
         out["search"] = run(spec, args.executor, folder / "search.db")
         if args.reference:
             every_fine = {"tolerance": 0.01, "refine_tolerance": None}
-            fine = spec.model_copy(update={"capacity": spec.capacity.model_copy(update=every_fine)})
+            fine = spec.model_copy(
+                update={
+                    "capacity": spec.capacity.model_copy(update=every_fine),
+                    "strategy": spec.strategy.model_copy(update={"prune": False}),
+                }
+            )
             out["reference"] = run(fine, args.executor, folder / "reference.db")
             out["same_best"] = out["search"]["best"] == out["reference"]["best"]
     if args.json:
@@ -97,7 +123,7 @@ def main() -> None:
             f"{name} (tolerance {r['tolerance']:.0%}): {r['wall_s']:.0f} s wall, "
             f"{r['configurations_evaluated']} configurations evaluated "
             f"({r['infeasible']} infeasible dropped, {r['failed']} failed), "
-            f"{r['refined']} refined, "
+            f"{r['refined']} refined, {r['pruned']} pruned, "
             f"{r['simulations']} simulations; capacity search median "
             f"{r['capacity_search_s_median']:.2f} s, max {r['capacity_search_s_max']:.2f} s"
         )

@@ -78,6 +78,7 @@ __all__ = [
     "CapacitySearchOptions",
     "LatencySLO",
     "Probe",
+    "PruneCheck",
     "ServiceBound",
     "find_capacity",
     "first_requests",
@@ -164,6 +165,22 @@ class CapacitySearchOptions:
             raise ValueError(f"max_simulations must be >= 1, got {self.max_simulations!r}")
 
 
+@dataclass(frozen=True, slots=True)
+class PruneCheck:
+    """What a configuration must do to matter when a job wants only the best one.
+
+    It must meet its capacity SLO and every filter in `filters` at `qps`, the rate at
+    which its QPS per dollar ties the best found so far (0: no best yet).  Capacity
+    searches assume a verdict that holds at a rate holds below it (so does bisection);
+    then a configuration failing at `qps` either has a capacity under it (its QPS per
+    dollar is below the best) or fails a filter at any capacity above it: it cannot be
+    recommended.  A filter missed even at zero load prunes it without a simulation.
+    """
+
+    qps: float
+    filters: tuple[LatencySLO, ...] = ()
+
+
 # --------------------------------------------------------------------------- results
 
 
@@ -200,6 +217,7 @@ class CapacityResult:
     unmeetable: tuple[LatencySLO, float] | None = None
     num_requests: int = 0  # requests in the workload of the search that decided
     rejected_requests: int = 0  # of those, never servable (rejected on arrival at any rate)
+    pruned: str | None = None  # why it cannot be the best (`PruneCheck`); None: searched
 
     @property
     def capacity_kind(self) -> str:
@@ -594,6 +612,28 @@ class _Search:
         return passed
 
 
+def _prune_check(
+    prepared: PreparedDeployment,
+    workload: Workload,
+    unit: np.ndarray,
+    options: CapacitySearchOptions,
+    prune: PruneCheck,
+    mask: np.ndarray,
+) -> str | _Search:
+    """`PruneCheck` of one configuration: why it is pruned without a simulation, or its
+    one probe at ``prune.qps`` (none when ``prune.qps`` is 0), SLOs and filters watched."""
+    extra = tuple(f for f in prune.filters if f not in (options.slo, *options.also))
+    for bound in extra:
+        if bound.metric in ZERO_LOAD_METRICS:
+            least = zero_load_percentile(prepared, workload, bound.metric, bound.percentile, mask)
+            if least >= bound.max_s:
+                return f"{bound.label()} is missed even at zero load ({least:.4g} s)"
+    check = _Search(prepared, workload, unit, replace(options, also=(*options.also, *extra)))
+    if prune.qps > 0:
+        check.probe(prune.qps)
+    return check
+
+
 def find_capacity(
     prepared: PreparedDeployment,
     workload: Workload,
@@ -603,6 +643,7 @@ def find_capacity(
     passing_qps: float | None = None,
     failing_qps: float | None = None,
     num_requests: int | None = None,
+    prune: PruneCheck | None = None,
 ) -> CapacityResult:
     """The largest arrival rate at which `prepared` meets `options.slo` on `workload`.
 
@@ -625,12 +666,18 @@ def find_capacity(
     fails ("measured") or the workload has no more requests, or the probes run out
     ("ceiling": `CapacityResult.capacity_kind`).  The result is that of the last
     search, with the probes, simulations and time of all of them.
+
+    With `prune` (a job that wants only the best configuration), the first probe is at
+    `prune.qps` with the filters watched too: where it fails, or a filter is missed even
+    at zero load, the search stops there with `CapacityResult.pruned` saying why (capacity
+    0, no summary); where it passes, that rate is the first passing one.
     """
     started = time.perf_counter()
     n = len(workload) if num_requests is None else min(max(num_requests, 1), len(workload))
     result = _find_capacity_once(
-        prepared, first_requests(workload, n), options, hint_qps, passing_qps, failing_qps
-    )
+        prepared, first_requests(workload, n), options, hint_qps, passing_qps, failing_qps,
+        prune,
+    )  # fmt: skip
     probes = list(result.probes)
     while result.capacity_kind == CAPACITY_CEILING and n < len(workload):
         left = options.max_simulations - len(probes)
@@ -655,6 +702,7 @@ def _find_capacity_once(
     hint_qps: float | None,
     passing_qps: float | None,
     failing_qps: float | None,
+    prune: PruneCheck | None = None,
 ) -> CapacityResult:
     """`find_capacity` on all of `workload`, with no lengthening."""
     started = time.perf_counter()
@@ -674,6 +722,20 @@ def _find_capacity_once(
             if least >= bound.max_s:  # missed with every request alone: at any rate
                 wall = time.perf_counter() - started
                 return CapacityResult(0.0, None, upper, 0.0, [], 0, wall, (bound, least), **counts)
+    if prune is not None:
+        checked = _prune_check(prepared, workload, unit, options, prune, mask)
+        if isinstance(checked, str) or (checked.probes and not checked.probes[-1].passed):
+            reason = checked if isinstance(checked, str) else (
+                f"misses its SLOs at {prune.qps:.4g} req/s, where it would tie the best"
+            )
+            probes = [] if isinstance(checked, str) else checked.probes
+            return CapacityResult(
+                0.0, None, upper, prune.qps if probes else math.inf, probes, len(probes),
+                time.perf_counter() - started, pruned=reason, **counts,
+            )  # fmt: skip
+        if checked.probes:  # passes there: the search goes on from that rate
+            search.probes, search.best = checked.probes, checked.best
+            passing_qps = max(passing_qps or 0.0, prune.qps)
     # the first guess: a share of the tighter (steady-state) bound; a hint starts a gallop
     steady = service.steady_qps
     reference = min(upper, steady)

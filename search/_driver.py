@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 
 import optuna
 
-from search._capacity import LatencySLO
+from search._capacity import LatencySLO, first_requests, service_bound
 from search._capacity_kind import CAPACITY_CEILING
 from search._db import (
     MAX_ATTEMPTS,
@@ -58,6 +58,7 @@ from search._strategy import (
     params_of,
     suggest,
 )
+from simulator import prepare
 from workloads import Workload
 
 # spec fields that do not change what a job is (a guard on the space's size)
@@ -97,6 +98,9 @@ class JobReport:
     errors: list[str] = field(default_factory=list)
     shared: int = 0  # evaluated by another driver of the same spec while this one ran
     smallest_over_budget: int | None = None  # GPUs of the smallest over-budget configuration
+    # configurations not searched to the end because they cannot be the best
+    # (`strategy.prune`): "label: why" each
+    pruned: list[str] = field(default_factory=list)
 
 
 def _record(candidate: Candidate) -> ConfigRecord:
@@ -158,6 +162,8 @@ class SearchDriver:
         self.driver_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.lease_s = lease_seconds()
         self._executor: Executor | None = None
+        # pruned configurations (`strategy.prune`): the best QPS per dollar each was held to
+        self._pruned: dict[int, tuple[float, str]] = {}
 
     def _executor_started(self) -> Executor:
         """The executor, started on first use (a job with nothing to simulate starts none)."""
@@ -195,7 +201,9 @@ class SearchDriver:
         `workload.num_requests` requests are the ones every search starts on)."""
         return search_workload(self.spec, self.spec.max_requests)
 
-    def _task(self, stored: StoredConfiguration, workload: Workload) -> EvaluationTask:
+    def _task(
+        self, stored: StoredConfiguration, workload: Workload, prune_below_qps: float | None = None
+    ) -> EvaluationTask:
         return EvaluationTask(
             configuration_id=stored.id,
             deployment=_point(stored).deployment(self.spec),
@@ -207,6 +215,7 @@ class SearchDriver:
             max_simulations=self.spec.capacity.max_simulations,
             num_requests=self.spec.workload.num_requests,
             max_rejected_share=self.spec.slo.max_rejected_share,
+            prune_below_qps=prune_below_qps,
         )
 
     # -- the job -----------------------------------------------------------
@@ -274,14 +283,49 @@ class SearchDriver:
     def _run(self, job_id: int) -> JobReport:
         stored, report = self._register(job_id)
         workload = self._workload()
+        by_id = {s.id: s for s in stored.values()}
         try:
             self._explore(job_id, stored, report, workload)
-            self._refine(job_id, {s.id: s for s in stored.values()}, report, workload)
+            self._refine(job_id, by_id, report, workload)
+            # pruning held configurations to the best of the moment; refining may have
+            # lowered it (the best failed a filter at its finer capacity): check those again
+            while again := self._pruned_above(self._floor(self._finished_results(job_id))):
+                for cid in again:
+                    del self._pruned[cid]
+                self._explore(job_id, {k: s for k, s in stored.items() if s.id in again},
+                              report, workload, as_grid=True)  # fmt: skip
+                self._refine(job_id, by_id, report, workload)
+            report.pruned = [f"{_label(by_id[c])}: {why}" for c, (_, why) in self._pruned.items()]
         finally:
             if self._executor is not None:
                 self._executor.close()
                 self._executor = None
         return report
+
+    def _floor(self, results: dict[int, dict]) -> float:
+        """The best measured QPS per dollar meeting the SLOs (0.0: none), or -1.0 when the
+        job does not prune."""
+        if not self.spec.strategy.prune:
+            return -1.0
+        return max(
+            (
+                float(m.get("qps_per_dollar") or 0.0)
+                for m in results.values()
+                if m.get("slo_passed") and m.get("capacity_kind") != CAPACITY_CEILING
+            ),
+            default=0.0,
+        )
+
+    def _optimistic_qps_per_dollar(self, stored: StoredConfiguration, workload: Workload) -> float:
+        """The steady-state bound on the configuration's capacity, per dollar-hour."""
+        prepared = prepare(_point(stored).deployment(self.spec))
+        head = first_requests(workload, self.spec.workload.num_requests)
+        cost = stored.record.cost_per_hour
+        return service_bound(prepared, head).steady_qps / cost if cost > 0 else 0.0
+
+    def _pruned_above(self, floor: float) -> set[int]:
+        """Pruned configurations held to a best higher than `floor`."""
+        return {cid for cid, (held, _) in self._pruned.items() if held > floor * (1 + 1e-9)}
 
     def _claim(self, configuration_id: int, *statuses: str) -> bool:
         return self.db.claim(configuration_id, self.driver_id, self.lease_s, statuses=statuses)
@@ -292,8 +336,14 @@ class SearchDriver:
         stored: dict[str, StoredConfiguration],
         report: JobReport,
         workload: Workload,
+        *,
+        as_grid: bool = False,
     ) -> None:
-        """Evaluate the strategy's configurations, each to the spec's tolerance.
+        """Evaluate the strategy's configurations, each to the spec's tolerance (`as_grid`:
+        every one of `stored`, whatever the strategy).
+
+        With `strategy.prune`, each is first held to the best found so far
+        (`search._capacity.PruneCheck`): one that cannot beat it is left unsearched.
 
         A configuration another live driver has claimed is not simulated here: its trials
         wait (`_collect_elsewhere`) until that driver records it, or its claim expires.
@@ -302,7 +352,9 @@ class SearchDriver:
         by_id = {s.id: s for s in stored.values()}
         study = make_study(self.spec)
         feasible = [s for s in stored.values() if s.status != "infeasible"]
-        if self.spec.strategy.kind == "grid":
+        if self.spec.strategy.prune:  # the most promising first: the best held to rises fast
+            feasible.sort(key=lambda s: -self._optimistic_qps_per_dollar(s, workload))
+        if self.spec.strategy.kind == "grid" or as_grid:
             budget = enqueue_grid(study, (_point(s) for s in feasible))
         else:
             budget = self.spec.strategy.trials or len(feasible)
@@ -319,13 +371,17 @@ class SearchDriver:
         visited: set[ConfigPoint] = set()
         unvisited = sorted((p for p, s in by_point.items() if s.status != "infeasible"), key=str)
         rng = random.Random(self.spec.strategy.seed)
+        held: dict[int, float] = {}  # the best QPS per dollar each task was held to
 
         def start(target: StoredConfiguration, trial: optuna.Trial) -> None:
             executor = self._executor_started()
             simulated_this_job.add(target.id)
             trials[target.id] = (trial, target)
             attempts[target.id] = 1
-            executor.submit(target.id, self._task(target, workload))
+            floor = self._floor(results)
+            prune_qps = floor * target.record.cost_per_hour if floor >= 0 else None
+            held[target.id] = floor
+            executor.submit(target.id, self._task(target, workload, prune_qps))
             self.progress.running += 1
             self.on_progress(self.progress)
 
@@ -374,6 +430,7 @@ class SearchDriver:
                     if attempts[cid] < MAX_ATTEMPTS and self._claim(cid, "failed"):
                         attempts[cid] += 1
                         executor.submit(cid, self._task(target, workload))
+                        held.pop(cid, None)
                         continue
                     report.failed += 1
                     report.errors.append(f"{_label(target)}: {message.splitlines()[-1]}")
@@ -383,10 +440,17 @@ class SearchDriver:
                     self.on_progress(self.progress)
                     continue
                 evaluation: Evaluation = finished.result
+                report.simulations += int(evaluation.metrics.get("num_simulations", 0))
+                if "pruned" in evaluation.metrics:  # cannot be the best: nothing stored
+                    self.db.release_claim(cid, self.driver_id)
+                    self._pruned[cid] = (held[cid], str(evaluation.metrics["pruned"]))
+                    self.progress.running -= 1
+                    self._tell(study, trial, None)
+                    self._advance()
+                    continue
                 self.db.record_result(cid, _result_record(evaluation.metrics))
                 results[cid] = evaluation.metrics
                 report.evaluated += 1
-                report.simulations += int(evaluation.metrics.get("num_simulations", 0))
                 self.progress.running -= 1
                 self._tell(study, trial, evaluation.metrics)
                 self._advance(evaluation.metrics, _label(target))

@@ -19,6 +19,7 @@ from search._capacity import (
     CAPACITY_MEASURED,
     CapacitySearchOptions,
     LatencySLO,
+    PruneCheck,
     find_capacity,
     first_requests,
     servable,
@@ -52,6 +53,9 @@ class EvaluationTask:
     failing_qps: float | None = None
     num_requests: int | None = None  # requests the search starts on (None: all of workload)
     max_rejected_share: float = 0.0  # most of the workload the deployment may refuse
+    # the job wants only the best configuration: the rate at which this one would tie the
+    # best so far (0.0: no best yet); None: search it whatever (`search._capacity.PruneCheck`)
+    prune_below_qps: float | None = None
 
 
 REJECTED_SHARE = "rejected_share"  # slo_detail key of the rejected-requests check
@@ -127,11 +131,17 @@ def evaluate(task: EvaluationTask) -> Evaluation:
         tolerance=task.tolerance,
         max_simulations=task.max_simulations,
     )
+    prune = None
+    if task.prune_below_qps is not None:
+        prune = PruneCheck(task.prune_below_qps, task.filters)
     found = find_capacity(
         prepared, task.workload, options,
         passing_qps=task.passing_qps, failing_qps=task.failing_qps,
-        num_requests=task.num_requests,
+        num_requests=task.num_requests, prune=prune,
     )  # fmt: skip
+    if found.pruned is not None:  # cannot be the best: no result to store
+        metrics = {"pruned": found.pruned, "num_simulations": found.num_simulations}
+        return _finished(task, metrics, started)
     cost = task.deployment.cost_per_hour
     summary = found.summary
     rejected = _rejected_share(found.rejected_requests, found.num_requests, task.max_rejected_share)
