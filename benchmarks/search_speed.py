@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import sys
 import tempfile
 import time
@@ -41,11 +42,19 @@ from search._spec import load_spec  # noqa: E402
 SPEC = ROOT / "examples" / "vidur_llama2_70b_chat.yaml"
 
 
+def _cpu_seconds() -> float:
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    workers = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + workers.ru_utime + workers.ru_stime
+
+
 def run(spec, executor: str, db_path: Path) -> dict:
     db = open_database(f"sqlite:///{db_path}")
     started = time.perf_counter()
+    cpu_before = _cpu_seconds()
     report = SearchDriver(spec, db, executor).run()
     wall = time.perf_counter() - started
+    cpu = _cpu_seconds() - cpu_before
     frame = with_labels(db.results(report.job_id, status="done"))
     kinds = frame["capacity_kind"].value_counts()
     ranked = rank_configurations(frame)
@@ -53,6 +62,9 @@ def run(spec, executor: str, db_path: Path) -> dict:
     return {
         "tolerance": spec.capacity.tolerance,
         "wall_s": wall,
+        # this process and its finished workers (the local executor's): on a machine shared
+        # with other work, cpu_s / 2 is the wall time two idle cores would take
+        "cpu_s": cpu,
         "configurations_evaluated": report.evaluated,
         "refined": report.refined,
         "pruned": len(report.pruned),
@@ -121,6 +133,7 @@ def main() -> None:
         r = out[name]
         print(
             f"{name} (tolerance {r['tolerance']:.0%}): {r['wall_s']:.0f} s wall, "
+            f"{r['cpu_s']:.0f} s CPU, "
             f"{r['configurations_evaluated']} configurations evaluated "
             f"({r['infeasible']} infeasible dropped, {r['failed']} failed), "
             f"{r['refined']} refined, {r['pruned']} pruned, "

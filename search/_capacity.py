@@ -197,6 +197,14 @@ class Probe:
     stopped_early: bool
     iterations: int  # batches simulated
     wall_s: float
+    # "search": a probe of the search; "known": known to pass without a simulation (at or
+    # under a rate that passed the `PruneCheck`; slo_value NaN); "check": the `PruneCheck`;
+    # "summary": the run, after the search, at a known rate that turned out the capacity
+    kind: str = "search"
+
+    @property
+    def simulated(self) -> bool:
+        return self.kind != "known"
 
 
 @dataclass(slots=True)
@@ -536,8 +544,27 @@ class _Search:
         self.unit = unit
         self.options = options
         self.probes: list[Probe] = []
-        self.best: tuple[float, Simulation] | None = None  # largest passing rate, its run
+        # largest passing rate, its run (None: known to pass, not simulated)
+        self.best: tuple[float, Simulation | None] | None = None
         self.served_none = False
+        self.known_pass = 0.0  # rates up to this one pass (`PruneCheck`): not simulated
+
+    def best_summary(self) -> dict | None:
+        """The summary of the run at the largest passing rate (simulated now if its verdict
+        was known without a run); None when no rate passed."""
+        if self.best is None:
+            return None
+        qps, sim = self.best
+        if sim is None:
+            started = time.perf_counter()
+            workload = self.workload.with_arrival_times(self.unit / qps)
+            sim = self.prepared.simulation(workload, RunOptions()).run()
+            value = _slo_value(sim, self.options.slo)
+            self.probes.append(
+                Probe(qps, True, len(self.workload), value, False, len(sim.batches),
+                      time.perf_counter() - started, "summary")
+            )  # fmt: skip
+        return summarize(sim)
 
     @property
     def exhausted(self) -> bool:
@@ -581,6 +608,13 @@ class _Search:
         return tripped, hook
 
     def probe(self, qps: float) -> bool:
+        if qps <= self.known_pass:
+            self.probes.append(
+                Probe(qps, True, len(self.workload), math.nan, False, 0, 0.0, "known")
+            )
+            if self.best is None or qps > self.best[0]:
+                self.best = (qps, None)
+            return True
         slo = self.options.slo
         started = time.perf_counter()
         workload = self.workload.with_arrival_times(self.unit / qps)
@@ -631,6 +665,7 @@ def _prune_check(
     check = _Search(prepared, workload, unit, replace(options, also=(*options.also, *extra)))
     if prune.qps > 0:
         check.probe(prune.qps)
+        check.probes[-1].kind = "check"
     return check
 
 
@@ -680,7 +715,7 @@ def find_capacity(
     )  # fmt: skip
     probes = list(result.probes)
     while result.capacity_kind == CAPACITY_CEILING and n < len(workload):
-        left = options.max_simulations - len(probes)
+        left = options.max_simulations - sum(p.kind in ("search", "known") for p in probes)
         if left < 1:
             break
         n = min(LENGTHEN * n, len(workload))
@@ -690,7 +725,7 @@ def find_capacity(
         )  # fmt: skip
         probes += result.probes
     result.probes = probes
-    result.num_simulations = len(probes)
+    result.num_simulations = sum(p.simulated for p in probes)
     result.wall_time_s = time.perf_counter() - started
     return result
 
@@ -724,7 +759,8 @@ def _find_capacity_once(
                 return CapacityResult(0.0, None, upper, 0.0, [], 0, wall, (bound, least), **counts)
     if prune is not None:
         checked = _prune_check(prepared, workload, unit, options, prune, mask)
-        if isinstance(checked, str) or (checked.probes and not checked.probes[-1].passed):
+        checked_probes = [] if isinstance(checked, str) else checked.probes
+        if isinstance(checked, str) or (checked_probes and not checked_probes[-1].passed):
             reason = checked if isinstance(checked, str) else (
                 f"misses its SLOs at {prune.qps:.4g} req/s, where it would tie the best"
             )
@@ -733,9 +769,9 @@ def _find_capacity_once(
                 0.0, None, upper, prune.qps if probes else math.inf, probes, len(probes),
                 time.perf_counter() - started, pruned=reason, **counts,
             )  # fmt: skip
-        if checked.probes:  # passes there: the search goes on from that rate
-            search.probes, search.best = checked.probes, checked.best
-            passing_qps = max(passing_qps or 0.0, prune.qps)
+        # passes there: the search runs as it would have, without simulating the rates
+        # known to pass
+        search.known_pass = prune.qps
     # the first guess: a share of the tighter (steady-state) bound; a hint starts a gallop
     steady = service.steady_qps
     reference = min(upper, steady)
@@ -784,17 +820,17 @@ def _find_capacity_once(
             lo = mid
         else:
             hi = mid
-    summary = None
+    summary = search.best_summary()
     if search.best is not None:
         lo = search.best[0]
-        summary = summarize(search.best[1])
+    probes = [*checked_probes, *search.probes] if prune is not None else search.probes
     return CapacityResult(
         capacity_qps=lo,
         summary=summary,
         upper_bound_qps=upper,
         failing_qps=min([hi, *(p.qps for p in search.probes if not p.passed)]),
-        probes=search.probes,
-        num_simulations=len(search.probes),
+        probes=probes,
+        num_simulations=sum(p.simulated for p in probes),
         wall_time_s=time.perf_counter() - started,
         **counts,
     )

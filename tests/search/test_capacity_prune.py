@@ -55,21 +55,25 @@ def test_a_configuration_is_pruned_exactly_when_the_full_run_misses_an_slo(
     if result.pruned is not None:
         assert result.capacity_qps == 0.0 and result.summary is None
         assert result.num_simulations == 1 and f"{qps:.4g} req/s" in result.pruned
-    else:  # the check's passing probe starts the search: its capacity is at least that rate
-        assert result.probes[0].passed and result.capacity_qps >= qps
-        assert result.summary is not None
+    else:  # passing the check, the search is the one it would have been
+        assert result.probes[0].passed and result.probes[0].kind == "check"
+        assert result.capacity_qps == found.capacity_qps
+        assert result.failing_qps == found.failing_qps
 
 
-def test_a_pruned_search_that_passes_finds_the_capacity_of_the_full_search(
-    prepared, workload, found
-):
-    qps = 0.5 * found.capacity_qps
+def test_a_search_that_passes_the_check_skips_the_rates_known_to_pass(prepared, workload, found):
+    qps = 0.95 * found.capacity_qps
     result = find_capacity(prepared, workload, prune=PruneCheck(qps))
     assert result.pruned is None
-    tol = CapacitySearchOptions().tolerance
-    assert result.failing_qps / result.capacity_qps - 1 <= tol + 1e-9
-    # both brackets hold the same crossing: they overlap
-    assert result.capacity_qps < found.failing_qps and found.capacity_qps < result.failing_qps
+    check, *searched = result.probes
+    assert check.kind == "check" and check.qps == qps
+    # the probes of the search without a check, in the same order, with the same verdicts
+    assert [(p.qps, p.passed) for p in searched] == [(p.qps, p.passed) for p in found.probes]
+    known = [p for p in searched if p.kind == "known"]
+    assert known and all(p.qps <= qps and p.iterations == 0 for p in known)
+    assert result.num_simulations == 1 + len(searched) - len(known)
+    assert result.capacity_qps == found.capacity_qps and result.failing_qps == found.failing_qps
+    assert result.summary["latency_s"] == found.summary["latency_s"]
 
 
 def test_without_a_best_yet_only_the_zero_load_check_runs(prepared, workload, found):
@@ -114,6 +118,12 @@ def test_the_pruned_job_recommends_what_the_complete_job_does(tmp_path, ttft_max
     complete, pruned = both[False], both[True]
     assert not complete[0].pruned and len(complete[1]) == 12
     assert len(pruned[1]) + len(pruned[0].pruned) == 12  # the pruned have no result
+    # the others were searched as the complete job searched them
+    cols = ["fingerprint", "tolerance", "capacity_qps", "capacity_upper_qps", "slo_passed"]
+    both_rows = pruned[1][cols].merge(complete[1][cols], on=["fingerprint", "tolerance"])
+    assert len(both_rows) >= len(pruned[1]) - 2  # the complete job may have refined a few more
+    assert (both_rows["capacity_qps_x"] == both_rows["capacity_qps_y"]).all()
+    assert (both_rows["slo_passed_x"] == both_rows["slo_passed_y"]).all()
     if ttft_max_s == 5.0:
         assert len(pruned[0].pruned) >= 6
         assert pruned[0].simulations < complete[0].simulations
