@@ -175,6 +175,9 @@ class PruneCheck:
     then a configuration failing at `qps` either has a capacity under it (its QPS per
     dollar is below the best) or fails a filter at any capacity above it: it cannot be
     recommended.  A filter missed even at zero load prunes it without a simulation.
+    Where filters are judged at the capacity (not part of it), the search that follows
+    stops too at the first rate that meets the capacity SLO but misses a filter: the
+    capacity is no lower, so it misses the filter too.
     """
 
     qps: float
@@ -226,6 +229,9 @@ class CapacityResult:
     num_requests: int = 0  # requests in the workload of the search that decided
     rejected_requests: int = 0  # of those, never servable (rejected on arrival at any rate)
     pruned: str | None = None  # why it cannot be the best (`PruneCheck`); None: searched
+    # pruned for missing its SLOs at `PruneCheck.qps` (a lower best might not prune it);
+    # False: pruned whatever the best (a filter missed under its capacity, or at zero load)
+    pruned_by_best: bool = False
 
     @property
     def capacity_kind(self) -> str:
@@ -548,6 +554,10 @@ class _Search:
         self.best: tuple[float, Simulation | None] | None = None
         self.served_none = False
         self.known_pass = 0.0  # rates up to this one pass (`PruneCheck`): not simulated
+        # `PruneCheck` filters judged at each passing rate, and why one failed there (then the
+        # capacity, no lower, fails it too: the configuration cannot be recommended)
+        self.prune_filters: tuple[LatencySLO, ...] = ()
+        self.pruned: str | None = None
 
     def best_summary(self) -> dict | None:
         """The summary of the run at the largest passing rate (simulated now if its verdict
@@ -634,9 +644,14 @@ class _Search:
             value = _slo_value(sim, slo)
             passed = bool(value < slo.max_s)
             self.served_none = all(r.rejected is not None for r in sim.requests)
-            if passed and self.options.also:
+            if passed and (self.options.also or self.prune_filters):
                 summary = summarize(sim)
                 passed = all(extra.passed(summary) for extra in self.options.also)
+                missed = [f for f in self.prune_filters if not f.passed(summary)]
+                if passed and missed:
+                    self.pruned = (
+                        f"misses {missed[0].label()} at {qps:.4g} req/s, under its capacity"
+                    )
         self.probes.append(
             Probe(qps, passed, len(self.workload), value, sim.stopped_early, len(sim.batches),
                   time.perf_counter() - started)
@@ -705,7 +720,9 @@ def find_capacity(
     With `prune` (a job that wants only the best configuration), the first probe is at
     `prune.qps` with the filters watched too: where it fails, or a filter is missed even
     at zero load, the search stops there with `CapacityResult.pruned` saying why (capacity
-    0, no summary); where it passes, that rate is the first passing one.
+    0, no summary).  Where it passes, the search is the one it would have been (the same
+    probes; those at or under `prune.qps` pass without a simulation), but it stops, pruned,
+    at a simulated rate that meets the SLO and misses a filter.
     """
     started = time.perf_counter()
     n = len(workload) if num_requests is None else min(max(num_requests, 1), len(workload))
@@ -767,11 +784,15 @@ def _find_capacity_once(
             probes = [] if isinstance(checked, str) else checked.probes
             return CapacityResult(
                 0.0, None, upper, prune.qps if probes else math.inf, probes, len(probes),
-                time.perf_counter() - started, pruned=reason, **counts,
+                time.perf_counter() - started, pruned=reason, pruned_by_best=bool(probes),
+                **counts,
             )  # fmt: skip
         # passes there: the search runs as it would have, without simulating the rates
-        # known to pass
+        # known to pass, and stops at a passing rate that misses a filter
         search.known_pass = prune.qps
+        search.prune_filters = tuple(
+            f for f in prune.filters if f not in (options.slo, *options.also)
+        )
     # the first guess: a share of the tighter (steady-state) bound; a hint starts a gallop
     steady = service.steady_qps
     reference = min(upper, steady)
@@ -798,7 +819,7 @@ def _find_capacity_once(
         bracketing = hi == math.inf and lo < ceiling
     # bracket: up from a passing rate (at most to the ceiling), down from a failing one,
     # by a factor that squares at each step of a gallop
-    while bracketing and not search.exhausted:
+    while bracketing and not search.exhausted and search.pruned is None:
         if search.probe(q):
             lo = q
             if hi < math.inf or q >= ceiling:
@@ -814,12 +835,21 @@ def _find_capacity_once(
         if galloping:
             grow *= grow
     # bisect geometrically
-    while lo > 0 and hi < math.inf and hi / lo - 1 > tol and not search.exhausted:
+    while (
+        lo > 0 and hi < math.inf and hi / lo - 1 > tol and not search.exhausted
+        and search.pruned is None
+    ):  # fmt: skip
         mid = math.sqrt(lo * hi)
         if search.probe(mid):
             lo = mid
         else:
             hi = mid
+    if search.pruned is not None:
+        probes = [*checked_probes, *search.probes]
+        return CapacityResult(
+            0.0, None, upper, math.inf, probes, sum(p.simulated for p in probes),
+            time.perf_counter() - started, pruned=search.pruned, **counts,
+        )  # fmt: skip
     summary = search.best_summary()
     if search.best is not None:
         lo = search.best[0]

@@ -163,6 +163,7 @@ class SearchDriver:
         self.lease_s = lease_seconds()
         self._executor: Executor | None = None
         # pruned configurations (`strategy.prune`): the best QPS per dollar each was held to
+        # (0.0: pruned whatever the best), and why
         self._pruned: dict[int, tuple[float, str]] = {}
 
     def _executor_started(self) -> Executor:
@@ -443,7 +444,9 @@ class SearchDriver:
                 report.simulations += int(evaluation.metrics.get("num_simulations", 0))
                 if "pruned" in evaluation.metrics:  # cannot be the best: nothing stored
                     self.db.release_claim(cid, self.driver_id)
-                    self._pruned[cid] = (held[cid], str(evaluation.metrics["pruned"]))
+                    by_best = bool(evaluation.metrics.get("pruned_by_best"))
+                    self._pruned[cid] = (held[cid] if by_best else 0.0,
+                                         str(evaluation.metrics["pruned"]))  # fmt: skip
                     self.progress.running -= 1
                     self._tell(study, trial, None)
                     self._advance()

@@ -140,7 +140,10 @@ def evaluate(task: EvaluationTask) -> Evaluation:
         num_requests=task.num_requests, prune=prune,
     )  # fmt: skip
     if found.pruned is not None:  # cannot be the best: no result to store
-        metrics = {"pruned": found.pruned, "num_simulations": found.num_simulations}
+        metrics = {
+            "pruned": found.pruned, "pruned_by_best": found.pruned_by_best,
+            "num_simulations": found.num_simulations,
+        }  # fmt: skip
         return _finished(task, metrics, started)
     cost = task.deployment.cost_per_hour
     summary = found.summary

@@ -14,6 +14,7 @@ from search._capacity import (
     unit_arrival_times,
 )
 from search._pareto import best_configuration
+from search._results_view import with_labels
 from simulator._deployment import PreparedDeployment
 from tests.search.conftest import write_spec
 from tests.search.test_capacity import _chat, _deployment
@@ -50,15 +51,19 @@ def test_a_configuration_is_pruned_exactly_when_the_full_run_misses_an_slo(
     qps = share * found.capacity_qps
     result = find_capacity(prepared, workload, prune=PruneCheck(qps, FILTERS))
     meets = _full_run_meets(prepared, workload, qps, (CapacitySearchOptions().slo, *FILTERS))
-    assert (result.pruned is None) == meets
-    assert result.probes[0].qps == qps
-    if result.pruned is not None:
+    assert result.probes[0].qps == qps and result.probes[0].kind == "check"
+    assert result.probes[0].passed == meets
+    if not meets:
         assert result.capacity_qps == 0.0 and result.summary is None
         assert result.num_simulations == 1 and f"{qps:.4g} req/s" in result.pruned
-    else:  # passing the check, the search is the one it would have been
-        assert result.probes[0].passed and result.probes[0].kind == "check"
+        assert result.pruned is not None
+    elif result.pruned is None:  # passing the check, the search is the one it would have been
         assert result.capacity_qps == found.capacity_qps
         assert result.failing_qps == found.failing_qps
+        assert all(f.passed(result.summary) for f in FILTERS)
+    else:  # or it stopped at a rate under the capacity that misses a filter
+        assert "under its capacity" in result.pruned
+        assert not all(f.passed(found.summary) for f in FILTERS)
 
 
 def test_a_search_that_passes_the_check_skips_the_rates_known_to_pass(prepared, workload, found):
@@ -76,11 +81,23 @@ def test_a_search_that_passes_the_check_skips_the_rates_known_to_pass(prepared, 
     assert result.summary["latency_s"] == found.summary["latency_s"]
 
 
-def test_without_a_best_yet_only_the_zero_load_check_runs(prepared, workload, found):
-    result = find_capacity(prepared, workload, prune=PruneCheck(0.0, FILTERS))
+def test_without_a_best_yet_the_search_is_the_usual_one(prepared, workload, found):
+    loose = (LatencySLO("ttft", 90, 30.0), LatencySLO("tbt", 99, 1.0))
+    result = find_capacity(prepared, workload, prune=PruneCheck(0.0, loose))
     assert result.pruned is None
-    assert result.capacity_qps == found.capacity_qps  # the same search, probe for probe
     assert [p.qps for p in result.probes] == [p.qps for p in found.probes]
+    assert result.capacity_qps == found.capacity_qps
+
+
+def test_a_passing_rate_that_misses_a_filter_stops_the_search(prepared, workload, found):
+    """TBT P99 < 50 ms is missed at the capacity: the search stops at the first passing rate
+    that misses it, before the bracket is narrow."""
+    assert not FILTERS[1].passed(found.summary)
+    result = find_capacity(prepared, workload, prune=PruneCheck(0.0, FILTERS))
+    assert result.pruned is not None and "tbt_p99 < 0.05 s" in result.pruned
+    assert result.num_simulations < found.num_simulations
+    stopped_at = result.probes[-1]
+    assert stopped_at.passed and stopped_at.qps <= found.capacity_qps
 
 
 def test_a_filter_missed_even_at_zero_load_prunes_without_a_simulation(prepared, workload):
@@ -92,9 +109,9 @@ def test_a_filter_missed_even_at_zero_load_prunes_without_a_simulation(prepared,
 
 @pytest.mark.parametrize("ttft_max_s", [5.0, 3.5])
 def test_the_pruned_job_recommends_what_the_complete_job_does(tmp_path, ttft_max_s):
-    """With TTFT P90 < 5 s, most configurations cannot beat the best and are pruned; with
-    3.5 s every best of the moment fails its filters once refined, so the configurations
-    pruned against it are searched again, and in the end none is left out."""
+    """With TTFT P90 < 5 s most configurations cannot beat the best; with 3.5 s none meets
+    the filters at its capacity, and every best of the moment fails them once refined (the
+    configurations held to it are searched again)."""
     space = {
         "tp": [1, 2],
         "schedulers": {
@@ -113,23 +130,27 @@ def test_the_pruned_job_recommends_what_the_complete_job_does(tmp_path, ttft_max
             tmp_path, space=space, slo=slo, strategy={"kind": "grid", "prune": prune}
         )
         _, db, report = run_job(spec, f"sqlite:///{tmp_path / f'{prune}.db'}")
-        frame = db.results(report.job_id, status="done")
+        frame = with_labels(db.results(report.job_id, status="done"))
         both[prune] = (report, frame, best_configuration(frame))
-    complete, pruned = both[False], both[True]
-    assert not complete[0].pruned and len(complete[1]) == 12
-    assert len(pruned[1]) + len(pruned[0].pruned) == 12  # the pruned have no result
+    (full, full_frame, full_best), (cut, cut_frame, cut_best) = both[False], both[True]
+    assert not full.pruned and len(full_frame) == 12
+    assert len(cut.pruned) >= 6 and cut.simulations < full.simulations
+    assert len(cut_frame) + len(cut.pruned) == 12  # the pruned have no result
     # the others were searched as the complete job searched them
-    cols = ["fingerprint", "tolerance", "capacity_qps", "capacity_upper_qps", "slo_passed"]
-    both_rows = pruned[1][cols].merge(complete[1][cols], on=["fingerprint", "tolerance"])
-    assert len(both_rows) >= len(pruned[1]) - 2  # the complete job may have refined a few more
-    assert (both_rows["capacity_qps_x"] == both_rows["capacity_qps_y"]).all()
-    assert (both_rows["slo_passed_x"] == both_rows["slo_passed_y"]).all()
+    cols = ["label", "tolerance", "capacity_qps", "slo_passed"]
+    same = cut_frame[cols].merge(full_frame[cols], on=["label", "tolerance"])
+    assert len(same) >= len(cut_frame) - 2  # the complete job may have refined a few more
+    assert (same["capacity_qps_x"] == same["capacity_qps_y"]).all()
+    assert (same["slo_passed_x"] == same["slo_passed_y"]).all()
+    # what was pruned is, in the complete job, not recommendable or below the best
+    full_rows = full_frame.set_index("label")
+    floor = 0.0 if full_best is None else full_best["qps_per_dollar"]
+    for entry in cut.pruned:
+        row = full_rows.loc[entry.split(": ")[0]]
+        assert not row["slo_passed"] or row["qps_per_dollar"] < floor, entry
     if ttft_max_s == 5.0:
-        assert len(pruned[0].pruned) >= 6
-        assert pruned[0].simulations < complete[0].simulations
-        assert pruned[2] is not None
-        assert pruned[2]["params"] == complete[2]["params"]
-        assert pruned[2]["qps_per_dollar"] == pytest.approx(complete[2]["qps_per_dollar"], rel=0.02)
+        assert cut_best is not None
+        assert cut_best["params"] == full_best["params"]
+        assert cut_best["qps_per_dollar"] == pytest.approx(full_best["qps_per_dollar"], rel=0.02)
     else:
-        assert not pruned[0].pruned
-        assert complete[2] is None and pruned[2] is None
+        assert full_best is None and cut_best is None
