@@ -58,6 +58,7 @@ from search._strategy import (
     params_of,
     suggest,
 )
+from search._zero_load import zero_load_headroom
 from simulator import prepare
 from workloads import Workload
 
@@ -317,12 +318,16 @@ class SearchDriver:
             default=0.0,
         )
 
-    def _optimistic_qps_per_dollar(self, stored: StoredConfiguration, workload: Workload) -> float:
-        """The steady-state bound on the configuration's capacity, per dollar-hour."""
+    def _promise(self, stored: StoredConfiguration, workload: Workload) -> tuple[float, float]:
+        """How likely the configuration is to be the best, to search the likeliest first: the
+        headroom its filters leave at zero load (`zero_load_headroom`: a best must meet them
+        at its capacity), then the steady-state bound on its QPS per dollar."""
         prepared = prepare(_point(stored).deployment(self.spec))
         head = first_requests(workload, self.spec.workload.num_requests)
+        filters = [(s.metric, s.percentile, s.max_s) for s in self.spec.slo.filters]
         cost = stored.record.cost_per_hour
-        return service_bound(prepared, head).steady_qps / cost if cost > 0 else 0.0
+        bound = service_bound(prepared, head).steady_qps / cost if cost > 0 else 0.0
+        return zero_load_headroom(prepared, head, filters), bound
 
     def _pruned_above(self, floor: float) -> set[int]:
         """Pruned configurations held to a best higher than `floor`."""
@@ -354,7 +359,8 @@ class SearchDriver:
         study = make_study(self.spec)
         feasible = [s for s in stored.values() if s.status != "infeasible"]
         if self.spec.strategy.prune:  # the most promising first: the best held to rises fast
-            feasible.sort(key=lambda s: -self._optimistic_qps_per_dollar(s, workload))
+            promise = {s.id: self._promise(s, workload) for s in feasible}
+            feasible.sort(key=lambda s: promise[s.id], reverse=True)
         if self.spec.strategy.kind == "grid" or as_grid:
             budget = enqueue_grid(study, (_point(s) for s in feasible))
         else:

@@ -15,6 +15,7 @@ from search._capacity import (
 )
 from search._pareto import best_configuration
 from search._results_view import with_labels
+from search._zero_load import zero_load_headroom, zero_load_percentile
 from simulator._deployment import PreparedDeployment
 from tests.search.conftest import write_spec
 from tests.search.test_capacity import _chat, _deployment
@@ -154,3 +155,16 @@ def test_the_pruned_job_recommends_what_the_complete_job_does(tmp_path, ttft_max
         assert cut_best["qps_per_dollar"] == pytest.approx(full_best["qps_per_dollar"], rel=0.02)
     else:
         assert full_best is None and cut_best is None
+
+
+@pytest.mark.parametrize("metric,percentile,max_s", [("ttft", 90, 0.5), ("tbt", 99, 0.05)])
+def test_the_zero_load_headroom_is_what_the_zero_load_bound_leaves(
+    prepared, workload, metric, percentile, max_s
+):
+    least = zero_load_percentile(prepared, workload, metric, percentile)
+    headroom = zero_load_headroom(prepared, workload, [(metric, percentile, max_s)])
+    assert 0 < headroom < 1
+    assert headroom == pytest.approx(1 - least / max_s, rel=1e-9)
+    both = [(metric, percentile, max_s), (metric, percentile, least / 2)]  # missed alone
+    assert zero_load_headroom(prepared, workload, both) == 0.0
+    assert zero_load_headroom(prepared, workload, [("e2e", 99, 1.0)]) == 1.0
