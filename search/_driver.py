@@ -218,6 +218,7 @@ class SearchDriver:
             num_requests=self.spec.workload.num_requests,
             max_rejected_share=self.spec.slo.max_rejected_share,
             prune_below_qps=prune_below_qps,
+            refine_tolerance=self.spec.capacity.refine_tolerance,
         )
 
     # -- the job -----------------------------------------------------------
