@@ -36,7 +36,10 @@ under its bound.  `find_capacity` finds it by simulation:
   alike (the first certain to fail stops the run; `simulator.LateRequestCounter`).
   TBT likewise, on token gaps: a decode step lasting the bound or more gives each of
   its decodes a gap at least that long (`simulator.SlowGapCounter`), and the run has
-  sum(output - 1) gaps in all, known up front.  TPOT and normalised latency are judged at the end.
+  sum(output - 1) gaps in all, known up front.  TPOT likewise, on requests: one decoding
+  for longer than the bound times its decode steps has a TPOT at least the bound
+  (`simulator.SlowTpotCounter`); its population, the servable requests of more than one
+  output token, is known up front.  Normalised latency is judged at the end.
 
 Everything here is a pure function of plain data (no Ray, Optuna or SQL), so a
 worker can run it in any process.
@@ -61,6 +64,7 @@ from simulator import (
     RunOptions,
     Simulation,
     SlowGapCounter,
+    SlowTpotCounter,
     prefix_reuse_tokens,
     request_arrays,
     servable_requests,
@@ -581,10 +585,21 @@ class _Search:
         return len(self.probes) >= self.options.max_simulations
 
     @cached_property
-    def _num_gaps(self) -> int:
-        """Token gaps of the run (TBT's population): output - 1 of each servable request."""
-        outputs = self.workload.output_tokens[servable(self.prepared, self.workload)]
-        return int(np.maximum(outputs - 1, 0).sum())
+    def _servable_outputs(self) -> np.ndarray:
+        return self.workload.output_tokens[servable(self.prepared, self.workload)]
+
+    def _counter(self, slo: LatencySLO):
+        """The early-stop hook counting `slo`'s late values, with the limit of its run."""
+        if slo.metric in EARLY_STOP_METRICS:
+            return LateRequestCounter(
+                slo.metric, slo.max_s, late_limit(len(self.workload), slo.percentile)
+            )
+        outputs = self._servable_outputs
+        if slo.metric == "tbt":  # token gaps: output - 1 of each servable request
+            gaps = int(np.maximum(outputs - 1, 0).sum())
+            return SlowGapCounter(slo.max_s, late_limit(gaps, slo.percentile))
+        # tpot: the servable requests of more than one output token
+        return SlowTpotCounter(slo.max_s, late_limit(int((outputs > 1).sum()), slo.percentile))
 
     def _early_stop(self) -> tuple[list[LatencySLO], object]:
         """The SLOs whose late requests are counted as the run goes, and the run's hook.
@@ -595,17 +610,11 @@ class _Search:
         watched = [
             s
             for s in (self.options.slo, *self.options.also)
-            if s.metric in EARLY_STOP_METRICS or s.metric == "tbt"
+            if s.metric in EARLY_STOP_METRICS or s.metric in ("tbt", "tpot")
         ]
         if not self.options.early_stop or not watched:
             return [], None
-        n = len(self.workload)
-        counters = [
-            LateRequestCounter(s.metric, s.max_s, late_limit(n, s.percentile))
-            if s.metric in EARLY_STOP_METRICS
-            else SlowGapCounter(s.max_s, late_limit(self._num_gaps, s.percentile))
-            for s in watched
-        ]
+        counters = [self._counter(s) for s in watched]
         tripped: list[LatencySLO] = []
 
         def hook(sim: Simulation) -> bool:
@@ -633,7 +642,8 @@ class _Search:
         sim = self.prepared.simulation(workload, options).run()
         if sim.stopped_early:
             stopper = tripped[0]
-            # TBT: the percentile of the gaps so far (the full run's is no lower than the bound)
+            # TBT, TPOT: the percentile of the values so far (the full run's is no lower than
+            # the bound)
             value = (
                 _stopped_value(sim, stopper)
                 if stopper.metric in EARLY_STOP_METRICS
