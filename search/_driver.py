@@ -204,7 +204,11 @@ class SearchDriver:
         return search_workload(self.spec, self.spec.max_requests)
 
     def _task(
-        self, stored: StoredConfiguration, workload: Workload, prune_below_qps: float | None = None
+        self,
+        stored: StoredConfiguration,
+        workload: Workload,
+        prune_below_qps: float | None = None,
+        hint_qps: float | None = None,
     ) -> EvaluationTask:
         return EvaluationTask(
             configuration_id=stored.id,
@@ -219,6 +223,7 @@ class SearchDriver:
             max_rejected_share=self.spec.slo.max_rejected_share,
             prune_below_qps=prune_below_qps,
             refine_tolerance=self.spec.capacity.refine_tolerance,
+            hint_qps=hint_qps,
         )
 
     # -- the job -----------------------------------------------------------
@@ -389,7 +394,10 @@ class SearchDriver:
             floor = self._floor(results)
             prune_qps = floor * target.record.cost_per_hour if floor >= 0 else None
             held[target.id] = floor
-            executor.submit(target.id, self._task(target, workload, prune_qps))
+            # a job that searches every configuration starts each at its nearest finished
+            # neighbour's capacity (the same deployment but its batch cap or chunk size)
+            hint = None if prune_qps is not None else _neighbour_capacity(target, by_id, results)
+            executor.submit(target.id, self._task(target, workload, prune_qps, hint))
             self.progress.running += 1
             self.on_progress(self.progress)
 
@@ -699,6 +707,30 @@ class _Heartbeat:
 
 def _point(stored: StoredConfiguration) -> ConfigPoint:
     return ConfigPoint(**{k: v for k, v in stored.record.params.items() if k != "label"})
+
+
+def _neighbour_capacity(
+    target: StoredConfiguration, by_id: dict[int, StoredConfiguration], results: dict[int, dict]
+) -> float | None:
+    """The measured capacity of the finished configuration nearest `target` that differs from
+    it only in batch cap, chunk size or token limit (None: none is finished)."""
+    point = _point(target)
+    key = replace(point, batch_size=0, chunk_size=None, max_tokens=None)
+    best: tuple[float, float] | None = None
+    for cid, metrics in results.items():
+        other = by_id.get(cid)
+        capacity = metrics.get("capacity_qps") or 0.0
+        if other is None or capacity <= 0 or metrics.get("capacity_kind") == CAPACITY_CEILING:
+            continue
+        near = _point(other)
+        if replace(near, batch_size=0, chunk_size=None, max_tokens=None) != key:
+            continue
+        distance = abs(math.log2(near.batch_size / point.batch_size)) + abs(
+            math.log2((near.chunk_size or 1) / (point.chunk_size or 1))
+        )
+        if best is None or distance < best[0]:
+            best = (distance, float(capacity))
+    return None if best is None else best[1]
 
 
 def _label(stored: StoredConfiguration) -> str:

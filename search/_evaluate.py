@@ -60,6 +60,7 @@ class EvaluationTask:
     # with pruning, a result that meets its SLOs and would be the new best is refined at
     # once to this tolerance (None: never), so the best the others are held to is final
     refine_tolerance: float | None = None
+    hint_qps: float | None = None  # where the search starts (a neighbour's capacity)
 
 
 REJECTED_SHARE = "rejected_share"  # slo_detail key of the rejected-requests check
@@ -155,7 +156,7 @@ def evaluate(task: EvaluationTask) -> Evaluation:
     found = find_capacity(
         prepared, task.workload, options,
         passing_qps=task.passing_qps, failing_qps=task.failing_qps,
-        num_requests=task.num_requests, prune=prune,
+        num_requests=task.num_requests, prune=prune, hint_qps=task.hint_qps,
     )  # fmt: skip
     if found.pruned is not None:  # cannot be the best: no result to store
         metrics = {

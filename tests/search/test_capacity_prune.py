@@ -168,3 +168,33 @@ def test_the_zero_load_headroom_is_what_the_zero_load_bound_leaves(
     both = [(metric, percentile, max_s), (metric, percentile, least / 2)]  # missed alone
     assert zero_load_headroom(prepared, workload, both) == 0.0
     assert zero_load_headroom(prepared, workload, [("e2e", 99, 1.0)]) == 1.0
+
+
+def test_a_complete_job_starts_each_search_at_its_neighbours_capacity(tmp_path, monkeypatch):
+    import search._driver as driver_module
+
+    space = {
+        "tp": [1],
+        "schedulers": {"sarathi": {"batch_size": [32, 64, 128], "chunk_size": [512, 1024]}},
+    }
+    hints: list[float | None] = []
+    real = driver_module.evaluate
+
+    def recording(task):
+        hints.append(task.hint_qps)
+        return real(task)
+
+    monkeypatch.setattr(driver_module, "evaluate", recording)
+    spec = write_spec(tmp_path, space=space, capacity={"tolerance": 0.05, "refine_tolerance": None})
+    _, db, warm = run_job(spec, f"sqlite:///{tmp_path / 'warm.db'}")
+    # the first configuration of each SKU has no finished neighbour; every later one has
+    assert hints.count(None) == 2 and len(hints) == 12
+    monkeypatch.setattr(driver_module, "_neighbour_capacity", lambda *args: None)
+    _, db_cold, cold = run_job(spec, f"sqlite:///{tmp_path / 'cold.db'}")
+    assert warm.simulations < cold.simulations
+    cols = ["fingerprint", "capacity_qps", "capacity_upper_qps"]
+    both = db.results(warm.job_id)[cols].merge(db_cold.results(cold.job_id)[cols], on="fingerprint")
+    assert len(both) == 12
+    # each search brackets the same capacity: the brackets overlap
+    assert (both["capacity_qps_x"] < both["capacity_upper_qps_y"]).all()
+    assert (both["capacity_qps_y"] < both["capacity_upper_qps_x"]).all()
