@@ -3,12 +3,13 @@
 Times `search._capacity.find_capacity` for a few configurations on the built-in
 chat workload (Poisson arrivals, 2000 requests by default), with the default
 options (P99 scheduling delay < 5 s, 5 % tolerance, early stop).  Target on the
-2-core CI machine: under 5 s per configuration (e.g. Llama-2-70B TP4 on H100,
-Sarathi).  With --fine it also runs a 1 % tolerance search without early stop,
+2-core CI machine (issue 13): under 2 s for every configuration, with or without
+--filters.  With --fine it also runs a 1 % tolerance search without early stop,
 to show how close the default bisection gets.  With --filters the capacity must also
 meet the Vidur-paper filters (as `slo.capacity_meets_filters: true` does).
 
-    python benchmarks/capacity_speed.py [--requests 2000] [--fine] [--filters] [--json]
+    python benchmarks/capacity_speed.py [--requests 2000] [--fine] [--filters] [--only TEXT]
+        [--probes] [--json]
 """
 
 from __future__ import annotations
@@ -115,6 +116,10 @@ def main() -> None:
         "--filters", action="store_true",
         help="the capacity must also meet TTFT P90 < 2 s and TBT P99 < 200 ms",
     )  # fmt: skip
+    parser.add_argument(
+        "--only", action="append", default=None, metavar="TEXT",
+        help="run only the configurations whose name contains TEXT (repeatable)",
+    )  # fmt: skip
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
@@ -123,7 +128,8 @@ def main() -> None:
         seed=args.seed,
     )  # fmt: skip
     also = FILTERS if args.filters else ()
-    rows = [run_case(case, workload, args.fine, also) for case in CASES]
+    cases = [c for c in CASES if args.only is None or any(t in c.name for t in args.only)]
+    rows = [run_case(case, workload, args.fine, also) for case in cases]
     if args.json:
         print(json.dumps(rows, indent=2))
         return
@@ -150,7 +156,7 @@ def main() -> None:
         if args.probes:
             print("    probes (qps, passed, wall s):", r["probes"])
     worst = max(r["wall_s"] for r in rows)
-    print(f"slowest configuration: {worst:.2f} s (target < 5 s)")
+    print(f"slowest configuration: {worst:.2f} s (target < 2 s)")
 
 
 if __name__ == "__main__":

@@ -36,7 +36,10 @@ under its bound.  `find_capacity` finds it by simulation:
   alike (the first certain to fail stops the run; `simulator.LateRequestCounter`).
   TBT likewise, on token gaps: a decode step lasting the bound or more gives each of
   its decodes a gap at least that long (`simulator.SlowGapCounter`), and the run has
-  sum(output - 1) gaps in all, known up front.  TPOT and normalised latency are judged at the end.
+  sum(output - 1) gaps in all, known up front.  TPOT likewise, on requests: one decoding
+  for longer than the bound times its decode steps has a TPOT at least the bound
+  (`simulator.SlowTpotCounter`); its population, the servable requests of more than one
+  output token, is known up front.  Normalised latency is judged at the end.
 
 Everything here is a pure function of plain data (no Ray, Optuna or SQL), so a
 worker can run it in any process.
@@ -61,6 +64,7 @@ from simulator import (
     RunOptions,
     Simulation,
     SlowGapCounter,
+    SlowTpotCounter,
     prefix_reuse_tokens,
     request_arrays,
     servable_requests,
@@ -78,6 +82,7 @@ __all__ = [
     "CapacitySearchOptions",
     "LatencySLO",
     "Probe",
+    "PruneCheck",
     "ServiceBound",
     "find_capacity",
     "first_requests",
@@ -164,6 +169,25 @@ class CapacitySearchOptions:
             raise ValueError(f"max_simulations must be >= 1, got {self.max_simulations!r}")
 
 
+@dataclass(frozen=True, slots=True)
+class PruneCheck:
+    """What a configuration must do to matter when a job wants only the best one.
+
+    It must meet its capacity SLO and every filter in `filters` at `qps`, the rate at
+    which its QPS per dollar ties the best found so far (0: no best yet).  Capacity
+    searches assume a verdict that holds at a rate holds below it (so does bisection);
+    then a configuration failing at `qps` either has a capacity under it (its QPS per
+    dollar is below the best) or fails a filter at any capacity above it: it cannot be
+    recommended.  A filter missed even at zero load prunes it without a simulation.
+    Where filters are judged at the capacity (not part of it), the search that follows
+    stops too at the first rate that meets the capacity SLO but misses a filter: the
+    capacity is no lower, so it misses the filter too.
+    """
+
+    qps: float
+    filters: tuple[LatencySLO, ...] = ()
+
+
 # --------------------------------------------------------------------------- results
 
 
@@ -180,6 +204,14 @@ class Probe:
     stopped_early: bool
     iterations: int  # batches simulated
     wall_s: float
+    # "search": a probe of the search; "known": known to pass without a simulation (at or
+    # under a rate that passed the `PruneCheck`; slo_value NaN); "check": the `PruneCheck`;
+    # "summary": the run, after the search, at a known rate that turned out the capacity
+    kind: str = "search"
+
+    @property
+    def simulated(self) -> bool:
+        return self.kind != "known"
 
 
 @dataclass(slots=True)
@@ -200,6 +232,10 @@ class CapacityResult:
     unmeetable: tuple[LatencySLO, float] | None = None
     num_requests: int = 0  # requests in the workload of the search that decided
     rejected_requests: int = 0  # of those, never servable (rejected on arrival at any rate)
+    pruned: str | None = None  # why it cannot be the best (`PruneCheck`); None: searched
+    # pruned for missing its SLOs at `PruneCheck.qps` (a lower best might not prune it);
+    # False: pruned whatever the best (a filter missed under its capacity, or at zero load)
+    pruned_by_best: bool = False
 
     @property
     def capacity_kind(self) -> str:
@@ -522,18 +558,52 @@ class _Search:
         self.unit = unit
         self.options = options
         self.probes: list[Probe] = []
-        self.best: tuple[float, Simulation] | None = None  # largest passing rate, its run
+        # largest passing rate, its run (None: known to pass, not simulated)
+        self.best: tuple[float, Simulation | None] | None = None
         self.served_none = False
+        self.known_pass = 0.0  # rates up to this one pass (`PruneCheck`): not simulated
+        # `PruneCheck` filters judged at each passing rate, and why one failed there (then the
+        # capacity, no lower, fails it too: the configuration cannot be recommended)
+        self.prune_filters: tuple[LatencySLO, ...] = ()
+        self.pruned: str | None = None
+
+    def best_summary(self) -> dict | None:
+        """The summary of the run at the largest passing rate (simulated now if its verdict
+        was known without a run); None when no rate passed."""
+        if self.best is None:
+            return None
+        qps, sim = self.best
+        if sim is None:
+            started = time.perf_counter()
+            workload = self.workload.with_arrival_times(self.unit / qps)
+            sim = self.prepared.simulation(workload, RunOptions()).run()
+            value = _slo_value(sim, self.options.slo)
+            self.probes.append(
+                Probe(qps, True, len(self.workload), value, False, len(sim.batches),
+                      time.perf_counter() - started, "summary")
+            )  # fmt: skip
+        return summarize(sim)
 
     @property
     def exhausted(self) -> bool:
         return len(self.probes) >= self.options.max_simulations
 
     @cached_property
-    def _num_gaps(self) -> int:
-        """Token gaps of the run (TBT's population): output - 1 of each servable request."""
-        outputs = self.workload.output_tokens[servable(self.prepared, self.workload)]
-        return int(np.maximum(outputs - 1, 0).sum())
+    def _servable_outputs(self) -> np.ndarray:
+        return self.workload.output_tokens[servable(self.prepared, self.workload)]
+
+    def _counter(self, slo: LatencySLO):
+        """The early-stop hook counting `slo`'s late values, with the limit of its run."""
+        if slo.metric in EARLY_STOP_METRICS:
+            return LateRequestCounter(
+                slo.metric, slo.max_s, late_limit(len(self.workload), slo.percentile)
+            )
+        outputs = self._servable_outputs
+        if slo.metric == "tbt":  # token gaps: output - 1 of each servable request
+            gaps = int(np.maximum(outputs - 1, 0).sum())
+            return SlowGapCounter(slo.max_s, late_limit(gaps, slo.percentile))
+        # tpot: the servable requests of more than one output token
+        return SlowTpotCounter(slo.max_s, late_limit(int((outputs > 1).sum()), slo.percentile))
 
     def _early_stop(self) -> tuple[list[LatencySLO], object]:
         """The SLOs whose late requests are counted as the run goes, and the run's hook.
@@ -544,17 +614,11 @@ class _Search:
         watched = [
             s
             for s in (self.options.slo, *self.options.also)
-            if s.metric in EARLY_STOP_METRICS or s.metric == "tbt"
+            if s.metric in EARLY_STOP_METRICS or s.metric in ("tbt", "tpot")
         ]
         if not self.options.early_stop or not watched:
             return [], None
-        n = len(self.workload)
-        counters = [
-            LateRequestCounter(s.metric, s.max_s, late_limit(n, s.percentile))
-            if s.metric in EARLY_STOP_METRICS
-            else SlowGapCounter(s.max_s, late_limit(self._num_gaps, s.percentile))
-            for s in watched
-        ]
+        counters = [self._counter(s) for s in watched]
         tripped: list[LatencySLO] = []
 
         def hook(sim: Simulation) -> bool:
@@ -567,6 +631,13 @@ class _Search:
         return tripped, hook
 
     def probe(self, qps: float) -> bool:
+        if qps <= self.known_pass:
+            self.probes.append(
+                Probe(qps, True, len(self.workload), math.nan, False, 0, 0.0, "known")
+            )
+            if self.best is None or qps > self.best[0]:
+                self.best = (qps, None)
+            return True
         slo = self.options.slo
         started = time.perf_counter()
         workload = self.workload.with_arrival_times(self.unit / qps)
@@ -575,7 +646,8 @@ class _Search:
         sim = self.prepared.simulation(workload, options).run()
         if sim.stopped_early:
             stopper = tripped[0]
-            # TBT: the percentile of the gaps so far (the full run's is no lower than the bound)
+            # TBT, TPOT: the percentile of the values so far (the full run's is no lower than
+            # the bound)
             value = (
                 _stopped_value(sim, stopper)
                 if stopper.metric in EARLY_STOP_METRICS
@@ -586,9 +658,14 @@ class _Search:
             value = _slo_value(sim, slo)
             passed = bool(value < slo.max_s)
             self.served_none = all(r.rejected is not None for r in sim.requests)
-            if passed and self.options.also:
+            if passed and (self.options.also or self.prune_filters):
                 summary = summarize(sim)
                 passed = all(extra.passed(summary) for extra in self.options.also)
+                missed = [f for f in self.prune_filters if not f.passed(summary)]
+                if passed and missed:
+                    self.pruned = (
+                        f"misses {missed[0].label()} at {qps:.4g} req/s, under its capacity"
+                    )
         self.probes.append(
             Probe(qps, passed, len(self.workload), value, sim.stopped_early, len(sim.batches),
                   time.perf_counter() - started)
@@ -596,6 +673,29 @@ class _Search:
         if passed and (self.best is None or qps > self.best[0]):
             self.best = (qps, sim)
         return passed
+
+
+def _prune_check(
+    prepared: PreparedDeployment,
+    workload: Workload,
+    unit: np.ndarray,
+    options: CapacitySearchOptions,
+    prune: PruneCheck,
+    mask: np.ndarray,
+) -> str | _Search:
+    """`PruneCheck` of one configuration: why it is pruned without a simulation, or its
+    one probe at ``prune.qps`` (none when ``prune.qps`` is 0), SLOs and filters watched."""
+    extra = tuple(f for f in prune.filters if f not in (options.slo, *options.also))
+    for bound in extra:
+        if bound.metric in ZERO_LOAD_METRICS:
+            least = zero_load_percentile(prepared, workload, bound.metric, bound.percentile, mask)
+            if least >= bound.max_s:
+                return f"{bound.label()} is missed even at zero load ({least:.4g} s)"
+    check = _Search(prepared, workload, unit, replace(options, also=(*options.also, *extra)))
+    if prune.qps > 0:
+        check.probe(prune.qps)
+        check.probes[-1].kind = "check"
+    return check
 
 
 def find_capacity(
@@ -607,6 +707,7 @@ def find_capacity(
     passing_qps: float | None = None,
     failing_qps: float | None = None,
     num_requests: int | None = None,
+    prune: PruneCheck | None = None,
 ) -> CapacityResult:
     """The largest arrival rate at which `prepared` meets `options.slo` on `workload`.
 
@@ -629,15 +730,23 @@ def find_capacity(
     fails ("measured") or the workload has no more requests, or the probes run out
     ("ceiling": `CapacityResult.capacity_kind`).  The result is that of the last
     search, with the probes, simulations and time of all of them.
+
+    With `prune` (a job that wants only the best configuration), the first probe is at
+    `prune.qps` with the filters watched too: where it fails, or a filter is missed even
+    at zero load, the search stops there with `CapacityResult.pruned` saying why (capacity
+    0, no summary).  Where it passes, the search is the one it would have been (the same
+    probes; those at or under `prune.qps` pass without a simulation), but it stops, pruned,
+    at a simulated rate that meets the SLO and misses a filter.
     """
     started = time.perf_counter()
     n = len(workload) if num_requests is None else min(max(num_requests, 1), len(workload))
     result = _find_capacity_once(
-        prepared, first_requests(workload, n), options, hint_qps, passing_qps, failing_qps
-    )
+        prepared, first_requests(workload, n), options, hint_qps, passing_qps, failing_qps,
+        prune,
+    )  # fmt: skip
     probes = list(result.probes)
     while result.capacity_kind == CAPACITY_CEILING and n < len(workload):
-        left = options.max_simulations - len(probes)
+        left = options.max_simulations - sum(p.kind in ("search", "known") for p in probes)
         if left < 1:
             break
         n = min(LENGTHEN * n, len(workload))
@@ -647,7 +756,7 @@ def find_capacity(
         )  # fmt: skip
         probes += result.probes
     result.probes = probes
-    result.num_simulations = len(probes)
+    result.num_simulations = sum(p.simulated for p in probes)
     result.wall_time_s = time.perf_counter() - started
     return result
 
@@ -659,6 +768,7 @@ def _find_capacity_once(
     hint_qps: float | None,
     passing_qps: float | None,
     failing_qps: float | None,
+    prune: PruneCheck | None = None,
 ) -> CapacityResult:
     """`find_capacity` on all of `workload`, with no lengthening."""
     started = time.perf_counter()
@@ -678,6 +788,25 @@ def _find_capacity_once(
             if least >= bound.max_s:  # missed with every request alone: at any rate
                 wall = time.perf_counter() - started
                 return CapacityResult(0.0, None, upper, 0.0, [], 0, wall, (bound, least), **counts)
+    if prune is not None:
+        checked = _prune_check(prepared, workload, unit, options, prune, mask)
+        checked_probes = [] if isinstance(checked, str) else checked.probes
+        if isinstance(checked, str) or (checked_probes and not checked_probes[-1].passed):
+            reason = checked if isinstance(checked, str) else (
+                f"misses its SLOs at {prune.qps:.4g} req/s, where it would tie the best"
+            )
+            probes = [] if isinstance(checked, str) else checked.probes
+            return CapacityResult(
+                0.0, None, upper, prune.qps if probes else math.inf, probes, len(probes),
+                time.perf_counter() - started, pruned=reason, pruned_by_best=bool(probes),
+                **counts,
+            )  # fmt: skip
+        # passes there: the search runs as it would have, without simulating the rates
+        # known to pass, and stops at a passing rate that misses a filter
+        search.known_pass = prune.qps
+        search.prune_filters = tuple(
+            f for f in prune.filters if f not in (options.slo, *options.also)
+        )
     # the first guess: a share of the tighter (steady-state) bound; a hint starts a gallop
     steady = service.steady_qps
     reference = min(upper, steady)
@@ -704,7 +833,7 @@ def _find_capacity_once(
         bracketing = hi == math.inf and lo < ceiling
     # bracket: up from a passing rate (at most to the ceiling), down from a failing one,
     # by a factor that squares at each step of a gallop
-    while bracketing and not search.exhausted:
+    while bracketing and not search.exhausted and search.pruned is None:
         if search.probe(q):
             lo = q
             if hi < math.inf or q >= ceiling:
@@ -720,23 +849,32 @@ def _find_capacity_once(
         if galloping:
             grow *= grow
     # bisect geometrically
-    while lo > 0 and hi < math.inf and hi / lo - 1 > tol and not search.exhausted:
+    while (
+        lo > 0 and hi < math.inf and hi / lo - 1 > tol and not search.exhausted
+        and search.pruned is None
+    ):  # fmt: skip
         mid = math.sqrt(lo * hi)
         if search.probe(mid):
             lo = mid
         else:
             hi = mid
-    summary = None
+    if search.pruned is not None:
+        probes = [*checked_probes, *search.probes]
+        return CapacityResult(
+            0.0, None, upper, math.inf, probes, sum(p.simulated for p in probes),
+            time.perf_counter() - started, pruned=search.pruned, **counts,
+        )  # fmt: skip
+    summary = search.best_summary()
     if search.best is not None:
         lo = search.best[0]
-        summary = summarize(search.best[1])
+    probes = [*checked_probes, *search.probes] if prune is not None else search.probes
     return CapacityResult(
         capacity_qps=lo,
         summary=summary,
         upper_bound_qps=upper,
         failing_qps=min([hi, *(p.qps for p in search.probes if not p.passed)]),
-        probes=search.probes,
-        num_simulations=len(search.probes),
+        probes=probes,
+        num_simulations=sum(p.simulated for p in probes),
         wall_time_s=time.perf_counter() - started,
         **counts,
     )

@@ -198,6 +198,11 @@ def run(
     )
     for error in report.errors[:5]:
         console.print(f"[red]failed[/red] {error}")
+    if report.pruned:
+        console.print(
+            f"{len(report.pruned)} pruned (strategy.prune: they cannot beat the best, so they "
+            "have no result and the frontiers leave them out), e.g. " + report.pruned[0]
+        )
     _note_unloaded(database, report.job_id, spec.workload.num_requests)
     print_best(database, report.job_id, console)
 

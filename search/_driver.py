@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 
 import optuna
 
-from search._capacity import LatencySLO
+from search._capacity import LatencySLO, first_requests, service_bound
 from search._capacity_kind import CAPACITY_CEILING
 from search._db import (
     MAX_ATTEMPTS,
@@ -58,6 +58,8 @@ from search._strategy import (
     params_of,
     suggest,
 )
+from search._zero_load import zero_load_headroom
+from simulator import prepare
 from workloads import Workload
 
 # spec fields that do not change what a job is (a guard on the space's size)
@@ -97,6 +99,9 @@ class JobReport:
     errors: list[str] = field(default_factory=list)
     shared: int = 0  # evaluated by another driver of the same spec while this one ran
     smallest_over_budget: int | None = None  # GPUs of the smallest over-budget configuration
+    # configurations not searched to the end because they cannot be the best
+    # (`strategy.prune`): "label: why" each
+    pruned: list[str] = field(default_factory=list)
 
 
 def _record(candidate: Candidate) -> ConfigRecord:
@@ -158,6 +163,9 @@ class SearchDriver:
         self.driver_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.lease_s = lease_seconds()
         self._executor: Executor | None = None
+        # pruned configurations (`strategy.prune`): the best QPS per dollar each was held to
+        # (0.0: pruned whatever the best), and why
+        self._pruned: dict[int, tuple[float, str]] = {}
 
     def _executor_started(self) -> Executor:
         """The executor, started on first use (a job with nothing to simulate starts none)."""
@@ -195,7 +203,13 @@ class SearchDriver:
         `workload.num_requests` requests are the ones every search starts on)."""
         return search_workload(self.spec, self.spec.max_requests)
 
-    def _task(self, stored: StoredConfiguration, workload: Workload) -> EvaluationTask:
+    def _task(
+        self,
+        stored: StoredConfiguration,
+        workload: Workload,
+        prune_below_qps: float | None = None,
+        hint_qps: float | None = None,
+    ) -> EvaluationTask:
         return EvaluationTask(
             configuration_id=stored.id,
             deployment=_point(stored).deployment(self.spec),
@@ -207,6 +221,9 @@ class SearchDriver:
             max_simulations=self.spec.capacity.max_simulations,
             num_requests=self.spec.workload.num_requests,
             max_rejected_share=self.spec.slo.max_rejected_share,
+            prune_below_qps=prune_below_qps,
+            refine_tolerance=self.spec.capacity.refine_tolerance,
+            hint_qps=hint_qps,
         )
 
     # -- the job -----------------------------------------------------------
@@ -274,14 +291,53 @@ class SearchDriver:
     def _run(self, job_id: int) -> JobReport:
         stored, report = self._register(job_id)
         workload = self._workload()
+        by_id = {s.id: s for s in stored.values()}
         try:
             self._explore(job_id, stored, report, workload)
-            self._refine(job_id, {s.id: s for s in stored.values()}, report, workload)
+            self._refine(job_id, by_id, report, workload)
+            # pruning held configurations to the best of the moment; refining may have
+            # lowered it (the best failed a filter at its finer capacity): check those again
+            while again := self._pruned_above(self._floor(self._finished_results(job_id))):
+                for cid in again:
+                    del self._pruned[cid]
+                self._explore(job_id, {k: s for k, s in stored.items() if s.id in again},
+                              report, workload, as_grid=True)  # fmt: skip
+                self._refine(job_id, by_id, report, workload)
+            report.pruned = [f"{_label(by_id[c])}: {why}" for c, (_, why) in self._pruned.items()]
         finally:
             if self._executor is not None:
                 self._executor.close()
                 self._executor = None
         return report
+
+    def _floor(self, results: dict[int, dict]) -> float:
+        """The best measured QPS per dollar meeting the SLOs (0.0: none), or -1.0 when the
+        job does not prune."""
+        if not self.spec.strategy.prune:
+            return -1.0
+        return max(
+            (
+                float(m.get("qps_per_dollar") or 0.0)
+                for m in results.values()
+                if m.get("slo_passed") and m.get("capacity_kind") != CAPACITY_CEILING
+            ),
+            default=0.0,
+        )
+
+    def _promise(self, stored: StoredConfiguration, workload: Workload) -> tuple[float, float]:
+        """How likely the configuration is to be the best, to search the likeliest first: the
+        headroom its filters leave at zero load (`zero_load_headroom`: a best must meet them
+        at its capacity), then the steady-state bound on its QPS per dollar."""
+        prepared = prepare(_point(stored).deployment(self.spec))
+        head = first_requests(workload, self.spec.workload.num_requests)
+        filters = [(s.metric, s.percentile, s.max_s) for s in self.spec.slo.filters]
+        cost = stored.record.cost_per_hour
+        bound = service_bound(prepared, head).steady_qps / cost if cost > 0 else 0.0
+        return zero_load_headroom(prepared, head, filters), bound
+
+    def _pruned_above(self, floor: float) -> set[int]:
+        """Pruned configurations held to a best higher than `floor`."""
+        return {cid for cid, (held, _) in self._pruned.items() if held > floor * (1 + 1e-9)}
 
     def _claim(self, configuration_id: int, *statuses: str) -> bool:
         return self.db.claim(configuration_id, self.driver_id, self.lease_s, statuses=statuses)
@@ -292,8 +348,14 @@ class SearchDriver:
         stored: dict[str, StoredConfiguration],
         report: JobReport,
         workload: Workload,
+        *,
+        as_grid: bool = False,
     ) -> None:
-        """Evaluate the strategy's configurations, each to the spec's tolerance.
+        """Evaluate the strategy's configurations, each to the spec's tolerance (`as_grid`:
+        every one of `stored`, whatever the strategy).
+
+        With `strategy.prune`, each is first held to the best found so far
+        (`search._capacity.PruneCheck`): one that cannot beat it is left unsearched.
 
         A configuration another live driver has claimed is not simulated here: its trials
         wait (`_collect_elsewhere`) until that driver records it, or its claim expires.
@@ -302,7 +364,10 @@ class SearchDriver:
         by_id = {s.id: s for s in stored.values()}
         study = make_study(self.spec)
         feasible = [s for s in stored.values() if s.status != "infeasible"]
-        if self.spec.strategy.kind == "grid":
+        if self.spec.strategy.prune:  # the most promising first: the best held to rises fast
+            promise = {s.id: self._promise(s, workload) for s in feasible}
+            feasible.sort(key=lambda s: promise[s.id], reverse=True)
+        if self.spec.strategy.kind == "grid" or as_grid:
             budget = enqueue_grid(study, (_point(s) for s in feasible))
         else:
             budget = self.spec.strategy.trials or len(feasible)
@@ -319,13 +384,20 @@ class SearchDriver:
         visited: set[ConfigPoint] = set()
         unvisited = sorted((p for p, s in by_point.items() if s.status != "infeasible"), key=str)
         rng = random.Random(self.spec.strategy.seed)
+        held: dict[int, float] = {}  # the best QPS per dollar each task was held to
 
         def start(target: StoredConfiguration, trial: optuna.Trial) -> None:
             executor = self._executor_started()
             simulated_this_job.add(target.id)
             trials[target.id] = (trial, target)
             attempts[target.id] = 1
-            executor.submit(target.id, self._task(target, workload))
+            floor = self._floor(results)
+            prune_qps = floor * target.record.cost_per_hour if floor >= 0 else None
+            held[target.id] = floor
+            # a job that searches every configuration starts each at its nearest finished
+            # neighbour's capacity (the same deployment but its batch cap or chunk size)
+            hint = None if prune_qps is not None else _neighbour_capacity(target, by_id, results)
+            executor.submit(target.id, self._task(target, workload, prune_qps, hint))
             self.progress.running += 1
             self.on_progress(self.progress)
 
@@ -374,6 +446,7 @@ class SearchDriver:
                     if attempts[cid] < MAX_ATTEMPTS and self._claim(cid, "failed"):
                         attempts[cid] += 1
                         executor.submit(cid, self._task(target, workload))
+                        held.pop(cid, None)
                         continue
                     report.failed += 1
                     report.errors.append(f"{_label(target)}: {message.splitlines()[-1]}")
@@ -383,10 +456,19 @@ class SearchDriver:
                     self.on_progress(self.progress)
                     continue
                 evaluation: Evaluation = finished.result
+                report.simulations += int(evaluation.metrics.get("num_simulations", 0))
+                if "pruned" in evaluation.metrics:  # cannot be the best: nothing stored
+                    self.db.release_claim(cid, self.driver_id)
+                    by_best = bool(evaluation.metrics.get("pruned_by_best"))
+                    self._pruned[cid] = (held[cid] if by_best else 0.0,
+                                         str(evaluation.metrics["pruned"]))  # fmt: skip
+                    self.progress.running -= 1
+                    self._tell(study, trial, None)
+                    self._advance()
+                    continue
                 self.db.record_result(cid, _result_record(evaluation.metrics))
                 results[cid] = evaluation.metrics
                 report.evaluated += 1
-                report.simulations += int(evaluation.metrics.get("num_simulations", 0))
                 self.progress.running -= 1
                 self._tell(study, trial, evaluation.metrics)
                 self._advance(evaluation.metrics, _label(target))
@@ -625,6 +707,30 @@ class _Heartbeat:
 
 def _point(stored: StoredConfiguration) -> ConfigPoint:
     return ConfigPoint.from_dict(stored.record.params)
+
+
+def _neighbour_capacity(
+    target: StoredConfiguration, by_id: dict[int, StoredConfiguration], results: dict[int, dict]
+) -> float | None:
+    """The measured capacity of the finished configuration nearest `target` that differs from
+    it only in batch cap, chunk size or token limit (None: none is finished)."""
+    point = _point(target)
+    key = replace(point, batch_size=0, chunk_size=None, max_tokens=None)
+    best: tuple[float, float] | None = None
+    for cid, metrics in results.items():
+        other = by_id.get(cid)
+        capacity = metrics.get("capacity_qps") or 0.0
+        if other is None or capacity <= 0 or metrics.get("capacity_kind") == CAPACITY_CEILING:
+            continue
+        near = _point(other)
+        if replace(near, batch_size=0, chunk_size=None, max_tokens=None) != key:
+            continue
+        distance = abs(math.log2(near.batch_size / point.batch_size)) + abs(
+            math.log2((near.chunk_size or 1) / (point.chunk_size or 1))
+        )
+        if best is None or distance < best[0]:
+            best = (distance, float(capacity))
+    return None if best is None else best[1]
 
 
 def _label(stored: StoredConfiguration) -> str:

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from search._capacity import (
     CAPACITY_MEASURED,
+    CapacityResult,
     CapacitySearchOptions,
     LatencySLO,
+    PruneCheck,
     find_capacity,
     first_requests,
     servable,
@@ -52,6 +54,13 @@ class EvaluationTask:
     failing_qps: float | None = None
     num_requests: int | None = None  # requests the search starts on (None: all of workload)
     max_rejected_share: float = 0.0  # most of the workload the deployment may refuse
+    # the job wants only the best configuration: the rate at which this one would tie the
+    # best so far (0.0: no best yet); None: search it whatever (`search._capacity.PruneCheck`)
+    prune_below_qps: float | None = None
+    # with pruning, a result that meets its SLOs and would be the new best is refined at
+    # once to this tolerance (None: never), so the best the others are held to is final
+    refine_tolerance: float | None = None
+    hint_qps: float | None = None  # where the search starts (a neighbour's capacity)
 
 
 REJECTED_SHARE = "rejected_share"  # slo_detail key of the rejected-requests check
@@ -115,6 +124,20 @@ def _base_metrics(task: EvaluationTask, prepared: PreparedDeployment) -> dict:
     }
 
 
+def _sets_the_best(task: EvaluationTask, found: CapacityResult) -> bool:
+    """Whether a pruning job's result meets its filters on a measured capacity above the
+    best so far (and a refine tolerance finer than the search's is set)."""
+    if task.prune_below_qps is None or task.refine_tolerance is None:
+        return False
+    if task.refine_tolerance >= task.tolerance or found.summary is None:
+        return False
+    if found.capacity_kind != CAPACITY_MEASURED or not math.isfinite(found.failing_qps):
+        return False
+    if found.capacity_qps <= task.prune_below_qps:
+        return False
+    return all(slo.passed(found.summary) for slo in task.filters)
+
+
 def evaluate(task: EvaluationTask) -> Evaluation:
     started = time.perf_counter()
     prepared = prepare(task.deployment)
@@ -127,15 +150,37 @@ def evaluate(task: EvaluationTask) -> Evaluation:
         tolerance=task.tolerance,
         max_simulations=task.max_simulations,
     )
+    prune = None
+    if task.prune_below_qps is not None:
+        prune = PruneCheck(task.prune_below_qps, task.filters)
     found = find_capacity(
         prepared, task.workload, options,
         passing_qps=task.passing_qps, failing_qps=task.failing_qps,
-        num_requests=task.num_requests,
+        num_requests=task.num_requests, prune=prune, hint_qps=task.hint_qps,
     )  # fmt: skip
+    if found.pruned is not None:  # cannot be the best: no result to store
+        metrics = {
+            "pruned": found.pruned, "pruned_by_best": found.pruned_by_best,
+            "num_simulations": found.num_simulations,
+        }  # fmt: skip
+        return _finished(task, metrics, started)
+    tolerance = task.tolerance
+    if _sets_the_best(task, found):
+        # as the driver refines a contender: from the bracket, on the length it decided on
+        fine = find_capacity(
+            prepared, task.workload, replace(options, tolerance=task.refine_tolerance),
+            passing_qps=found.capacity_qps, failing_qps=found.failing_qps,
+            num_requests=found.num_requests,
+        )  # fmt: skip
+        fine.num_simulations += found.num_simulations
+        if fine.summary is None:  # no rate above passed: the coarse run stands
+            fine.summary = found.summary
+        found, tolerance = fine, task.refine_tolerance
     cost = task.deployment.cost_per_hour
     summary = found.summary
     rejected = _rejected_share(found.rejected_requests, found.num_requests, task.max_rejected_share)
     metrics: dict = _base_metrics(task, prepared) | {
+        "tolerance": tolerance,
         "capacity_qps": found.capacity_qps,
         "capacity_upper_qps": found.failing_qps if math.isfinite(found.failing_qps) else None,
         "capacity_kind": found.capacity_kind,

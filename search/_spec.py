@@ -283,6 +283,12 @@ class StrategySpec(_Strict):
         None, description="Configurations tpe / nsga2 may evaluate (required for them)."
     )
     seed: int = Field(0, description="Seed of the sampler.")
+    prune: bool = Field(
+        False,
+        description="true: only the best configuration is wanted: one that cannot beat the "
+        "best found so far (it misses its SLOs where it would tie it) is not searched further; "
+        "the job summary lists how many were pruned, and its frontiers cover the rest only.",
+    )
 
     @model_validator(mode="after")
     def _trials_for_samplers(self) -> StrategySpec:

@@ -16,6 +16,7 @@ search would otherwise halve the rate down to its floor, each probe a long run).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from functools import lru_cache
 
 import numpy as np
@@ -24,7 +25,7 @@ from estimators import BatchShape, ExecutionTimeEstimator
 from simulator import PreparedDeployment, SchedulerConfig, weighted_percentiles
 from workloads import Workload
 
-__all__ = ["ZERO_LOAD_METRICS", "zero_load_percentile"]
+__all__ = ["ZERO_LOAD_METRICS", "zero_load_headroom", "zero_load_percentile"]
 
 # SLO metrics with a zero-load bound (the scheduling delay's is 0: nothing to learn)
 ZERO_LOAD_METRICS = frozenset({"ttft", "tbt", "tpot", "e2e", "normalized_latency"})
@@ -118,3 +119,31 @@ def zero_load_percentile(
     if len(values) == 0:
         return math.nan
     return float(weighted_percentiles(values, None, (percentile,))[f"p{percentile}"])
+
+
+def zero_load_headroom(
+    prepared: PreparedDeployment, workload: Workload, slos: Iterable[tuple[str, int, float]]
+) -> float:
+    """The least share of its bound each SLO (metric, percentile, max_s) leaves at zero load:
+    1 - the zero-load value / max_s, at least 0 (1.0 with no SLO to judge).
+
+    Cheap (for TTFT the prefill of the prompt at the percentile, which is the percentile
+    of the prefills as they grow with the prompt; TBT and TPOT as `zero_load_percentile`;
+    e2e and normalised latency are not judged): a search ranks configurations by it, the
+    ones farthest from missing their filters alone being the likeliest to meet them loaded.
+    """
+    alone = _AloneCosts(prepared)
+    least = 1.0
+    for metric, percentile, max_s in slos:
+        if metric == "ttft":
+            prompts = workload.prompt_tokens
+            share = percentile / 100.0 * len(prompts) - 1e-9
+            index = min(max(math.ceil(share) - 1, 0), len(prompts) - 1)
+            value = alone.prefill(int(np.sort(prompts)[index])) if len(prompts) else math.nan
+        elif metric in ("tbt", "tpot"):
+            value = zero_load_percentile(prepared, workload, metric, percentile)
+        else:
+            continue
+        if math.isfinite(value):
+            least = min(least, max(0.0, 1.0 - value / max_s))
+    return least

@@ -3,8 +3,8 @@
 `Simulation` runs one deployment over one workload with a cost-model estimator;
 `SimulationResult` turns the finished run into metrics and records.
 For capacity searches: `servable_requests` (which requests a deployment can serve at
-all) and the early-stop hooks `LateRequestCounter` and `SlowGapCounter` (with
-`waiting_delays` for the values of a run they stopped).
+all) and the early-stop hooks `LateRequestCounter`, `SlowGapCounter` and
+`SlowTpotCounter` (with `waiting_delays` for the values of a run they stopped).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from simulator._early_stop import (
     EARLY_STOP_METRICS,
     LateRequestCounter,
     SlowGapCounter,
+    SlowTpotCounter,
     waiting_delays,
 )
 from simulator._engine import Hardware, Simulation
@@ -67,6 +68,7 @@ __all__ = [
     "Simulation",
     "SimulationResult",
     "SlowGapCounter",
+    "SlowTpotCounter",
     "engine_scheduler",
     "prefix_reuse_tokens",
     "prepare",

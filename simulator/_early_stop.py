@@ -7,7 +7,9 @@ log as they go, each visited once:
 * `LateRequestCounter` counts requests whose delay to one event (scheduling, first
   token, completion) reached a bound, or that have waited that long without it;
 * `SlowGapCounter` counts token gaps certain to reach a bound (decodes of a batch
-  that lasted the bound or more).
+  that lasted the bound or more);
+* `SlowTpotCounter` counts requests whose TPOT is certain to reach a bound (finished
+  with it, or decoding for longer than the bound times their decode steps).
 
 `waiting_delays` gives, for a run stopped early, each arrived and served request's delay to
 the event so far (the time waited, for those still waiting).
@@ -118,6 +120,64 @@ class SlowGapCounter:
         self.ptr = len(rows)
         self.slow = slow
         return slow >= self.limit
+
+
+class SlowTpotCounter:
+    """An ``on_progress`` hook for a TPOT bound: stops the run once `limit` requests are
+    certain to have a TPOT of at least `bound`.
+
+    A request's TPOT is (completion - first token) / (output - 1), over the requests of
+    more than one output token.  One that finished is counted by its value; one still
+    decoding already has at least (now - first token) / (output - 1), so it is late for
+    good once that reached `bound`.  Requests are taken up in arrival order once they
+    have their first token (a pointer that stops at the first without one), then watched
+    until settled: the watched ones are at most those in flight.  Rejected requests and
+    those of one output token are outside TPOT's population.
+    """
+
+    __slots__ = ("bound", "decoding", "late", "limit", "ptr")
+
+    def __init__(self, bound: float, limit: int) -> None:
+        self.bound = bound
+        self.limit = limit
+        self.late = 0  # requests counted late so far
+        self.ptr = 0
+        self.decoding: list = []  # requests with a first token, not settled yet
+
+    def __call__(self, sim: Simulation) -> bool:
+        reqs = sim.requests
+        n = len(reqs)
+        i = self.ptr
+        decoding = self.decoding
+        while i < n:
+            req = reqs[i]
+            if req.rejected is not None or req.output_tokens < 2:
+                pass  # outside the population
+            elif req.first_token_at == req.first_token_at:  # has its first token
+                decoding.append(req)
+            else:
+                break
+            i += 1
+        self.ptr = i
+        now = sim.now
+        bound = self.bound
+        late = self.late
+        keep = []
+        for req in decoding:
+            arrival = req.arrival
+            ttft = req.first_token_at - arrival
+            end = req.completed_at
+            # as `request_arrays` computes it: (e2e - ttft) / (output - 1)
+            if end == end:  # finished: its TPOT is known
+                if ((end - arrival) - ttft) / (req.output_tokens - 1) >= bound:
+                    late += 1
+            elif ((now - arrival) - ttft) / (req.output_tokens - 1) >= bound:
+                late += 1  # its TPOT only grows from here
+            else:
+                keep.append(req)
+        self.decoding = keep
+        self.late = late
+        return late >= self.limit
 
 
 def waiting_delays(sim: Simulation, metric: str) -> np.ndarray:

@@ -575,6 +575,15 @@ class Database:
             )
             return released.rowcount
 
+    def release_claim(self, configuration_id: int, driver: str) -> None:
+        """End ``driver``'s claim on one configuration, its status unchanged (it was pruned)."""
+        with self._transaction() as session:
+            session.execute(
+                update(Configuration)
+                .where(Configuration.id == configuration_id, Configuration.claimed_by == driver)
+                .values(claimed_by=None, claim_expires_at=None)
+            )
+
     def record_result(self, configuration_id: int, result: ResultRecord) -> None:
         """Store a configuration's capacity result and mark it done, in one transaction.
 

@@ -160,7 +160,7 @@ def test_saturated_throughput_stays_under_the_steady_bound(prepared, workload):
 @pytest.mark.parametrize(
     "slo",
     [LatencySLO("scheduling_delay", 99, 5.0), LatencySLO("ttft", 90, 2.0),
-     LatencySLO("tbt", 99, 0.05)],
+     LatencySLO("tbt", 99, 0.05), LatencySLO("tpot", 90, 0.03)],
     ids=lambda s: s.label(),
 )  # fmt: skip
 def test_early_stop_gives_the_full_run_verdict(prepared, workload, found, slo):

@@ -46,7 +46,7 @@ def test_errors_show_the_expected_shape_and_where_a_misplaced_field_belongs() ->
     )
     assert "  trials: unknown field (it belongs at strategy.trials); allowed: name," in message
     assert "strategy: Input should be a valid dictionary" in message
-    assert "expected a section of kind, trials, seed (got: 'tpe')" in message
+    assert "expected a section of kind, trials, seed, prune (got: 'tpe')" in message
     assert "space.tp: Input should be a valid list; expected list of integer (got: 2)" in message
     assert "space.schedulers: Input should be a valid dictionary; expected map" in message
     assert "e.g. {sarathi: {batch_size: [64, 128], chunk_size: [512]}, vllm: {}}" in message
