@@ -97,7 +97,7 @@ def zero_load_percentile(
     outputs = workload.output_tokens if mask is None else workload.output_tokens[mask]
     if len(prompts) == 0:
         return math.nan
-    alone = _AloneCosts(prepared.estimator, prepared.cluster.pp, prepared.deployment.scheduler)
+    alone = _prefill_costs(prepared)
     decoding = alone  # disaggregated: decode steps run alone on a decode replica
     if prepared.decode_pool is not None:
         pool = prepared.decode_pool
@@ -121,6 +121,11 @@ def zero_load_percentile(
     return float(weighted_percentiles(values, None, (percentile,))[f"p{percentile}"])
 
 
+def _prefill_costs(prepared: PreparedDeployment) -> _AloneCosts:
+    """A lone request's iterations on the deployment's (prefill) replicas."""
+    return _AloneCosts(prepared.estimator, prepared.cluster.pp, prepared.deployment.scheduler)
+
+
 def zero_load_headroom(
     prepared: PreparedDeployment, workload: Workload, slos: Iterable[tuple[str, int, float]]
 ) -> float:
@@ -132,7 +137,7 @@ def zero_load_headroom(
     e2e and normalised latency are not judged): a search ranks configurations by it, the
     ones farthest from missing their filters alone being the likeliest to meet them loaded.
     """
-    alone = _AloneCosts(prepared)
+    alone = _prefill_costs(prepared)
     least = 1.0
     for metric, percentile, max_s in slos:
         if metric == "ttft":
