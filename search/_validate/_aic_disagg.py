@@ -21,13 +21,10 @@ per pool.
 from __future__ import annotations
 
 from search._validate._aic_silicon import (
-    LENGTH_RATIO,
     PoolShape,
     ValidationPoint,
-    _float,
     _int,
-    _source,
-    kv_precision_for,
+    measured_point,
     parallelism,
     row_basics,
 )
@@ -55,30 +52,9 @@ def map_disagg_row(row: dict[str, str], where: str, line: int) -> ValidationPoin
     d_tp, d_pp, d_dp, d_ep = decode
     if pp > 1 or d_pp > 1:
         return "pipeline parallelism in a disaggregated pool"
-    source = _source(row["silicon_data_source"] or "")
-    return ValidationPoint(
-        id=row["id"],
-        engine=basics.engine,
-        engine_version=_engine_version(row, basics.engine),
-        model_path=row["model_path"],
-        model=basics.model,
-        system=row["system"],
-        sku=basics.sku,
-        tp=tp,
-        pp=pp,
-        precision=basics.precision,
-        kv_precision=kv_precision_for(basics.engine, basics.precision),
-        isl=_int(row, "isl", where, line),
-        osl=_int(row, "osl", where, line),
-        concurrency=basics.concurrency,
-        measured_ttft_ms=_float(row, "silicon_ttft_ms", where, line),
-        measured_tpot_ms=_float(row, "silicon_tpot_ms", where, line),
-        gemm_quant_mode=basics.gemm,
-        source=source,
-        ep=ep,
-        moe=basics.moe,
-        dp=dp,
-        length_ratio=LENGTH_RATIO[source],
+    return measured_point(
+        row, basics, where, line,
+        engine_version=_engine_version(row, basics.engine), tp=tp, pp=pp, dp=dp, ep=ep,
         replicas=_int(row, "prefill_num_workers", where, line),
         batch_size=_int(row, "prefill_batch_size", where, line, default=0),
         decode=PoolShape(
@@ -88,7 +64,7 @@ def map_disagg_row(row: dict[str, str], where: str, line: int) -> ValidationPoin
             ep=d_ep,
             batch_size=_int(row, "decode_batch_size", where, line, default=0),
         ),
-    )
+    )  # fmt: skip
 
 
 _DYNAMO_TRTLLM_IMAGE = "ai-dynamo/tensorrtllm-runtime:"

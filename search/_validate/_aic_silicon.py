@@ -43,7 +43,7 @@ import io
 import math
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from typing import Any
 
@@ -319,41 +319,43 @@ def _map_row(row: dict[str, str], where: str, line: int) -> ValidationPoint | st
     basics = row_basics(row)
     if isinstance(basics, str):
         return basics
-    sku, engine, gemm, precision = basics.sku, basics.engine, basics.gemm, basics.precision
     shape = parallelism(row, "", basics, where, line)
     if isinstance(shape, str):
         return shape
     tp, pp, dp, ep = shape
-    isl = _int(row, "isl", where, line)
-    osl = _int(row, "osl", where, line)
-    ttft = _float(row, "silicon_ttft_ms", where, line)
-    tpot = _float(row, "silicon_tpot_ms", where, line)
+    point = measured_point(row, basics, where, line, tp=tp, pp=pp, dp=dp, ep=ep)
+    options = _server_options(point.source, point.engine, point.isl, point.osl, tp)
+    return replace(point, **options) if options else point
+
+
+def measured_point(
+    row: dict[str, str], basics: RowBasics, where: str, line: int, **fields: Any
+) -> ValidationPoint:
+    """The fields every row gives (engine, model, GPU, precision, lengths, concurrency, the
+    measured means, the campaign and its client), with the row's own parallelism `fields`
+    on top."""
     source = _source(row["silicon_data_source"] or "")
-    return ValidationPoint(
+    common = dict(
         id=row["id"],
-        engine=engine,
+        engine=basics.engine,
         engine_version=row["backend_version"] or "",
         model_path=row["model_path"],
         model=basics.model,
         system=row["system"],
-        sku=sku,
-        tp=tp,
-        pp=pp,
-        precision=precision,
-        kv_precision=kv_precision_for(engine, precision),
-        isl=isl,
-        osl=osl,
+        sku=basics.sku,
+        precision=basics.precision,
+        kv_precision=kv_precision_for(basics.engine, basics.precision),
+        isl=_int(row, "isl", where, line),
+        osl=_int(row, "osl", where, line),
         concurrency=basics.concurrency,
-        measured_ttft_ms=ttft,
-        measured_tpot_ms=tpot,
-        gemm_quant_mode=gemm,
+        measured_ttft_ms=_float(row, "silicon_ttft_ms", where, line),
+        measured_tpot_ms=_float(row, "silicon_tpot_ms", where, line),
+        gemm_quant_mode=basics.gemm,
         source=source,
-        ep=ep,
         moe=basics.moe,
         length_ratio=LENGTH_RATIO[source],
-        **_server_options(source, engine, isl, osl, tp),
-        dp=dp,
     )
+    return ValidationPoint(**{**common, **fields})
 
 
 # each campaign's client length spread (`ValidationPoint.length_ratio`; module docstring)
