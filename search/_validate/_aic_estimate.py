@@ -4,8 +4,9 @@ Uses the public pieces of `aiconfigurator_core.sdk` the way aiconfigurator's
 `cli estimate --mode agg` does: the perf database of the system, backend and version
 (the measured version where the package ships its data, else its current slot), the
 model with the row's TP/PP and GEMM quantisation, and the backend's aggregated
-(in-flight batching) estimate at batch size = concurrency with a context budget of ISL
-tokens.  Runs in this process: the package logs to stdout and stderr, which is silenced.
+(in-flight batching) estimate at batch size = concurrency (per attention-DP rank, as the
+dataset's batch_size column records it) with a context budget of ISL tokens.  Runs in this
+process: the package logs to stdout and stderr, which is silenced.
 """
 
 from __future__ import annotations
@@ -62,14 +63,28 @@ def estimate_point(point: ValidationPoint) -> AicEstimate:
 def _estimate(point: ValidationPoint) -> AicEstimate:
     if point.decode is not None:  # its disaggregated session lives in the aiconfigurator CLI
         return AicEstimate(error="aiconfigurator-core has no disaggregated estimate")
+    from aiconfigurator_core.sdk.errors import PerfDataNotAvailableError
+
+    databases = _databases(point.system, point.engine, point.engine_version)
+    if not databases:
+        return AicEstimate(error=f"no perf database for {point.system}/{point.engine}")
+    # the row's expert quantisation first, then the one aiconfigurator infers from the
+    # checkpoint (rows label DeepSeek's block-scaled FP8 experts "fp8", which some databases
+    # hold only as "fp8_block")
+    moe_modes = [point.moe_quant_mode] + ([""] if point.moe_quant_mode else [])
+    attempts = [(database, moe) for database in databases for moe in moe_modes]
+    for database, moe in attempts[:-1]:
+        with contextlib.suppress(PerfDataNotAvailableError):
+            return _estimate_with(point, database, moe)
+    return _estimate_with(point, *attempts[-1])
+
+
+def _estimate_with(point: ValidationPoint, database: Any, moe: str) -> AicEstimate:
     from aiconfigurator_core.sdk import common
     from aiconfigurator_core.sdk.backends.factory import get_backend
     from aiconfigurator_core.sdk.config import ModelConfig, RuntimeConfig
-    from aiconfigurator_core.sdk.models import get_model
+    from aiconfigurator_core.sdk.models import get_model, resolve_context_fmha_by_data
 
-    database = _database(point.system, point.engine, point.engine_version)
-    if database is None:
-        return AicEstimate(error=f"no perf database for {point.system}/{point.engine}")
     gemm = point.gemm_quant_mode
     model_config = ModelConfig(
         tp_size=point.tp,
@@ -80,14 +95,23 @@ def _estimate(point: ValidationPoint) -> AicEstimate:
                 "moe_tp_size": point.tp * point.dp // point.ep,
                 "moe_ep_size": point.ep,
                 "attention_dp_size": point.dp,
+                "moe_quant_mode": common.MoEQuantMode[moe] if moe else None,
             }
             if point.moe
             else {}
         ),
     )
-    model = get_model(_model_path(point.model_path), model_config, point.engine)
+    model_path = _model_path(point.model_path)
+    # what aiconfigurator's estimate path does before building the model: a context FMHA
+    # inferred as FP8 falls back to 16 bits where the database measured no FP8 slice
+    resolve_context_fmha_by_data(
+        model_config, model_path, database, point.engine, is_context_role=True
+    )
+    model = get_model(model_path, model_config, point.engine)
     backend = get_backend(point.engine)
-    runtime = RuntimeConfig(batch_size=point.concurrency, isl=point.isl, osl=point.osl)
+    # aiconfigurator's batch is one attention-DP rank's (the dataset's batch_size column)
+    batch = -(-point.concurrency // point.dp)
+    runtime = RuntimeConfig(batch_size=batch, isl=point.isl, osl=point.osl)
     summary = backend.run_agg(model, database, runtime, ctx_tokens=point.isl)
     result: dict[str, Any] | None = summary.get_result_dict()
     if result is None:
@@ -96,16 +120,22 @@ def _estimate(point: ValidationPoint) -> AicEstimate:
 
 
 @cache
-def _database(system: str, engine: str, version: str) -> Any:
+def _databases(system: str, engine: str, version: str) -> tuple[Any, ...]:
+    """The perf databases to try, in order: the measured version's (where the package lists
+    or holds it), then the backend's current one.  A version folder may hold only some
+    operator families (SGLang 0.5.9 ships only its collective timings), so an estimate that
+    finds no data there is retried on the current database."""
     from aiconfigurator_core.sdk.perf_database import get_database
 
-    database = None
+    found: list[Any] = []
     if version:
         with contextlib.suppress(Exception):
-            database = get_database(system, engine, version, allow_unlisted_version=True)
-    if database is None:
-        database = get_database(system, engine, "current")
-    return database
+            found.append(get_database(system, engine, version, allow_unlisted_version=True))
+    with contextlib.suppress(Exception):
+        current = get_database(system, engine, "current")
+        if all(current is not other for other in found):
+            found.append(current)
+    return tuple(d for d in found if d is not None)
 
 
 def _model_path(model_path: str) -> str:

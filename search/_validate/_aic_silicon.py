@@ -108,6 +108,7 @@ class ValidationPoint:
     measured_ttft_ms: float
     measured_tpot_ms: float
     gemm_quant_mode: str = ""
+    moe_quant_mode: str = ""  # the row's expert-weight quantisation (for aiconfigurator)
     source: str = ""
     ep: int = 1  # expert parallelism (moe_ep_size) of a mixture-of-experts model
     moe: bool = False  # the model is a mixture of experts
@@ -351,6 +352,7 @@ def measured_point(
         measured_ttft_ms=_float(row, "silicon_ttft_ms", where, line),
         measured_tpot_ms=_float(row, "silicon_tpot_ms", where, line),
         gemm_quant_mode=basics.gemm,
+        moe_quant_mode=(row.get("moe_quant_mode") or "").strip() if basics.moe else "",
         source=source,
         moe=basics.moe,
         length_ratio=LENGTH_RATIO[source],

@@ -349,3 +349,26 @@ def test_hold_out_rejects_an_unknown_kind():
     assert result.exit_code == 2
     assert "--hold-out 'gpu,sku': expected a comma-separated list of gpu, model" in result.output
     assert "Traceback" not in result.output
+
+
+@needs_aic
+def test_aiconfigurator_answers_deepseek_points_it_has_tables_for():
+    """SGLang 0.5.9's folder holds only collective timings and the rows label DeepSeek's
+    block-scaled experts "fp8": the estimate goes on to the current database and to the
+    checkpoint's own expert quantisation, as aiconfigurator's estimate path would."""
+    from search._validate._aic_estimate import estimate_point
+
+    points = load_aic_silicon(models="moe").points
+    wanted = {("sglang", "0.5.9"), ("trtllm", "1.2.0rc6.post3")}
+    picked = {}
+    for point in points:
+        key = (point.engine, point.engine_version)
+        if key in wanted and "DeepSeek" in point.model_path and point.sku == "b200":
+            picked.setdefault(key, point)
+    assert set(picked) == wanted
+    for point in picked.values():
+        assert point.moe_quant_mode in {"fp8", "fp8_block"}
+        estimate = estimate_point(point)
+        assert estimate.error == "", estimate.error
+        assert 1.0 < estimate.tpot_ms < 100.0
+        assert estimate.ttft_ms > estimate.tpot_ms
