@@ -88,7 +88,7 @@ _FAMILIES: dict[str, _Family] = {
     "mixtral": _LLAMA_LIKE,
     "qwen2_moe": _Family(attention_bias=True),
     "qwen3_moe": _LLAMA_LIKE,
-    "gpt_oss": _Family(attention_bias=True),  # sliding-window layers and sinks: not modelled
+    "gpt_oss": _Family(attention_bias=True),  # alternate sliding-window layers (layer_types)
     # multi-head latent attention (`_mla_fields` reads the latent ranks)
     "deepseek_v2": _LLAMA_LIKE,
     "deepseek_v3": _LLAMA_LIKE,
@@ -348,6 +348,7 @@ def _parse_config(config: Mapping[str, Any], source: str, default_name: str) -> 
         attention_bias=fields.attention_bias,
         parallel_attn_mlp=family.parallel_attn_mlp,
         weight_scale_block=_weight_scale_block(config, source),
+        **_sliding_window_fields(config, source, model_type, fields.num_layers),
         **moe,
         model_type=model_type,
         **mla,
@@ -376,6 +377,53 @@ def _mla_fields(config: Mapping[str, Any], source: str) -> dict[str, int]:
     q_rank = config.get("q_lora_rank")
     fields["q_lora_rank"] = 0 if q_rank is None else _positive_int(config, "q_lora_rank", source)
     return fields
+
+
+# layer_types values the estimator prices (HF's per-layer attention kinds)
+_LAYER_TYPES = ("full_attention", "sliding_attention")
+# model_types whose `sliding_window` applies to every layer when config.json has no
+# layer_types (HF MistralConfig); Qwen2/3 configs carry a window they do not use
+# (use_sliding_window: false)
+_ALL_LAYERS_SLIDE = frozenset({"mistral"})
+
+
+def _sliding_window_fields(
+    config: Mapping[str, Any], source: str, model_type: str, num_layers: int
+) -> dict[str, int]:
+    """``sliding_window`` and how many layers use it ({} when none does): the layers that
+    ``layer_types`` marks ``sliding_attention`` (gpt-oss alternates them with full
+    attention), or every layer of a Mistral config with a window.  gpt-oss's attention sinks
+    (a learned logit per head in each softmax) add one score per query and head: nothing the
+    estimator prices."""
+    types = config.get("layer_types")
+    window = config.get("sliding_window")
+    if types is None:
+        if window is None or model_type not in _ALL_LAYERS_SLIDE:
+            return {}
+        sliding = num_layers
+    else:
+        if not isinstance(types, list) or len(types) != num_layers:
+            raise ModelConfigError(
+                f"{source}: layer_types must list one attention kind per layer "
+                f"({num_layers}), got {types!r:.80}"
+            )
+        unknown = sorted({str(t) for t in types if t not in _LAYER_TYPES})
+        if unknown:
+            raise ModelConfigError(
+                f"{source}: layer_types holds {', '.join(map(repr, unknown))}, which the "
+                f"estimator cannot price; supported: {', '.join(_LAYER_TYPES)}"
+            )
+        sliding = types.count("sliding_attention")
+        if not sliding:
+            return {}
+        if window is None:
+            raise ModelConfigError(
+                f"{source}: layer_types has sliding_attention layers but no sliding_window"
+            )
+    return {
+        "sliding_window": _positive_int(config, "sliding_window", source),
+        "sliding_window_layers": sliding,
+    }
 
 
 def _weight_scale_block(config: Mapping[str, Any], source: str) -> int:

@@ -59,6 +59,7 @@ from estimators._attention_dp import busiest_rank
 from estimators._contract import BatchCost, BatchShape, DecodeStepCost, priced_decode_steps
 from estimators._engines import EngineProfile
 from estimators._moe import MoeShape, all_to_all_seconds
+from estimators._sliding_window import windowed_attention
 from estimators._types import ModelArchitecture, Precision, resolve_kv_precision
 from sku_catalog._types import GpuSku, LinkKind, NodeShape
 
@@ -614,6 +615,11 @@ class RooflineEstimator:
         self._dec_sec_per_kv = flops_per_pair / (self.attn_peak * c.attention_prefill_eff_max)
         self._attn_ovh = c.attention_overhead_us * 1e-6
         self._dec_seq_kv = c.attention_decode_seq_kv
+        if model.sliding_window_layers:  # the average layer's (estimators/_sliding_window.py)
+            self._prefill_attn, self._decode_attn = windowed_attention(
+                self._prefill_attn, self._decode_attn, model.sliding_window,
+                model.sliding_window_layers, model.num_layers,
+            )  # fmt: skip
 
         # ---- cpu: the roofline's fitted overhead, or the engine profile's host work
         self._cpu_a = c.cpu_base_ms * 1e-3

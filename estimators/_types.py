@@ -9,7 +9,7 @@ from typing import Any
 # fields added after stored fingerprints existed: left out of `fingerprint_fields` while unset
 _LATER_FIELDS = (
     "kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
-    "weight_scale_block",
+    "weight_scale_block", "sliding_window", "sliding_window_layers",
 )  # fmt: skip
 
 
@@ -79,6 +79,10 @@ class ModelArchitecture:
     # block-scaled FP8 checkpoint (quantization_config.weight_block_size, DeepSeek-V3): weights
     # per fp32 scale; 0: per-tensor scales, whose bytes are negligible
     weight_scale_block: int = 0
+    # sliding-window attention (gpt-oss, Mistral-7B-v0.1; estimators/_sliding_window.py):
+    # `sliding_window_layers` of the layers attend to the last `sliding_window` keys only
+    sliding_window: int = 0
+    sliding_window_layers: int = 0
 
     def fingerprint_fields(self) -> dict[str, Any]:
         """The fields that identify the architecture in stored fingerprints: all of them, less
