@@ -94,11 +94,17 @@ def deployment_check() -> None:
     """Roofline / profiled - 1 of one iteration's GPU time at each aic-silicon deployment."""
     import numpy as np
 
-    from estimators import BatchShape, load_engine, load_model, make_estimator
-    from estimators._roofline import _roofline_yaml, roofline_table
+    from estimators import (
+        BatchShape,
+        load_engine,
+        load_model,
+        make_estimator,
+        packaged_roofline_table,
+        roofline_table,
+    )
     from search._validate import load_aic_silicon
 
-    base = {k: v for k, v in _roofline_yaml().items() if k != "engines"}
+    base = {k: v for k, v in packaged_roofline_table().items() if k != "engines"}
     catalog = load_catalog()
     seen: dict[tuple, list[tuple[str, float, float]]] = {}
     for p in load_aic_silicon().points:

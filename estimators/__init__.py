@@ -6,6 +6,7 @@ backends such as the roofline model answer it.
 
 from __future__ import annotations
 
+from estimators._aic_tables import aic_available
 from estimators._contract import (
     BatchCost,
     BatchShape,
@@ -42,6 +43,15 @@ from estimators._models import (
     load_model,
     variant_note,
 )
+from estimators._op_tables import (
+    OpTablesMeta,
+    layer_gemm_shapes,
+    load_op_tables,
+    resolve_op_tables,
+    shipped_op_tables,
+    utc_now,
+    write_op_tables,
+)
 from estimators._profiled import ProfiledDataMissing, ProfiledEstimator, profiled_coverage
 from estimators._registry import (
     EstimatorFallbackWarning,
@@ -49,7 +59,12 @@ from estimators._registry import (
     make_estimator,
     register_backend,
 )
-from estimators._roofline import RooflineConstants, RooflineEstimator
+from estimators._roofline import (
+    RooflineConstants,
+    RooflineEstimator,
+    packaged_roofline_table,
+    roofline_table,
+)
 from estimators._speculative import (
     SpeculativeConfig,
     SpeculativeEstimator,
@@ -57,8 +72,26 @@ from estimators._speculative import (
 )
 from estimators._types import ModelArchitecture, Precision, resolve_kv_precision
 
+# fitting the roofline's engine constants to aiconfigurator's tables reads them with pandas,
+# which a simulation never needs: exported on first use (PEP 562)
+_CALIBRATION = (
+    "FIT_ENGINES", "FIT_SKUS", "engine_layer", "fit_all", "fit_allreduce", "mean_allreduce",
+    "model_shapes",
+)  # fmt: skip
+
+
+def __getattr__(name: str) -> object:
+    if name in _CALIBRATION:
+        from estimators import _aic_calibration
+
+        return getattr(_aic_calibration, name)
+    raise AttributeError(f"module 'estimators' has no attribute {name!r}")
+
+
 __all__ = [
     "DEFAULT_ENGINE",
+    "FIT_ENGINES",
+    "FIT_SKUS",
     "AllReduceCost",
     "BatchCost",
     "BatchShape",
@@ -72,6 +105,7 @@ __all__ = [
     "MemoryPlan",
     "ModelArchitecture",
     "ModelConfigError",
+    "OpTablesMeta",
     "ParallelismError",
     "Precision",
     "PrecisionError",
@@ -83,22 +117,36 @@ __all__ = [
     "SpeculativeEstimator",
     "UnknownEngineError",
     "UnknownModelError",
+    "aic_available",
     "available_backends",
     "available_engines",
     "builtin_model_names",
     "check_fits",
     "cost_model_digest",
     "decode_steps",
+    "engine_layer",
     "expected_tokens_per_step",
+    "fit_all",
+    "fit_allreduce",
     "format_model_table",
+    "layer_gemm_shapes",
     "load_engine",
     "load_model",
+    "load_op_tables",
     "make_estimator",
+    "mean_allreduce",
+    "model_shapes",
+    "packaged_roofline_table",
     "plan_memory",
     "priced_decode_steps",
     "profiled_coverage",
     "register_backend",
     "resolve_kv_precision",
+    "resolve_op_tables",
+    "roofline_table",
+    "shipped_op_tables",
+    "utc_now",
     "validate_parallelism",
     "variant_note",
+    "write_op_tables",
 ]

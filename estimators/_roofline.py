@@ -186,6 +186,12 @@ def _flatten(nested: Mapping[str, Any], where: str) -> dict[str, float]:
     return flat
 
 
+def packaged_roofline_table() -> dict[str, Any]:
+    """The packaged constants table (estimators/data/roofline.yaml) as a nested mapping:
+    the base that `roofline_table` overrides and the calibration scripts refit."""
+    return _roofline_yaml()
+
+
 @functools.cache
 def _roofline_yaml() -> dict[str, Any]:
     text = resources.files("estimators").joinpath("data/roofline.yaml").read_text("utf-8")

@@ -309,7 +309,7 @@ def _held_out(
 ) -> None:
     """Simulate each fold's points with the constants refitted without its data and print
     the held-out table beside the errors of the same points above."""
-    from estimators._aic_tables import aic_available
+    from estimators import aic_available
     from search._validate import simulate_points
     from search._validate._holdout import gpu_fold, model_fold
     from search._validate._report import print_held_out
@@ -343,7 +343,7 @@ def _held_out(
 def _op_tables_sku(op_tables: Path, estimator: str) -> str | None:
     """The catalog SKU the tables were measured on (None: they name none and time every
     point); SpecError for tables the estimator cannot read."""
-    from estimators._op_tables import load_op_tables
+    from estimators import load_op_tables
     from search._errors import SpecError
     from search._op_tables_input import check_op_tables
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from estimators._op_tables import load_op_tables, resolve_op_tables
+from estimators import load_op_tables, resolve_op_tables
 
 __all__ = ["check_op_tables", "op_tables_digest"]
 

@@ -187,7 +187,7 @@ def catalog_op_tables(fmt: str | None) -> None:
     from rich import box
     from rich.table import Table
 
-    from estimators._op_tables import load_op_tables, shipped_op_tables
+    from estimators import load_op_tables, shipped_op_tables
 
     rows = []
     for name in shipped_op_tables():

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from estimators._engines import AllReduceCost
+from estimators import AllReduceCost
 from search._validate._aic_silicon import ValidationPoint
 
 __all__ = ["HOLD_OUT_KINDS", "HoldOutFold", "gpu_fold", "model_fold", "parse_hold_out"]
@@ -60,17 +60,16 @@ def parse_hold_out(text: str) -> tuple[str, ...]:
 
 
 def _table_with(fits: Sequence[Any]) -> dict[str, Any]:
-    from estimators._aic_calibration import engine_layer
-    from estimators._roofline import _roofline_yaml
+    from estimators import engine_layer, packaged_roofline_table
 
-    table = {k: v for k, v in _roofline_yaml().items() if k != "engines"}
+    table = {k: v for k, v in packaged_roofline_table().items() if k != "engines"}
     table["engines"] = engine_layer(fits)
     return table
 
 
 def gpu_fold(sku_id: str) -> HoldOutFold:
     """The fold without GPU `sku_id`'s tables (see the module docstring)."""
-    from estimators._aic_calibration import (
+    from estimators import (
         FIT_ENGINES,
         FIT_SKUS,
         fit_all,
@@ -99,8 +98,7 @@ def gpu_fold(sku_id: str) -> HoldOutFold:
 
 def model_fold(model_name: str) -> HoldOutFold:
     """The fold without the rows at model `model_name`'s shapes (see the module docstring)."""
-    from estimators import load_model
-    from estimators._aic_calibration import fit_all, model_shapes
+    from estimators import fit_all, load_model, model_shapes
 
     model = load_model(model_name)
     fits = fit_all(exclude_model=model)

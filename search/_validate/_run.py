@@ -19,8 +19,8 @@ from estimators import (
     load_engine,
     load_model,
     make_estimator,
+    roofline_table,
 )
-from estimators._roofline import roofline_table
 from search._validate._aic_silicon import ValidationPoint
 from search._validate._holdout import HoldOutFold
 from simulator import (

@@ -25,10 +25,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from estimators import Precision
+from estimators import (
+    OpTablesMeta,
+    Precision,
+    ProfiledEstimator,
+    layer_gemm_shapes,
+    utc_now,
+    write_op_tables,
+)
 from estimators import _calibration as cal
-from estimators._op_tables import OpTablesMeta, layer_gemm_shapes, utc_now, write_op_tables
-from estimators._profiled import ProfiledEstimator
 
 SCORED_GROUPS = ("matmul", "attention prefill", "attention decode")
 
