@@ -142,6 +142,12 @@ def test_each_campaign_gets_its_clients_length_spread():
     own = select_points([row()])
     assert public.points[0].source == "benchmark-db" and public.points[0].length_ratio == 0.8
     assert own.points[0].source == "aic-collection" and own.points[0].length_ratio == 1.0
+    # the dump's two earlier copies, named by their file
+    for dump in ("2026-04-06.csv", "2026-03-25.csv"):
+        source = f"source_file={dump}; silicon_concurrency=8"
+        assert select_points([row(silicon_data_source=source)]).points[0].source == (
+            "benchmark-db"
+        )
 
 
 def test_the_public_tensorrt_llm_1k_1k_points_below_tp8_batch_their_prompts():
