@@ -891,10 +891,11 @@ def _find_capacity_once(
         if galloping:
             grow *= grow
     # bisect geometrically; where a TBT SLO fails at the upper end, probe where its slow
-    # gaps are estimated to become few enough (kept half a tolerance inside the bracket):
-    # at most STEERED probes in a row, then one at the geometric middle
+    # gaps are estimated to become few enough, kept a tolerance inside the bracket (so that
+    # a probe next to a bracket end closes it): at most STEERED probes in a row, then one at
+    # the geometric middle
     steered = 0
-    margin = math.sqrt(1.0 + tol)
+    margin = (1.0 + tol) ** 0.98  # a hair inside: a probe there closes the bracket
     while (
         lo > 0 and hi < math.inf and hi / lo - 1 > tol and not search.exhausted
         and search.pruned is None
