@@ -19,6 +19,14 @@ under its bound.  `find_capacity` finds it by simulation:
   is too short to load the deployment, and the capacity is the ceiling with no
   failing rate known), or down (halving), and bisects geometrically until the
   bracket is within the relative tolerance.
+* **Steered by the slow token gaps.**  Where a TBT SLO is missed, the run's share of
+  token gaps at or above its bound, over the share its percentile allows, says how far
+  the rate is from meeting it (`_Search.tbt_capacity_estimate`: in proportion to the
+  rate from a failing run alone, a power of it between a passing and a failing one).
+  The next probe goes where that ratio is estimated to be 1 (a tolerance inside the
+  bracket, at most `STEERED` probes in a row between geometric bisections), not only
+  at the bracket's middle.  It places probes, never decides one: verdicts are the
+  simulations', so the bracket holds the capacity as the halving search's does.
 * **Measured, or flagged.**  A search that passes at the ceiling has no failing
   rate: the workload was too short to load the deployment, and the capacity rests
   on the analytic ceiling, not on a measurement.  Given a workload longer than the
