@@ -892,8 +892,10 @@ def _find_capacity_once(
             guess = search.tbt_capacity_estimate(0.0, q)
             if guess is None:
                 q /= grow
-            else:  # a TBT SLO missed: just under where its slow gaps would be few enough
-                q = min(q / (1.0 + tol), guess / math.sqrt(1.0 + tol))
+            else:  # a TBT SLO missed: just under where its slow gaps would be few enough,
+                # at least half the step down (another SLO may be failing too), and not
+                # under the floor (capacity 0 needs a failing probe there)
+                q = min(q / math.sqrt(grow), max(guess / math.sqrt(1.0 + tol), floor))
             if q < floor:
                 break
         if galloping:

@@ -106,3 +106,19 @@ def test_steered_and_halving_searches_agree_within_the_tolerance(case):
     )
     assert steered.failing_qps / steered.capacity_qps - 1 <= 0.05 + 1e-9
     assert steered.num_simulations <= halving.num_simulations + 1
+
+
+@pytest.mark.parametrize("guess", [1e-9, 1e9])
+def test_a_wrong_estimate_costs_simulations_not_the_answer(monkeypatch, guess):
+    prepared = _prepared(LLAMA_70B, "a100-80gb", 1, 2, SchedulerKind.ORCA)
+    workload = _chat(150, seed=2)
+    halving = find_capacity(
+        prepared, workload, CapacitySearchOptions(also=FILTERS, tbt_steering=False)
+    )
+    monkeypatch.setattr(_Search, "tbt_capacity_estimate", lambda self, lo, hi: guess)
+    wrong = find_capacity(prepared, workload, CapacitySearchOptions(also=FILTERS))
+    assert halving.capacity_qps > 0 and wrong.capacity_qps > 0
+    assert max(wrong.capacity_qps, halving.capacity_qps) < min(
+        wrong.failing_qps, halving.failing_qps
+    )
+    assert wrong.failing_qps / wrong.capacity_qps - 1 <= 0.05 + 1e-9
