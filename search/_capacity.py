@@ -19,6 +19,14 @@ under its bound.  `find_capacity` finds it by simulation:
   is too short to load the deployment, and the capacity is the ceiling with no
   failing rate known), or down (halving), and bisects geometrically until the
   bracket is within the relative tolerance.
+* **Steered by the slow token gaps.**  Where a TBT SLO is missed, the run's share of
+  token gaps at or above its bound, over the share its percentile allows, says how far
+  the rate is from meeting it (`_Search.tbt_capacity_estimate`: in proportion to the
+  rate from a failing run alone, a power of it between a passing and a failing one).
+  The next probe goes where that ratio is estimated to be 1 (a tolerance inside the
+  bracket, at most `STEERED` probes in a row between geometric bisections), not only
+  at the bracket's middle.  It places probes, never decides one: verdicts are the
+  simulations', so the bracket holds the capacity as the halving search's does.
 * **Measured, or flagged.**  A search that passes at the ceiling has no failing
   rate: the workload was too short to load the deployment, and the capacity rests
   on the analytic ceiling, not on a measurement.  Given a workload longer than the
@@ -68,6 +76,7 @@ from simulator import (
     prefix_reuse_tokens,
     request_arrays,
     servable_requests,
+    slow_gap_share,
     summarize,
     waiting_delays,
     weighted_percentiles,
@@ -100,6 +109,7 @@ FIRST_GUESS = 0.75  # share of the steady-state bound probed first (capacity is 
 STEP = 2.0  # factor between bracketing probes (up to the bound, or down) without a hint
 FLOOR = 1e-3  # below this share of the bound, nothing passes: capacity 0
 PROGRESS_EVERY = 256  # simulator events between two late counts
+STEERED = 3  # most probes in a row placed by the TBT estimate, between geometric ones
 LENGTHEN = 2  # factor on the requests of a search run again because it rested on the ceiling
 
 
@@ -161,6 +171,9 @@ class CapacitySearchOptions:
     tolerance: float = 0.05
     max_simulations: int = 20
     early_stop: bool = True
+    # place probes where a missed TBT SLO's slow gaps are estimated to become few enough
+    # (`_Search.tbt_capacity_estimate`), not only by halving the bracket
+    tbt_steering: bool = True
 
     def __post_init__(self) -> None:
         if not (0 < self.tolerance < 1):
@@ -566,6 +579,37 @@ class _Search:
         # capacity, no lower, fails it too: the configuration cannot be recommended)
         self.prune_filters: tuple[LatencySLO, ...] = ()
         self.pruned: str | None = None
+        # TBT SLOs watched, and each simulated rate's slow-gap ratio (`slow_ratio`)
+        self.tbt_slos = [s for s in (options.slo, *options.also) if s.metric == "tbt"]
+        self.slow_ratios: dict[float, float] = {}
+
+    def slow_ratio(self, sim: Simulation) -> float:
+        """Of the TBT SLOs, the largest share of gaps at or above the bound, over the share
+        the percentile allows (1 - p/100): about 1 where the SLO is met just barely, > 1
+        where it is missed (NaN: no gap yet)."""
+        ratios = [
+            slow_gap_share(sim, s.max_s) / (1.0 - s.percentile / 100.0) for s in self.tbt_slos
+        ]
+        return max(ratios)
+
+    def tbt_capacity_estimate(self, lo: float, hi: float) -> float | None:
+        """Where the slow-gap ratio reaches 1, from the runs at `hi` (failing) and `lo`
+        (passing; 0: none): a guess to place the next probe, never a verdict.
+
+        None unless the run at `hi` missed a TBT SLO (ratio > 1).  Below saturation a
+        token gap is slow when its step shares the batch (or, under pipeline parallelism,
+        a stage) with a prompt chunk, about in proportion to the arrival rate: with both
+        ends known the ratio is taken as a power of the rate through them (log-log
+        secant), with `hi` alone as proportional to it."""
+        f = self.slow_ratios.get(hi, math.nan)
+        if not f > 1.0:
+            return None
+        p = self.slow_ratios.get(lo, math.nan) if lo > 0 else math.nan
+        if 0.0 < p < 1.0:
+            power = math.log(f / p) / math.log(hi / lo)
+            if power > 0:
+                return lo * (1.0 / p) ** (1.0 / power)
+        return hi / f
 
     def best_summary(self) -> dict | None:
         """The summary of the run at the largest passing rate (simulated now if its verdict
@@ -666,6 +710,8 @@ class _Search:
                     self.pruned = (
                         f"misses {missed[0].label()} at {qps:.4g} req/s, under its capacity"
                     )
+        if self.tbt_slos and self.options.tbt_steering:
+            self.slow_ratios[qps] = self.slow_ratio(sim)
         self.probes.append(
             Probe(qps, passed, len(self.workload), value, sim.stopped_early, len(sim.batches),
                   time.perf_counter() - started)
@@ -843,17 +889,34 @@ def _find_capacity_once(
             hi = q
             if lo > 0 or search.served_none:
                 break
-            q /= grow
+            guess = search.tbt_capacity_estimate(0.0, q)
+            if guess is None:
+                q /= grow
+            else:  # a TBT SLO missed: just under where its slow gaps would be few enough,
+                # at least half the step down (another SLO may be failing too), and not
+                # under the floor (capacity 0 needs a failing probe there)
+                q = min(q / math.sqrt(grow), max(guess / math.sqrt(1.0 + tol), floor))
             if q < floor:
                 break
         if galloping:
             grow *= grow
-    # bisect geometrically
+    # bisect geometrically; where a TBT SLO fails at the upper end, probe where its slow
+    # gaps are estimated to become few enough, kept a tolerance inside the bracket (so that
+    # a probe next to a bracket end closes it): at most STEERED probes in a row, then one at
+    # the geometric middle
+    steered = 0
+    margin = (1.0 + tol) ** 0.98  # a hair inside: a probe there closes the bracket
     while (
         lo > 0 and hi < math.inf and hi / lo - 1 > tol and not search.exhausted
         and search.pruned is None
     ):  # fmt: skip
         mid = math.sqrt(lo * hi)
+        guess = search.tbt_capacity_estimate(lo, hi) if steered < STEERED else None
+        if guess is not None and lo * margin < hi / margin:
+            mid = min(max(guess, lo * margin), hi / margin)
+            steered += 1
+        else:
+            steered = 0
         if search.probe(mid):
             lo = mid
         else:

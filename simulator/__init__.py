@@ -32,6 +32,7 @@ from simulator._early_stop import (
     LateRequestCounter,
     SlowGapCounter,
     SlowTpotCounter,
+    slow_gap_share,
     waiting_delays,
 )
 from simulator._engine import Hardware, Simulation
@@ -76,6 +77,7 @@ __all__ = [
     "request_token_times",
     "servable_requests",
     "simulate",
+    "slow_gap_share",
     "summarize",
     "waiting_delays",
     "weighted_percentiles",

@@ -11,15 +11,20 @@ log as they go, each visited once:
 * `SlowTpotCounter` counts requests whose TPOT is certain to reach a bound (finished
   with it, or decoding for longer than the bound times their decode steps).
 
-`waiting_delays` gives, for a run stopped early, each arrived and served request's delay to
-the event so far (the time waited, for those still waiting).
+`slow_gap_share` gives the share of a run's token gaps so far at or above a bound (what the
+capacity search steers its next probe by), and `waiting_delays`, for a run stopped early,
+each arrived and served request's delay to the event so far (the time waited, for those
+still waiting).
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from simulator._engine import Simulation
+from simulator._metrics import token_gaps
 
 # Latency metrics whose late requests can be counted while the run goes: a request's
 # value is (time of one event - arrival), and a request still waiting for that event
@@ -178,6 +183,16 @@ class SlowTpotCounter:
         self.decoding = keep
         self.late = late
         return late >= self.limit
+
+
+def slow_gap_share(sim: Simulation, bound: float) -> float:
+    """Share of the run's token gaps so far (`token_gaps`: of the requests' finished decode
+    segments) that are at least `bound`; NaN when there is none yet."""
+    gaps = token_gaps(sim)
+    total = int(gaps.weights.sum())
+    if total <= 0:
+        return math.nan
+    return float(gaps.weights[gaps.values >= bound].sum()) / total
 
 
 def waiting_delays(sim: Simulation, metric: str) -> np.ndarray:
