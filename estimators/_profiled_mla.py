@@ -75,14 +75,15 @@ class MlaProfiledEstimator(ProfiledEstimator, MlaRooflineEstimator):
         self._attn_cache.clear()
 
     def _prefill_attn(self, npt: int, npf: int, pairs: float, kv_tokens: int) -> float:
-        """The context MLA table (the profiled backend's `_ctx` lookup) and kv_b_proj's
-        up-projection of the KV tokens read (the GEMM table)."""
+        """The context MLA table (the profiled backend's `_ctx` lookup), kv_b_proj's
+        up-projection of the KV tokens read (the GEMM table) and the engine's eager
+        prefill cost (estimators/_mla.py)."""
         t = super()._prefill_attn(npt, npf, pairs, kv_tokens)  # the MLA roofline without _ctx
         if self._ctx is None:
             return t
         if self._kv_up_curve is not None:
-            return t + self._kv_up_curve(float(kv_tokens))
-        return t + _token_op_time(self._kv_up_op, float(kv_tokens), self._k)
+            return t + self._kv_up_curve(float(kv_tokens)) + self._mla_eager
+        return t + _token_op_time(self._kv_up_op, float(kv_tokens), self._k) + self._mla_eager
 
 
 class _AbsorbedDecode:

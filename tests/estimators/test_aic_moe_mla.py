@@ -131,3 +131,34 @@ def test_missing_moe_table_falls_back_to_the_roofline(h200):
     assert est._moe_curve is None and "moe_experts" in est.fallbacks
     roof = make_estimator("roofline", qwen, h200, 8, 1, Precision.BF16, ep=8)
     assert est._routed_experts(512.0) == roof._routed_experts(512.0)
+
+
+def test_mla_eager_prefill_cost_is_the_module_tables_difference(h200, v3):
+    """SGLang's eager MLA prefill layer costs the fitted fixed cost more than the same
+    deployment without an engine profile; decode is unchanged."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    from estimators._mla import mla_prefill_eager_seconds
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "fit_mla_eager.py"
+    spec = importlib.util.spec_from_file_location("fit_mla_eager", path)
+    fit = importlib.util.module_from_spec(spec)
+    sys.modules["fit_mla_eager"] = fit
+    spec.loader.exec_module(fit)
+    seconds, _ = fit.eager_cost("h200_sxm", "sglang")
+    assert mla_prefill_eager_seconds("sglang", "h200") == pytest.approx(seconds, abs=1e-7)
+    assert 3e-4 < seconds < 1e-3  # the eager module: hundreds of microseconds a layer
+    assert mla_prefill_eager_seconds("trtllm", "h200") < 1e-5
+    assert mla_prefill_eager_seconds(None, "h200") == 0.0
+    sg = make_estimator("roofline", v3, h200, 8, 1, Precision.FP8, engine=load_engine("sglang"))
+    assert sg._mla_eager == pytest.approx(seconds, abs=1e-7)
+    prefill = BatchShape(num_prefill_tokens=1024, num_prefills=1,
+                         prefill_attn_pairs=1024 * 1025 / 2, prefill_kv_tokens=1024)  # fmt: skip
+    decode = BatchShape(num_decodes=8, decode_kv_tokens=8000)
+    with_eager = (sg.batch_cost(prefill).stage_times[0], sg.batch_cost(decode).stage_times[0])
+    sg._mla_eager = 0.0
+    without = (sg.batch_cost(prefill).stage_times[0], sg.batch_cost(decode).stage_times[0])
+    assert with_eager[0] - without[0] == pytest.approx(v3.num_layers * seconds, abs=1e-5)
+    assert with_eager[1] == without[1]
