@@ -37,12 +37,16 @@ __all__ = [
     "moe_dtypes",
 ]
 
-# The expert-choice distribution read from the MoE tables.  The serving benchmarks send
-# random prompts to routers trained with a load-balancing loss: close to even loads.  The
-# tables' power-law rows do not time the busiest rank (on SGLang 0.5.14 H200, DeepSeek-V3
-# shape, EP >= 2 they run 0.5-0.9x the balanced rows' time, so the measured rank is one of
-# the cold ones), so they cannot stand for the rank every other waits for; the balanced
-# rows can, for even loads.
+# The expert-choice distribution read from the MoE tables.  aiconfigurator's collectors
+# time one EP rank: ``balanced`` spreads the tokens' top-k choices evenly over the experts
+# (every rank gets ``tokens x top-k / EP`` rows), ``power_law_<alpha>`` draws per-expert
+# loads from a power law and puts the busiest expert group on the timed rank.  The serving
+# benchmarks llmcap validates against send random prompts to routers trained with a
+# load-balancing loss (DeepSeek-V3's bias-based balancing, Qwen3's auxiliary loss), whose
+# loads are close to even, not heavy-tailed; so the default is ``balanced``.  The measured
+# difference is modest and not one-sided (SGLang 0.5.14 H200, DeepSeek-V3 shape: power_law
+# 1.01 runs 1.1-1.5x balanced at EP 1 and 0.5-1.1x at EP >= 2), and aiconfigurator itself
+# defaults to ``power_law_1.01``; `moe_curve` takes either.
 DEFAULT_DISTRIBUTION = "balanced"
 
 

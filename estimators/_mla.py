@@ -37,7 +37,9 @@ without an engine profile, add none.  The profiled backend reads the measured ``
 
 from __future__ import annotations
 
+import contextlib
 import functools
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -53,7 +55,13 @@ from estimators._roofline import (
 )
 from estimators._types import ModelArchitecture
 
-__all__ = ["MlaRooflineEstimator", "MlaShape", "mla_prefill_eager_seconds"]
+__all__ = [
+    "MlaRooflineEstimator",
+    "MlaShape",
+    "mla_eager_fold",
+    "mla_eager_table",
+    "mla_prefill_eager_seconds",
+]
 
 _MLA_PROJECTIONS = frozenset({"attn_pre_proj", "attn_rope", "attn_post_proj"})
 
@@ -111,12 +119,46 @@ def _eager_table() -> dict[str, dict[str, float]]:
     return data
 
 
+# the table `mla_eager_table` put in place of the packaged one (None: the packaged one)
+_eager_override: list[Mapping[str, Mapping[str, float]] | None] = [None]
+
+
+@contextlib.contextmanager
+def mla_eager_table(data: Mapping[str, Mapping[str, float]] | None) -> Iterator[None]:
+    """Estimators built inside the block read the eager prefill cost from `data`
+    ({engine: {sku id: us}}) instead of estimators/data/mla_eager.yaml; None keeps it."""
+    before = _eager_override[0]
+    _eager_override[0] = data
+    try:
+        yield
+    finally:
+        _eager_override[0] = before
+
+
+def mla_eager_fold(exclude_sku: str | None = None, exclude_mla: bool = False) -> dict:
+    """The eager-cost table fitted without some of its tables: without GPU `exclude_sku`'s
+    (each engine's value for it becomes the mean of its other GPUs'), or without any MLA
+    module table (`exclude_mla`: they all time DeepSeek-V3's shape; no value is left)."""
+    if exclude_mla:
+        return {}
+    out: dict[str, dict[str, float]] = {}
+    for engine, by_sku in _eager_table().items():
+        rest = {s: float(v) for s, v in by_sku.items() if s != exclude_sku}
+        if exclude_sku is not None and rest:
+            rest[exclude_sku] = sum(rest.values()) / len(rest)
+        out[engine] = rest
+    return out
+
+
 def mla_prefill_eager_seconds(engine: str | None, sku_id: str) -> float:
     """Seconds an eagerly run MLA prefill layer costs beyond its kernels' time under
     `engine` on `sku_id` (0 where not measured; see the module docstring)."""
     if not engine:
         return 0.0
-    return float((_eager_table().get(engine) or {}).get(sku_id, 0.0)) * 1e-6
+    table = _eager_override[0]
+    if table is None:
+        table = _eager_table()
+    return float((table.get(engine) or {}).get(sku_id, 0.0)) * 1e-6
 
 
 def _matmul(name: str, n: int, k: int, weight_bytes: float) -> TokenOp:

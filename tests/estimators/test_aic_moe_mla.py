@@ -162,3 +162,26 @@ def test_mla_eager_prefill_cost_is_the_module_tables_difference(h200, v3):
     without = (sg.batch_cost(prefill).stage_times[0], sg.batch_cost(decode).stage_times[0])
     assert with_eager[0] - without[0] == pytest.approx(v3.num_layers * seconds, abs=1e-5)
     assert with_eager[1] == without[1]
+
+
+def test_mla_eager_folds_leave_the_held_out_tables_out(h200, v3):
+    """GPU fold: the held-out GPU takes its engine's mean over the other GPUs; DeepSeek-V3
+    (model) fold: no MLA module table is left, so no eager cost."""
+    from estimators import mla_eager_fold, mla_eager_table
+    from estimators._mla import _eager_table, mla_prefill_eager_seconds
+
+    packaged = _eager_table()["sglang"]
+    others = [v for s, v in packaged.items() if s != "h200"]
+    fold = mla_eager_fold(exclude_sku="h200")
+    assert fold["sglang"]["h200"] == pytest.approx(sum(others) / len(others))
+    assert fold["sglang"]["b200"] == packaged["b200"]
+    with mla_eager_table(fold):
+        got = mla_prefill_eager_seconds("sglang", "h200")
+        est = make_estimator(
+            "roofline", v3, h200, 8, 1, Precision.FP8, engine=load_engine("sglang")
+        )
+    assert got == pytest.approx(sum(others) / len(others) * 1e-6)
+    assert est._mla_eager == pytest.approx(got)
+    with mla_eager_table(mla_eager_fold(exclude_mla=True)):
+        assert mla_prefill_eager_seconds("sglang", "h200") == 0.0
+    assert mla_prefill_eager_seconds("sglang", "h200") == pytest.approx(packaged["h200"] * 1e-6)
