@@ -35,6 +35,7 @@ from estimators._memory import (
     plan_memory,
     validate_parallelism,
 )
+from estimators._mla import mla_eager_fold, mla_eager_table
 from estimators._models import (
     ModelConfigError,
     UnknownModelError,
@@ -135,6 +136,8 @@ __all__ = [
     "load_op_tables",
     "make_estimator",
     "mean_allreduce",
+    "mla_eager_fold",
+    "mla_eager_table",
     "model_shapes",
     "packaged_roofline_table",
     "plan_memory",

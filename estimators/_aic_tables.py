@@ -24,6 +24,25 @@ run time, never copied into this project.  Schemas (as of 0.12.0) and units:
     the engine's own all-reduce kernel: ``allreduce_dtype``, ``num_gpus``, ``message_size``
     (elements), ``latency`` ms; a ``backend`` / ``implementation`` column names graph or
     eager variants.
+``moe/<engine>/<ver>/moe_perf.parquet``
+    one MoE layer's routed experts on one GPU (the fused or grouped expert GEMMs with their
+    activation; not the router GEMM, not the all-to-all): ``num_tokens`` (tokens entering
+    the layer, every attention-DP rank's), ``hidden_size``, ``inter_size`` (one expert's
+    intermediate size, before MoE TP), ``topk``, ``num_experts`` (all of them, before EP),
+    ``moe_tp_size``, ``moe_ep_size``, ``moe_dtype`` (bfloat16, fp8, fp8_block, nvfp4, ...),
+    ``distribution`` (``balanced`` or ``power_law_<alpha>``: how the tokens' expert choices
+    were drawn), ``kernel_source``; ``latency`` ms.
+``mla/<engine>/<ver>/{context,generation}_mla_perf.parquet``
+    MLA attention alone (no projections: aiconfigurator prices ``kv_b_proj`` and the
+    others as GEMMs): ``num_heads`` (per GPU, after TP), ``batch_size``, ``isl`` (prompt
+    tokens, context) or ``step`` (cached tokens each decode reads, generation),
+    ``kv_cache_dtype``, ``mla_dtype``, ``kernel_source``; ``latency`` ms of one layer.
+    (``mla_*_module_perf`` and ``wideep_*`` tables time the whole module with its
+    projections, eagerly; they are not read here.)
+``mla_bmm/<engine>/<ver>/mla_bmm_perf.parquet``
+    the absorbed decode BMMs: ``op_name`` ``mla_gen_pre`` (q_nope x W_UK) or
+    ``mla_gen_post`` (latent x W_UV), ``num_tokens``, ``num_heads`` (per GPU),
+    ``bmm_dtype``, ``kernel_source``; ``latency`` ms.
 
 The loaders below return the rows in **seconds** (column ``seconds``) and cache them per
 file.  A table that lacks a required field, or holds a non-positive latency, raises
@@ -52,6 +71,9 @@ __all__ = [
     "load_attention",
     "load_custom_allreduce",
     "load_gemm",
+    "load_mla",
+    "load_mla_bmm",
+    "load_moe",
     "load_nccl",
     "resolve_table",
     "system_for_sku",
@@ -291,3 +313,58 @@ def load_custom_allreduce(
     variant = next((c for c in ("backend", "implementation", "kernel_source") if c in df), None)
     df["variant"] = df[variant] if variant else ""
     return ref, df[["variant", "num_gpus", "message_size", "seconds"]]
+
+
+_MOE_FIELDS = (
+    "num_tokens", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size",
+    "moe_ep_size", "moe_dtype", "distribution", "latency",
+)  # fmt: skip
+
+
+@functools.cache
+def load_moe(system: str, engine: str, version: str | None = None) -> tuple[TableRef, Any]:
+    """(table ref, rows) of the routed experts of one MoE layer (``moe_perf``).
+
+    Columns: kernel_source, moe_dtype, distribution, num_tokens, hidden_size, inter_size,
+    topk, num_experts, moe_tp_size, moe_ep_size, seconds.
+    """
+    ref = resolve_table(system, "moe", engine, version, "moe_perf.parquet")
+    df = _read(ref, _MOE_FIELDS)
+    if "kernel_source" not in df.columns:
+        df["kernel_source"] = ""
+    cols = ["kernel_source", *_MOE_FIELDS[:-1], "seconds"]
+    return ref, df[cols]
+
+
+@functools.cache
+def load_mla(
+    system: str, engine: str, phase: str, version: str | None = None
+) -> tuple[TableRef, Any]:
+    """(table ref, rows) of `phase` ('context' or 'generation') MLA attention.
+
+    Columns: kernel_source, kv_cache_dtype, num_heads, batch_size, isl, step, seconds.
+    """
+    if phase not in ("context", "generation"):
+        raise ValueError(f"phase must be 'context' or 'generation', not {phase!r}")
+    ref = resolve_table(system, "mla", engine, version, f"{phase}_mla_perf.parquet")
+    req = ("num_heads", "batch_size", "isl", "kv_cache_dtype", "latency")
+    if phase == "generation":
+        req += ("step",)
+    df = _read(ref, req)
+    for col, default in (("step", 0), ("kernel_source", "")):
+        if col not in df.columns:
+            df[col] = default
+    cols = ["kernel_source", "kv_cache_dtype", "num_heads", "batch_size", "isl", "step"]
+    return ref, df[[*cols, "seconds"]]
+
+
+@functools.cache
+def load_mla_bmm(system: str, engine: str, version: str | None = None) -> tuple[TableRef, Any]:
+    """(table ref, rows with op_name, bmm_dtype, kernel_source, num_tokens, num_heads,
+    seconds) of the absorbed MLA decode BMMs."""
+    ref = resolve_table(system, "mla_bmm", engine, version, "mla_bmm_perf.parquet")
+    df = _read(ref, ("op_name", "bmm_dtype", "num_tokens", "num_heads", "latency"))
+    if "kernel_source" not in df.columns:
+        df["kernel_source"] = ""
+    cols = ["op_name", "bmm_dtype", "kernel_source", "num_tokens", "num_heads", "seconds"]
+    return ref, df[cols]

@@ -24,14 +24,27 @@ Engines run the two phases differently, and so are they priced (per GPU, ``H`` =
   FLOPs per KV token: a KV-cache read like any decode, 7x smaller than standard attention's.
   The two absorbed BMMs keep 16-bit weights (engines dequantise ``kv_b_proj`` to build them).
 
-Every efficiency and overhead is the roofline's (estimators/data/roofline.yaml), nothing
-is fitted here; aiconfigurator's measured ``mla``/``mla_bmm`` tables are not read yet.
+Every efficiency and overhead is the roofline's (estimators/data/roofline.yaml), plus one
+fixed cost: a prefill layer run eagerly (SGLang launches every kernel of a prefill from the
+host, while decode replays CUDA graphs) costs ``prefill_layer_us`` more per iteration that
+holds a prefill, by engine and GPU in estimators/data/mla_eager.yaml, derived from
+aiconfigurator's MLA module tables by benchmarks/fit_mla_eager.py (context module minus
+generation module at one sequence of the shortest length: ~0.5-0.6 ms for SGLang, under
+10 us for TensorRT-LLM and vLLM).  Engines and GPUs not listed there, and deployments
+without an engine profile, add none.  The profiled backend reads the measured ``mla`` and
+``mla_bmm`` tables instead of this roofline (estimators/_profiled_mla.py).
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from importlib import resources
 from typing import Any
+
+import yaml
 
 from estimators._roofline import (
     _ACT_BYTES,
@@ -42,7 +55,13 @@ from estimators._roofline import (
 )
 from estimators._types import ModelArchitecture
 
-__all__ = ["MlaRooflineEstimator", "MlaShape"]
+__all__ = [
+    "MlaRooflineEstimator",
+    "MlaShape",
+    "mla_eager_fold",
+    "mla_eager_table",
+    "mla_prefill_eager_seconds",
+]
 
 _MLA_PROJECTIONS = frozenset({"attn_pre_proj", "attn_rope", "attn_post_proj"})
 
@@ -89,6 +108,57 @@ class MlaShape:
     def decode_flops_per_kv(self) -> float:
         """Absorbed attention: QK over the latent and rotary key, PV over the latent."""
         return 2.0 * self.heads * (2 * self.kv_lora + self.rope)
+
+
+@functools.cache
+def _eager_table() -> dict[str, dict[str, float]]:
+    text = resources.files("estimators").joinpath("data/mla_eager.yaml").read_text("utf-8")
+    data = (yaml.safe_load(text) or {}).get("prefill_layer_us") or {}
+    if not isinstance(data, dict):
+        raise ValueError("estimators/data/mla_eager.yaml: prefill_layer_us must be a mapping")
+    return data
+
+
+# the table `mla_eager_table` put in place of the packaged one (None: the packaged one)
+_eager_override: list[Mapping[str, Mapping[str, float]] | None] = [None]
+
+
+@contextlib.contextmanager
+def mla_eager_table(data: Mapping[str, Mapping[str, float]] | None) -> Iterator[None]:
+    """Estimators built inside the block read the eager prefill cost from `data`
+    ({engine: {sku id: us}}) instead of estimators/data/mla_eager.yaml; None keeps it."""
+    before = _eager_override[0]
+    _eager_override[0] = data
+    try:
+        yield
+    finally:
+        _eager_override[0] = before
+
+
+def mla_eager_fold(exclude_sku: str | None = None, exclude_mla: bool = False) -> dict:
+    """The eager-cost table fitted without some of its tables: without GPU `exclude_sku`'s
+    (each engine's value for it becomes the mean of its other GPUs'), or without any MLA
+    module table (`exclude_mla`: they all time DeepSeek-V3's shape; no value is left)."""
+    if exclude_mla:
+        return {}
+    out: dict[str, dict[str, float]] = {}
+    for engine, by_sku in _eager_table().items():
+        rest = {s: float(v) for s, v in by_sku.items() if s != exclude_sku}
+        if exclude_sku is not None and rest:
+            rest[exclude_sku] = sum(rest.values()) / len(rest)
+        out[engine] = rest
+    return out
+
+
+def mla_prefill_eager_seconds(engine: str | None, sku_id: str) -> float:
+    """Seconds an eagerly run MLA prefill layer costs beyond its kernels' time under
+    `engine` on `sku_id` (0 where not measured; see the module docstring)."""
+    if not engine:
+        return 0.0
+    table = _eager_override[0]
+    if table is None:
+        table = _eager_table()
+    return float((table.get(engine) or {}).get(sku_id, 0.0)) * 1e-6
 
 
 def _matmul(name: str, n: int, k: int, weight_bytes: float) -> TokenOp:
@@ -161,6 +231,8 @@ class MlaRooflineEstimator(RooflineEstimator):
             self.attn_peak * c.attention_prefill_eff_max
         )
         self._attn_flops_per_pair = s.prefill_flops_per_pair
+        engine = self.engine.name if self.engine is not None else None
+        self._mla_eager = mla_prefill_eager_seconds(engine, self.sku.id)
 
     def _prefill_attn(self, npt: int, npf: int, pairs: float, kv_tokens: int) -> float:
         """Non-absorbed prefill: up-project the KV tokens read, then attention over heads."""
@@ -172,7 +244,7 @@ class MlaRooflineEstimator(RooflineEstimator):
             pairs + self._pf_causal_m1 * diag + self._pf_ctx * (kv_tokens - npt) + self._pf_q * npt
         )
         mem = (kv_tokens * self._pf_kv_row + npt * self._pf_q_row2) * self._attn_sec_per_byte
-        return up + (comp if comp > mem else mem) + self._attn_ovh
+        return up + (comp if comp > mem else mem) + self._attn_ovh + self._mla_eager
 
     def _decode_attn(self, nd: int, dkv: int) -> float:
         """Absorbed decode: the W_UK and W_UV BMMs of `nd` tokens and the latent read."""

@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from estimators import _aic_tables as aic
+from estimators._aic_moe_mla import moe_curve, moe_dtypes
 from estimators._contract import BatchShape
 from estimators._curves import (
     ChunkGrid,
@@ -323,11 +324,13 @@ class ProfiledEstimator(RooflineEstimator):
         engine: Any = None,
         engine_version: str | None = None,
         op_tables: OpTableSource | str | Path | None = None,
+        ep: int = 1,
+        dp: int = 1,
     ) -> None:
         profile = engine if isinstance(engine, EngineProfile) else None
         super().__init__(
             model, sku, tp=tp, pp=pp, precision=precision, kv_precision=kv_precision, node=node,
-            engine=profile,
+            engine=profile, ep=ep, dp=dp,
         )  # fmt: skip
         if profile is not None:  # the tables measured under the profile's engine and version
             engine = DEFAULT_ENGINE if profile.is_vidur else profile.name
@@ -370,6 +373,16 @@ class ProfiledEstimator(RooflineEstimator):
         self._roof_layer_ops = tuple(
             op for op in self.layer_ops if op.name not in self._gemm_curves
         )
+        # a MoE model's dense-layer MLP (priced apart, by its share of the layers)
+        self._dense_mlp_curves: list[Curve] = []
+        if self._moe is not None:
+            dense = layer_gemm_shapes(model, tp)
+            curves = [gemm_curve(cube, *dense[name]) for name in ("mlp_up_proj", "mlp_down_proj")]
+            if all(c is not None for c in curves):
+                self._dense_mlp_curves = curves  # type: ignore[assignment]
+        self._moe_curve: Curve | None = None
+        if self._moe is not None:
+            self._attach_moe_table()
 
         # ---- attention
         kv_dtype = "fp8" if self.kv_precision is Precision.FP8 else "bfloat16"
@@ -378,7 +391,8 @@ class ProfiledEstimator(RooflineEstimator):
         self._chunks: ChunkGrid | None = None  # chunks after a cached prefix, where measured
         self._gen: Grid2D | None = None
         self.attention_kernels: dict[str, str] = {}
-        for phase, op in (("context", "attn_prefill"), ("generation", "attn_decode")):
+        phases = (("context", "attn_prefill"), ("generation", "attn_decode"))
+        for phase, op in () if model.is_mla else phases:  # MLA: estimators/_profiled_mla.py
             try:
                 att = source.attention(
                     phase, self.heads_per_gpu, self.kv_heads_per_gpu, hd, kv_dtype
@@ -414,7 +428,58 @@ class ProfiledEstimator(RooflineEstimator):
         self._chunk_cache: dict[tuple[int, int, int], float] = {}
 
     def _gemm_shapes(self) -> dict[str, tuple[int, int]]:
-        return layer_gemm_shapes(self.model, self.tp)
+        """(n, k) of this deployment's layer GEMMs priced from the GEMM table, by the
+        roofline's operator name: a MoE layer's shared expert in place of the dense MLP
+        (the routed experts are `_routed_experts`'), MLA's projections in place of
+        standard attention's."""
+        m, tp = self.model, self.tp
+        shapes = layer_gemm_shapes(m, tp)
+        h = m.hidden_size
+        if m.is_moe and m.shared_expert_intermediate_size:
+            inter = m.shared_expert_intermediate_size // tp
+            up = (2 if m.gated_mlp else 1) * inter
+            shapes["shared_expert_up_proj"] = (up, h)
+            shapes["shared_expert_down_proj"] = (h, inter)
+        mla = getattr(self, "mla", None)
+        if mla is not None:
+            down = (mla.q_lora or mla.heads * mla.qk) + mla.latent
+            shapes["attn_pre_proj"] = (down, h)
+            shapes["attn_post_proj"] = (h, mla.heads * mla.v)
+            if mla.q_lora:
+                shapes["attn_q_up_proj"] = (mla.heads * mla.qk, mla.q_lora)
+        names = {op.name for op in self.layer_ops}
+        return {name: nk for name, nk in shapes.items() if name in names}
+
+    def table_gemm_curve(self, n: int, k: int) -> Curve | None:
+        """Seconds of an (n, k) GEMM over m tokens from the GEMM table at this precision
+        (its regressor off the measured grid); None without such a table."""
+        _, cube = self.op_tables.gemm_cube(_gemm_dtype(self.precision))
+        if cube is None:
+            return None
+        return gemm_curve(cube, n, k) or regressed_gemm_curve(cube, n, k)
+
+    def _attach_moe_table(self) -> None:
+        """The routed experts' curve from the MoE table of these tables' system, engine
+        and version (estimators/_aic_moe_mla.py); a fallback note where there is none."""
+        moe, m, source = self._moe, self.model, self.op_tables
+        if not isinstance(source, AicOpTables):
+            self.fallbacks["moe_experts"] = f"{source.label} hold no MoE table"
+            return
+        moe_tp = (self.tp * self.dp) // self.ep
+        shape = (m.hidden_size, m.moe_intermediate_size, moe.top_k, moe.num_experts, moe_tp,
+                 self.ep)  # fmt: skip
+        try:
+            label, curve, why = moe_curve(
+                source.system, source.engine, source.version, shape, moe_dtypes(m, self.precision)
+            )
+        except aic.AicDataMissing as exc:
+            self.fallbacks["moe_experts"] = str(exc)
+            return
+        if curve is None:
+            self.fallbacks["moe_experts"] = why
+            return
+        self.tables.append(label)
+        self._moe_curve = curve
 
     # ---------------------------------------------------------------- operators
 
@@ -442,9 +507,23 @@ class ProfiledEstimator(RooflineEstimator):
             t += _token_op_time(op, m, self._k)
         for curve in self._gemm_curves.values():
             t += curve(m)
-        if self.tp > 1:
-            t += 2 * self.all_reduce_time(self._act_row_bytes * m)
+        if self.tp > 1:  # under EP or attention DP one (the MoE exchange is `_moe_part`'s)
+            t += self.operator_counts["all_reduce"] * self.all_reduce_time(self._act_row_bytes * m)
         return t
+
+    def _routed_experts(self, moe_m: float) -> tuple[float, float, float]:
+        """The MoE table's time for `moe_m` tokens where measured (FLOPs and bytes stay
+        the roofline's count)."""
+        t, fl, by = super()._routed_experts(moe_m)
+        if self._moe_curve is not None and moe_m > 0:
+            t = self._moe_curve(moe_m)
+        return t, fl, by
+
+    def _dense_mlp_seconds(self, m: float) -> float:
+        if not self._dense_mlp_curves:
+            return super()._dense_mlp_seconds(m)
+        act = next(op for op in self._dense_mlp_ops if op.kind == "act")
+        return sum(c(m) for c in self._dense_mlp_curves) + _token_op_time(act, m, self._k)
 
     def _head_seconds(self, m: float) -> float:
         t = super()._head_seconds(m)
@@ -522,7 +601,8 @@ class ProfiledEstimator(RooflineEstimator):
         for name in self._gemm_curves:
             out[name] = self.gemm_time(name, m)
         if self.tp > 1:
-            out["all_reduce"] = 2 * self.all_reduce_time(self._act_row_bytes * m)
+            n = self.operator_counts["all_reduce"]
+            out["all_reduce"] = n * self.all_reduce_time(self._act_row_bytes * m)
         return out
 
     def describe(self) -> str:

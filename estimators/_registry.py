@@ -20,6 +20,7 @@ from estimators._contract import ExecutionTimeEstimator
 from estimators._engines import EngineProfile
 from estimators._mla import MlaRooflineEstimator
 from estimators._profiled import ProfiledDataMissing, ProfiledEstimator
+from estimators._profiled_mla import MlaProfiledEstimator
 from estimators._roofline import RooflineEstimator
 from estimators._types import ModelArchitecture, Precision
 from sku_catalog import GpuSku
@@ -143,16 +144,14 @@ def _profiled(
     engine=None,
     engine_version=None,
     op_tables=None,
+    ep=1,
+    dp=1,
     **_: Any,
 ) -> ProfiledEstimator:
     if Precision(precision) is Precision.FP4:
         raise ProfiledDataMissing("profiled estimator: the measured tables hold no FP4 GEMMs yet")
-    if model.is_moe or model.is_mla:
-        raise ProfiledDataMissing(
-            "profiled estimator: the measured tables hold no mixture-of-experts or "
-            f"latent-attention layers yet ({model.name})"
-        )
-    return ProfiledEstimator(
+    profiled = MlaProfiledEstimator if model.is_mla else ProfiledEstimator
+    return profiled(
         model,
         sku,
         tp=tp,
@@ -162,6 +161,8 @@ def _profiled(
         engine=engine,
         engine_version=engine_version,
         op_tables=op_tables,
+        ep=ep,
+        dp=dp,
     )
 
 

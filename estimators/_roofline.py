@@ -695,6 +695,31 @@ class RooflineEstimator:
         tokens (this rank's), plus the EP all-to-all or, under attention DP without EP, the
         gather and scatter of the ranks' tokens (see estimators/_moe.py)."""
         moe = self._moe
+        a = _ACT_BYTES
+        t, fl, by = self._routed_experts(moe_m)
+        if self.ep > 1:
+            t += all_to_all_seconds(moe_m, moe.top_k, moe.hidden, a, self.ep, *self._moe_link)
+        elif self.dp > 1:  # all-gather then reduce-scatter: one all-reduce's ring traffic
+            bw, eff, lat = self._moe_link
+            t += _ring_allreduce(moe_m * self._act_row_bytes, self.tp * self.dp, bw, eff, lat)
+        share = self._moe_layer_share
+        if share < 1.0:  # dense-MLP layers of the model, by their share of the layers
+            dt = self._dense_mlp_seconds(m)
+            df = sum(op.flops_per_token * m for op in self._dense_mlp_ops)
+            db = sum(op.fixed_bytes + op.bytes_per_token * m for op in self._dense_mlp_ops)
+            return (share * t + (1 - share) * dt, share * fl + (1 - share) * df,
+                    share * by + (1 - share) * db)  # fmt: skip
+        return t, fl, by
+
+    def _dense_mlp_seconds(self, m: float) -> float:
+        """Seconds of the MLP of one of the model's dense (non-MoE) layers for m tokens."""
+        return sum(_token_op_time(op, m, self._k) for op in self._dense_mlp_ops)
+
+    def _routed_experts(self, moe_m: float) -> tuple[float, float, float]:
+        """(seconds, flops, bytes) of one MoE layer's routed experts (grouped GEMMs and
+        their activation) on the busiest GPU for `moe_m` tokens: the `_moe_part` hook that
+        backends with measured expert tables override."""
+        moe = self._moe
         k = self._k
         rows = moe.rows(moe_m)
         groups = moe.touched(moe_m)
@@ -710,20 +735,7 @@ class RooflineEstimator:
             by += nbytes
         act = rows * 3 * moe.width * a
         t += act * k.sec_per_byte["act"] + k.overhead["act"]
-        by += act
-        if self.ep > 1:
-            t += all_to_all_seconds(moe_m, moe.top_k, moe.hidden, a, self.ep, *self._moe_link)
-        elif self.dp > 1:  # all-gather then reduce-scatter: one all-reduce's ring traffic
-            bw, eff, lat = self._moe_link
-            t += _ring_allreduce(moe_m * self._act_row_bytes, self.tp * self.dp, bw, eff, lat)
-        share = self._moe_layer_share
-        if share < 1.0:  # dense-MLP layers of the model, by their share of the layers
-            dt = sum(_token_op_time(op, m, k) for op in self._dense_mlp_ops)
-            df = sum(op.flops_per_token * m for op in self._dense_mlp_ops)
-            db = sum(op.fixed_bytes + op.bytes_per_token * m for op in self._dense_mlp_ops)
-            return (share * t + (1 - share) * dt, share * fl + (1 - share) * df,
-                    share * by + (1 - share) * db)  # fmt: skip
-        return t, fl, by
+        return t, fl, by + act
 
     def _head_part(self, ns: int) -> tuple[float, float, float]:
         """(seconds, flops, bytes) of LM head + logits gather + sampling for `ns` sequences."""

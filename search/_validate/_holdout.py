@@ -43,6 +43,9 @@ class HoldOutFold:
     # engine -> {family: its all-reduce refitted, or None: dropped}; only what changes
     allreduce: dict[str, dict[str, AllReduceCost | None]] = field(default_factory=dict)
     excluded: str = ""
+    # the MLA eager prefill cost table refitted without it ({engine: {sku: us}}; None: as
+    # packaged, estimators/_mla.py)
+    mla_eager: dict[str, dict[str, float]] | None = None
 
     def selects(self, point: ValidationPoint) -> bool:
         return point.sku == self.name if self.kind == "gpu" else point.model == self.name
@@ -75,6 +78,7 @@ def gpu_fold(sku_id: str) -> HoldOutFold:
         fit_all,
         fit_allreduce,
         mean_allreduce,
+        mla_eager_fold,
     )
     from sku_catalog import load_catalog
 
@@ -91,14 +95,17 @@ def gpu_fold(sku_id: str) -> HoldOutFold:
     kept = ", ".join(others) or "none: the roofline's NCCL fit applies"
     excluded = (
         f"GPU {sku_id}: its GEMM and attention tables (every engine) and its all-reduce "
-        f"tables ({family} all-reduce refitted to: {kept})"
+        f"tables ({family} all-reduce refitted to: {kept}), its MLA module tables (the "
+        "eager MLA prefill cost: the engine's mean over the other GPUs)"
     )
-    return HoldOutFold("gpu", sku_id, _table_with(fits), allreduce, excluded)
+    return HoldOutFold(
+        "gpu", sku_id, _table_with(fits), allreduce, excluded, mla_eager_fold(exclude_sku=sku_id)
+    )
 
 
 def model_fold(model_name: str) -> HoldOutFold:
     """The fold without the rows at model `model_name`'s shapes (see the module docstring)."""
-    from estimators import fit_all, load_model, model_shapes
+    from estimators import fit_all, load_model, mla_eager_fold, model_shapes
 
     model = load_model(model_name)
     fits = fit_all(exclude_model=model)
@@ -106,5 +113,8 @@ def model_fold(model_name: str) -> HoldOutFold:
     excluded = (
         f"model {model_name}: GEMM rows at (n, k) in {sorted(gemms)} and attention rows at "
         f"(heads, KV heads, head_dim) in {sorted(heads)}, on every GPU and engine"
-    )
-    return HoldOutFold("model", model_name, _table_with(fits), {}, excluded)
+        + (", and every MLA module table (all of DeepSeek-V3's shape: no eager MLA prefill "
+           "cost)" if model.is_mla else "")
+    )  # fmt: skip
+    eager = mla_eager_fold(exclude_mla=True) if model.is_mla else None
+    return HoldOutFold("model", model_name, _table_with(fits), {}, excluded, eager)

@@ -19,6 +19,7 @@ from estimators import (
     load_engine,
     load_model,
     make_estimator,
+    mla_eager_table,
     roofline_table,
 )
 from search._validate._aic_silicon import ValidationPoint
@@ -215,7 +216,8 @@ def simulate_point(
     or the `op_tables` directory (`llmcap profile`'s format) when one is given.
     A hold-out `fold` builds the estimator with the constants refitted without its data.
     """
-    with roofline_table(fold.table if fold is not None else None):
+    table, eager = (fold.table, fold.mla_eager) if fold is not None else (None, None)
+    with roofline_table(table), mla_eager_table(eager):
         return _simulate_point(point, requests_per_slot, engines, estimator, fold, op_tables)
 
 

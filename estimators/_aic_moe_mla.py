@@ -1,0 +1,136 @@
+"""Curves of mixture-of-experts and MLA layers from aiconfigurator-core's measured tables.
+
+The profiled backend (estimators/_profiled.py) reads these where the deployment's system,
+engine and version have them (the nearest version, as for every other table), and the
+roofline otherwise (named in the estimator's ``fallbacks``):
+
+* **routed experts** (``moe/<engine>/<ver>/moe_perf``): one curve in the tokens entering
+  the layer (every attention-DP rank's: the experts take them all) at this deployment's
+  hidden size, expert width, top-k, expert count, MoE TP (``tp x dp / ep``), EP and expert
+  precision; the fastest measured kernel at each token count.  It replaces the roofline's
+  grouped GEMMs and activation; the router GEMM, the all-to-all and FLOP/byte counts stay
+  the roofline's.  The routing distribution is `DEFAULT_DISTRIBUTION` (see there).
+* **MLA attention** (``mla/<engine>/<ver>/{context,generation}_mla_perf``): the kernel
+  alone, over (sequences, prompt length) and (sequences, cached tokens + 1) at this GPU's
+  heads and KV precision; ``kv_b_proj``'s up-projection of the KV tokens a prefill reads
+  and the projections around it are GEMMs (the GEMM table's), as aiconfigurator prices
+  them.  Decode adds the two absorbed BMMs (``mla_bmm/<engine>/<ver>/mla_bmm_perf``,
+  16-bit where measured) at the decode tokens.
+
+Interpolation is `estimators._curves`': log-log inside the measured range, constant below
+the smallest size, linear in work above the largest, each curve made monotone.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from estimators import _aic_tables as aic
+from estimators._curves import Curve, Grid2D, grid_from_rows, monotone
+from estimators._types import ModelArchitecture, Precision
+
+__all__ = [
+    "DEFAULT_DISTRIBUTION",
+    "mla_bmm_curve",
+    "mla_grid",
+    "moe_curve",
+    "moe_dtypes",
+]
+
+# The expert-choice distribution read from the MoE tables.  aiconfigurator's collectors
+# time one EP rank: ``balanced`` spreads the tokens' top-k choices evenly over the experts
+# (every rank gets ``tokens x top-k / EP`` rows), ``power_law_<alpha>`` draws per-expert
+# loads from a power law and puts the busiest expert group on the timed rank.  The serving
+# benchmarks llmcap validates against send random prompts to routers trained with a
+# load-balancing loss (DeepSeek-V3's bias-based balancing, Qwen3's auxiliary loss), whose
+# loads are close to even, not heavy-tailed; so the default is ``balanced``.  The measured
+# difference is modest and not one-sided (SGLang 0.5.14 H200, DeepSeek-V3 shape: power_law
+# 1.01 runs 1.1-1.5x balanced at EP 1 and 0.5-1.1x at EP >= 2), and aiconfigurator itself
+# defaults to ``power_law_1.01``; `moe_curve` takes either.
+DEFAULT_DISTRIBUTION = "balanced"
+
+
+def moe_dtypes(model: ModelArchitecture, precision: Precision) -> tuple[str, ...]:
+    """The tables' ``moe_dtype`` names for `precision`, the checkpoint's own first."""
+    p = Precision(precision)
+    if p is Precision.FP8:
+        return ("fp8_block", "fp8") if model.weight_scale_block else ("fp8", "fp8_block")
+    if p is Precision.FP4:
+        return ("nvfp4",)
+    return ("bfloat16",)
+
+
+@functools.cache
+def moe_curve(
+    system: str,
+    engine: str,
+    version: str | None,
+    shape: tuple[int, int, int, int, int, int],
+    dtypes: tuple[str, ...],
+    distribution: str = DEFAULT_DISTRIBUTION,
+) -> tuple[str, Curve | None, str]:
+    """(table label, seconds of the routed experts over the tokens entering the layer or
+    None, why None) for ``shape`` = (hidden, expert intermediate, top-k, experts, MoE TP,
+    EP), the first of `dtypes` measured there."""
+    ref, df = aic.load_moe(system, engine, version)
+    hidden, inter, topk, experts, moe_tp, moe_ep = shape
+    sub = df[
+        (df["hidden_size"] == hidden)
+        & (df["inter_size"] == inter)
+        & (df["topk"] == topk)
+        & (df["num_experts"] == experts)
+        & (df["moe_tp_size"] == moe_tp)
+        & (df["moe_ep_size"] == moe_ep)
+        & (df["distribution"] == distribution)
+    ]
+    for dtype in dtypes:
+        rows = sub[sub["moe_dtype"] == dtype]
+        best = rows.groupby("num_tokens", sort=True)["seconds"].min()
+        if len(best) >= 2:
+            xs = best.index.to_numpy(dtype=float)
+            return ref.label, Curve(xs, monotone(best.to_numpy()), 1.0), ""
+    return (
+        ref.label,
+        None,
+        (
+            f"no {'/'.join(dtypes)} {distribution} rows for hidden {hidden}, expert width {inter}, "
+            f"top-{topk} of {experts}, MoE TP {moe_tp}, EP {moe_ep} in {ref.label}"
+        ),
+    )
+
+
+@functools.cache
+def mla_grid(
+    system: str, engine: str, version: str | None, phase: str, heads: int, kv_dtype: str
+) -> tuple[str, Grid2D | None]:
+    """(table label, seconds of one layer's MLA attention over (sequences, length) or
+    None): length is the prompt (context) or the cached tokens + 1 (generation)."""
+    ref, df = aic.load_mla(system, engine, phase, version)
+    sub = df[(df["num_heads"] == heads) & (df["kv_cache_dtype"] == kv_dtype)]
+    if sub.empty:
+        return ref.label, None
+    if phase == "context":
+        xs, work_exp = sub["isl"].to_numpy(dtype=float), 2.0
+    else:
+        xs, work_exp = sub["step"].to_numpy(dtype=float) + 1.0, 1.0
+    best = sub.assign(x=xs).groupby(["batch_size", "x"], sort=True)["seconds"].min().reset_index()
+    grid = grid_from_rows(
+        best["batch_size"].to_numpy(), best["x"].to_numpy(), best["seconds"].to_numpy(), work_exp
+    )
+    return ref.label, grid
+
+
+@functools.cache
+def mla_bmm_curve(
+    system: str, engine: str, version: str | None, op_name: str, heads: int
+) -> tuple[str, Curve | None]:
+    """(table label, seconds of one absorbed BMM over decode tokens or None): 16-bit rows
+    where measured (engines keep the absorbed weights in 16 bits), else any."""
+    ref, df = aic.load_mla_bmm(system, engine, version)
+    sub = df[(df["op_name"] == op_name) & (df["num_heads"] == heads)]
+    if (sub["bmm_dtype"] == "bfloat16").any():
+        sub = sub[sub["bmm_dtype"] == "bfloat16"]
+    best = sub.groupby("num_tokens", sort=True)["seconds"].min()
+    if len(best) < 2:
+        return ref.label, None
+    return ref.label, Curve(best.index.to_numpy(dtype=float), monotone(best.to_numpy()), 1.0)

@@ -1,0 +1,187 @@
+"""MoE and MLA layers priced from aiconfigurator-core's measured moe / mla / mla_bmm tables."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from estimators import _aic_tables as aic
+from estimators import load_engine, load_model, make_estimator
+from estimators._aic_moe_mla import DEFAULT_DISTRIBUTION, mla_bmm_curve, mla_grid, moe_curve
+from estimators._contract import BatchShape, decode_steps
+from estimators._profiled_mla import MlaProfiledEstimator
+from estimators._roofline import RooflineEstimator
+from estimators._types import Precision
+from sku_catalog import load_catalog
+
+pytestmark = pytest.mark.skipif(
+    not aic.aic_available(), reason="aiconfigurator-core (llmcap[aic]) is not installed"
+)
+
+V3_SHAPE_TP8 = (7168, 2048, 8, 256, 8, 1)  # hidden, expert width, top-k, experts, MoE TP, EP
+
+
+def _moe_rows(system, engine, version, shape, dtype):
+    _, df = aic.load_moe(system, engine, version)
+    hidden, inter, topk, experts, moe_tp, moe_ep = shape
+    return df[
+        (df["hidden_size"] == hidden) & (df["inter_size"] == inter) & (df["topk"] == topk)
+        & (df["num_experts"] == experts) & (df["moe_tp_size"] == moe_tp)
+        & (df["moe_ep_size"] == moe_ep) & (df["moe_dtype"] == dtype)
+        & (df["distribution"] == DEFAULT_DISTRIBUTION)
+    ]  # fmt: skip
+
+
+def test_moe_table_in_seconds_and_nearest_version():
+    ref, df = aic.load_moe("h200_sxm", "sglang", "0.5.9")
+    assert ref.version == "0.5.10"  # no 0.5.9 table: the oldest newer one
+    raw = __import__("pandas").read_parquet(ref.path.open("rb"))
+    assert df["seconds"].iloc[0] == pytest.approx(raw["latency"].iloc[0] * 1e-3)
+
+
+def test_moe_curve_equals_the_row_at_a_grid_point_and_interpolates_between():
+    label, curve, _ = moe_curve("h200_sxm", "sglang", "0.5.14", V3_SHAPE_TP8, ("fp8_block",))
+    assert curve is not None and label.endswith("moe/sglang/0.5.14/moe_perf.parquet")
+    rows = _moe_rows("h200_sxm", "sglang", "0.5.14", V3_SHAPE_TP8, "fp8_block")
+    best = rows.groupby("num_tokens")["seconds"].min().sort_index()
+    xs = list(best.index)
+    a, b = xs[xs.index(256)], xs[xs.index(256) + 1]  # two neighbouring measured sizes
+    assert curve(float(a)) == pytest.approx(best[best.index >= a].min())  # monotone row
+    mid = curve(math.sqrt(a * b))  # log-log: the geometric mean of the neighbours' times
+    assert mid == pytest.approx(math.sqrt(curve(float(a)) * curve(float(b))), rel=1e-9)
+    assert curve(2.0 * xs[-1]) == pytest.approx(2.0 * curve(float(xs[-1])))  # linear above
+
+
+def test_moe_curve_missing_shape_says_why():
+    _, curve, why = moe_curve("h200_sxm", "sglang", "0.5.14", (7168, 2048, 8, 256, 3, 1),
+                              ("fp8_block",))  # fmt: skip
+    assert curve is None and "MoE TP 3" in why
+
+
+def test_mla_tables_at_grid_points():
+    _, df = aic.load_mla("h200_sxm", "sglang", "context", "0.5.14")
+    _, grid = mla_grid("h200_sxm", "sglang", "0.5.14", "context", 16, "fp8")
+    row = df[(df["num_heads"] == 16) & (df["kv_cache_dtype"] == "fp8") & (df["batch_size"] == 1)
+             & (df["isl"] == 4096)]  # fmt: skip
+    assert grid(1, 4096.0) == pytest.approx(row["seconds"].min())
+    _, gen = aic.load_mla("h200_sxm", "sglang", "generation", "0.5.14")
+    _, ggrid = mla_grid("h200_sxm", "sglang", "0.5.14", "generation", 16, "fp8")
+    row = gen[(gen["num_heads"] == 16) & (gen["kv_cache_dtype"] == "fp8")
+              & (gen["batch_size"] == 8) & (gen["step"] == 4095)]  # fmt: skip
+    assert ggrid(8, 4096.0) == pytest.approx(row["seconds"].min())  # step + 1 KV tokens
+    _, bmm = aic.load_mla_bmm("h200_sxm", "sglang", "0.5.14")
+    _, pre = mla_bmm_curve("h200_sxm", "sglang", "0.5.14", "mla_gen_pre", 16)
+    row = bmm[(bmm["op_name"] == "mla_gen_pre") & (bmm["num_heads"] == 16)
+              & (bmm["bmm_dtype"] == "bfloat16") & (bmm["num_tokens"] == 64)]  # fmt: skip
+    assert pre(64.0) <= row["seconds"].min() + 1e-15
+
+
+@pytest.fixture(scope="module")
+def h200():
+    return load_catalog().get("h200")
+
+
+def test_profiled_moe_layer_is_the_roofline_with_the_tables_experts(h200):
+    qwen = load_model("Qwen/Qwen3-235B-A22B")
+    eng = load_engine("trtllm@1.0.0rc3")
+    est = make_estimator("profiled", qwen, h200, 4, 1, Precision.FP8, engine=eng,
+                         engine_version="1.0.0rc3", ep=4)  # fmt: skip
+    assert "moe_experts" not in est.fallbacks
+    assert any("moe/trtllm/" in t for t in est.tables)
+    _, want, _ = moe_curve(est.system, "trtllm", "1.0.0rc3", (4096, 1536, 8, 128, 1, 4),
+                           ("fp8", "fp8_block"))  # fmt: skip
+    for tokens in (8.0, 300.0, 4096.0):
+        t, fl, by = est._routed_experts(tokens)
+        roof = RooflineEstimator._routed_experts(est, tokens)
+        assert t == pytest.approx(want(tokens)) and t != pytest.approx(roof[0], rel=0.05)
+        assert (fl, by) == roof[1:]  # FLOPs and bytes stay the roofline's count
+
+
+def test_profiled_deepseek_prices_mla_from_tables_and_decode_steps_match(h200, v3):
+    eng = load_engine("sglang@0.5.9")
+    est = make_estimator("profiled", v3, h200, 8, 1, Precision.FP8, engine=eng,
+                         engine_version="0.5.9")  # fmt: skip
+    assert isinstance(est, MlaProfiledEstimator)
+    assert not est.fallbacks, est.fallbacks
+    _, gen = mla_grid(est.system, "sglang", "0.5.9", "generation", 16, est_kv(est))
+    _, pre = mla_bmm_curve(est.system, "sglang", "0.5.9", "mla_gen_pre", 16)
+    _, post = mla_bmm_curve(est.system, "sglang", "0.5.9", "mla_gen_post", 16)
+    assert est._decode_attn(8, 8 * 1024) == pytest.approx(gen(8, 1024.0) + pre(8.0) + post(8.0))
+    it = decode_steps(est, 8, 8 * 1000)
+    for _ in range(3):
+        step = next(it)
+    c = est.batch_cost(BatchShape(num_decodes=8, decode_kv_tokens=8 * 1002))
+    assert step == (c.cpu_overhead, c.stage_times[0], c.flops, c.bytes_moved)
+
+
+def est_kv(est) -> str:
+    return "fp8" if est.kv_precision is Precision.FP8 else "bfloat16"
+
+
+def test_missing_moe_table_falls_back_to_the_roofline(h200):
+    """llmcap's own op tables hold no MoE table: the routed experts are the roofline's."""
+    from pathlib import Path
+
+    import estimators
+
+    tables = Path(estimators.__file__).parent / "data" / "op_tables" / "h200" / "qwen3-32b"
+    qwen = load_model("Qwen/Qwen3-235B-A22B")
+    est = make_estimator("profiled", qwen, h200, 8, 1, Precision.BF16, op_tables=tables, ep=8)
+    assert est._moe_curve is None and "moe_experts" in est.fallbacks
+    roof = make_estimator("roofline", qwen, h200, 8, 1, Precision.BF16, ep=8)
+    assert est._routed_experts(512.0) == roof._routed_experts(512.0)
+
+
+def test_mla_eager_prefill_cost_is_the_module_tables_difference(h200, v3):
+    """SGLang's eager MLA prefill layer costs the fitted fixed cost more than the same
+    deployment without an engine profile; decode is unchanged."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    from estimators._mla import mla_prefill_eager_seconds
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "fit_mla_eager.py"
+    spec = importlib.util.spec_from_file_location("fit_mla_eager", path)
+    fit = importlib.util.module_from_spec(spec)
+    sys.modules["fit_mla_eager"] = fit
+    spec.loader.exec_module(fit)
+    seconds, _ = fit.eager_cost("h200_sxm", "sglang")
+    assert mla_prefill_eager_seconds("sglang", "h200") == pytest.approx(seconds, abs=1e-7)
+    assert 3e-4 < seconds < 1e-3  # the eager module: hundreds of microseconds a layer
+    assert mla_prefill_eager_seconds("trtllm", "h200") < 1e-5
+    assert mla_prefill_eager_seconds(None, "h200") == 0.0
+    sg = make_estimator("roofline", v3, h200, 8, 1, Precision.FP8, engine=load_engine("sglang"))
+    assert sg._mla_eager == pytest.approx(seconds, abs=1e-7)
+    prefill = BatchShape(num_prefill_tokens=1024, num_prefills=1,
+                         prefill_attn_pairs=1024 * 1025 / 2, prefill_kv_tokens=1024)  # fmt: skip
+    decode = BatchShape(num_decodes=8, decode_kv_tokens=8000)
+    with_eager = (sg.batch_cost(prefill).stage_times[0], sg.batch_cost(decode).stage_times[0])
+    sg._mla_eager = 0.0
+    without = (sg.batch_cost(prefill).stage_times[0], sg.batch_cost(decode).stage_times[0])
+    assert with_eager[0] - without[0] == pytest.approx(v3.num_layers * seconds, abs=1e-5)
+    assert with_eager[1] == without[1]
+
+
+def test_mla_eager_folds_leave_the_held_out_tables_out(h200, v3):
+    """GPU fold: the held-out GPU takes its engine's mean over the other GPUs; DeepSeek-V3
+    (model) fold: no MLA module table is left, so no eager cost."""
+    from estimators import mla_eager_fold, mla_eager_table
+    from estimators._mla import _eager_table, mla_prefill_eager_seconds
+
+    packaged = _eager_table()["sglang"]
+    others = [v for s, v in packaged.items() if s != "h200"]
+    fold = mla_eager_fold(exclude_sku="h200")
+    assert fold["sglang"]["h200"] == pytest.approx(sum(others) / len(others))
+    assert fold["sglang"]["b200"] == packaged["b200"]
+    with mla_eager_table(fold):
+        got = mla_prefill_eager_seconds("sglang", "h200")
+        est = make_estimator(
+            "roofline", v3, h200, 8, 1, Precision.FP8, engine=load_engine("sglang")
+        )
+    assert got == pytest.approx(sum(others) / len(others) * 1e-6)
+    assert est._mla_eager == pytest.approx(got)
+    with mla_eager_table(mla_eager_fold(exclude_mla=True)):
+        assert mla_prefill_eager_seconds("sglang", "h200") == 0.0
+    assert mla_prefill_eager_seconds("sglang", "h200") == pytest.approx(packaged["h200"] * 1e-6)
