@@ -49,9 +49,17 @@ def target():
 
 
 def _ratio(target, config, n, kv=2048):
+    """A verify step's price per token it emits on average (E), against a decode step's."""
     batch = BatchShape(num_decodes=n, decode_kv_tokens=n * kv)
     spec = SpeculativeEstimator(target, config).batch_cost(batch).stage_times[0]
-    return spec / target.batch_cost(batch).stage_times[0]
+    return spec / config.tokens_per_step / target.batch_cost(batch).stage_times[0]
+
+
+def test_a_verify_step_is_priced_whole_whatever_is_accepted(target):
+    batch = BatchShape(num_decodes=8, decode_kv_tokens=8 * 2048)
+    none = SpeculativeEstimator(target, SpeculativeConfig("eagle", 3, 0.0)).batch_cost(batch)
+    most = SpeculativeEstimator(target, SpeculativeConfig("eagle", 3, 0.9)).batch_cost(batch)
+    assert none == most  # what a step emits is drawn by the simulator, not priced here
 
 
 def test_a_token_costs_more_when_nothing_is_accepted_and_less_when_most_is(target):
