@@ -28,6 +28,7 @@ from estimators._engines import (
 )
 from estimators._memory import (
     DoesNotFitError,
+    DrafterMemory,
     MemoryPlan,
     ParallelismError,
     PrecisionError,
@@ -67,8 +68,11 @@ from estimators._roofline import (
     roofline_table,
 )
 from estimators._speculative import (
+    TBT_GAP_POLICIES,
+    AcceptedTokens,
     SpeculativeConfig,
     SpeculativeEstimator,
+    drafter_memory,
     expected_tokens_per_step,
 )
 from estimators._types import ModelArchitecture, Precision, resolve_kv_precision
@@ -93,11 +97,14 @@ __all__ = [
     "DEFAULT_ENGINE",
     "FIT_ENGINES",
     "FIT_SKUS",
+    "TBT_GAP_POLICIES",
+    "AcceptedTokens",
     "AllReduceCost",
     "BatchCost",
     "BatchShape",
     "DecodeStepCost",
     "DoesNotFitError",
+    "DrafterMemory",
     "EngineLimits",
     "EngineProfile",
     "EstimatorFallbackWarning",
@@ -125,6 +132,7 @@ __all__ = [
     "check_fits",
     "cost_model_digest",
     "decode_steps",
+    "drafter_memory",
     "engine_layer",
     "expected_tokens_per_step",
     "fit_all",

@@ -51,10 +51,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DoesNotFitError",
+    "DrafterMemory",
     "MemoryPlan",
     "ParallelismError",
     "PrecisionError",
     "check_fits",
+    "kv_bytes_per_token_per_gpu",
+    "layer_weight_bytes_per_gpu",
     "plan_memory",
     "select_node",
     "validate_parallelism",
@@ -255,6 +258,16 @@ def validate_expert_parallelism(
 
 
 @dataclass(frozen=True, slots=True)
+class DrafterMemory:
+    """Per-GPU memory of a speculative-decoding drafter (estimators/_speculative.py):
+    `label` names it (a draft model, or MTP / EAGLE head layers)."""
+
+    label: str
+    weights_bytes: float
+    kv_bytes_per_token: float  # its KV of one token, kept beside the target's
+
+
+@dataclass(frozen=True, slots=True)
 class MemoryPlan:
     """Per-GPU memory budget of one deployment (bytes unless noted)."""
 
@@ -282,6 +295,18 @@ class MemoryPlan:
     memory_fraction_of: str = "total"  # the fraction is of total memory, or of what is free
     graph_reserve_bytes: float = 0.0  # CUDA-graph memory counted inside the fraction
     dp: int = 1  # attention data parallelism: KV blocks above are one DP rank's
+    # a speculative drafter's weights and KV per token (within kv_bytes_per_token), or None
+    drafter: DrafterMemory | None = None
+
+    def drafter_note(self) -> str:
+        """"; drafter (...): ..." naming the drafter's weights and KV, or "" without one."""
+        d = self.drafter
+        if d is None:
+            return ""
+        return (
+            f"; drafter ({d.label}): weights {d.weights_bytes / GIB:.2f} GiB beside the "
+            f"model's, KV {d.kv_bytes_per_token / 1024:.0f} KiB of each token's"
+        )
 
     def breakdown(self) -> str:
         """Each term in GiB against the GPU's memory."""
@@ -300,6 +325,12 @@ class MemoryPlan:
             f"  - weights           {self.weights_bytes / g:8.2f} GiB (per GPU, largest stage)",
             f"  - activations       {self.activation_bytes / g:8.2f} GiB "
             f"({self.max_num_batched_tokens} batched tokens)",
+            *(
+                [f"  - drafter weights   {self.drafter.weights_bytes / g:8.2f} GiB "
+                 f"({self.drafter.label})"]
+                if self.drafter is not None
+                else []
+            ),
             f"  - framework reserve {self.reserve_bytes / g:8.2f} GiB",
             *(
                 [f"  - CUDA graphs       {self.graph_reserve_bytes / g:8.2f} GiB"]
@@ -309,7 +340,8 @@ class MemoryPlan:
             f"  = KV cache          {self.kv_bytes / g:8.2f} GiB -> {self.num_kv_blocks} blocks of "
             f"{self.block_size} tokens = {self.kv_capacity_tokens} tokens "
             f"({self.kv_bytes_per_token / (1 << 20):.3f} MiB/token per GPU)"
-            + (f", per DP rank; {self.dp} ranks" if self.dp > 1 else ""),
+            + (f", per DP rank; {self.dp} ranks" if self.dp > 1 else "")
+            + self.drafter_note(),
         ]
         if not self.fits:
             short = self.block_size * self.kv_bytes_per_token - self.kv_bytes
@@ -354,13 +386,21 @@ def _layer_params_per_gpu(
     return float(matmul), float(other)
 
 
+def layer_weight_bytes_per_gpu(
+    model: ModelArchitecture, tp: int, precision: Precision, ep: int = 1, dp: int = 1
+) -> float:
+    """Weight bytes of one decoder layer on one GPU (of a mixture of experts, the mean
+    layer: see `_layer_params_per_gpu`)."""
+    mm, other = _layer_params_per_gpu(model, tp, ep, dp)
+    return mm * model.matmul_weight_bytes(precision) + other * _ACT_BYTES
+
+
 def weights_bytes_per_gpu(
     model: ModelArchitecture, tp: int, pp: int, precision: Precision, ep: int = 1, dp: int = 1
 ) -> float:
     """Weight bytes on the most loaded GPU of a (DP x) TP x PP deployment (experts over EP)."""
-    mm, other = _layer_params_per_gpu(model, tp, ep, dp)
     layers = model.num_layers // pp
-    per_layer = mm * model.matmul_weight_bytes(precision) + other * _ACT_BYTES
+    per_layer = layer_weight_bytes_per_gpu(model, tp, precision, ep, dp)
     vocab = -(-model.vocab_size // tp)
     emb = vocab * model.hidden_size * _EMB_BYTES
     final_norm = model.hidden_size * _ACT_BYTES
@@ -421,6 +461,7 @@ def plan_memory(
     engine: EngineProfile | None = None,
     ep: int = 1,
     dp: int = 1,
+    drafter: DrafterMemory | None = None,
 ) -> MemoryPlan:
     """Per-GPU memory plan of `model` on `sku` with `tp` x `pp` (see module docstring).
 
@@ -429,6 +470,8 @@ def plan_memory(
     the activation peak counts inside the fraction, and its KV precision under FP8 weights
     (unless `kv_precision` is given).  None plans as Vidur's 2024 vLLM (0.9 of total memory,
     1 GiB framework reserve, the profiling run's activations inside the fraction).
+    `drafter`: a speculative drafter's weights (beside the target's) and KV (every cached
+    token holds both, so it adds to the bytes per token).
     """
 
     if block_size < 1:
@@ -453,6 +496,11 @@ def plan_memory(
 
     kv_per_token = kv_bytes_per_token_per_gpu(model, tp, pp, kv_prec)
     weights = weights_bytes_per_gpu(model, tp, pp, precision, ep, dp)
+    if drafter is not None:
+        kv_per_token += drafter.kv_bytes_per_token
+        weights_total = weights + drafter.weights_bytes
+    else:
+        weights_total = weights
     if engine is None or engine.activation_in_fraction:
         rows = engine.sampler_rows if engine is not None else _SAMPLER_ROWS
         act = activation_bytes_per_gpu(model, tp, tokens, rows)
@@ -463,11 +511,11 @@ def plan_memory(
     mem = sku.memory_bytes
     of = engine.memory_of if engine is not None else "total"
     if of == "free":  # a fraction of what is free after weights, activations and reserves
-        kv = gpu_memory_utilization * (mem - weights - act - reserve - graphs)
-        usable = weights + act + reserve + graphs + kv
+        kv = gpu_memory_utilization * (mem - weights_total - act - reserve - graphs)
+        usable = weights_total + act + reserve + graphs + kv
     else:
         usable = mem * gpu_memory_utilization
-        kv = usable - weights - act - reserve - graphs
+        kv = usable - weights_total - act - reserve - graphs
     blocks = int(kv // (block_size * kv_per_token)) if kv > 0 else 0
     return MemoryPlan(
         model_name=model.name,
@@ -496,6 +544,7 @@ def plan_memory(
         memory_fraction_of=of,
         graph_reserve_bytes=graphs,
         dp=dp,
+        drafter=drafter,
     )
 
 
@@ -513,6 +562,7 @@ def check_fits(
     engine: EngineProfile | None = None,
     ep: int = 1,
     dp: int = 1,
+    drafter: DrafterMemory | None = None,
 ) -> MemoryPlan:
     """`plan_memory`, raising `DoesNotFitError` (with the breakdown) when it does not fit."""
     plan = plan_memory(
@@ -529,6 +579,7 @@ def check_fits(
         engine,
         ep,
         dp,
+        drafter,
     )
     if not plan.fits:
         raise DoesNotFitError(plan)

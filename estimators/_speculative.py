@@ -15,18 +15,22 @@ tokens after the sequence's context (the estimator's prefill path: its GEMMs see
 ``n (k + 1)`` tokens, its attention ``k + 1`` queries over the KV), the drafter as `k` decode
 steps of `n` sequences.
 
-The simulator advances a decode one token per step, so `SpeculativeEstimator` answers for
-one emitted token: a batch's decode part (verify + draft, the batch's cost beyond its prompt
-chunks) divided by `E`, its prompt chunks at full price.  Throughput, TPOT and KV growth per
-token are right on average; tokens come out evenly spaced rather than in bursts of `E`, so
-TBT percentiles read as smoothed.
+The simulator steps a speculative decode once per verify step: `SpeculativeEstimator` prices
+a whole step (verify + `k` drafting steps), and every sequence of the step emits its own
+random burst of accepted tokens (`AcceptedTokens`, drawn from the acceptance rate or a
+per-position acceptance vector under the run's seed).  A burst's tokens reach the client
+together: how its gaps count in TBT is `SpeculativeConfig.tbt_gaps` (see
+`TBT_GAP_POLICIES`).  The drafter's memory (a draft model's weights and KV, or the
+MTP / EAGLE head layers and theirs) is `drafter_memory`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from estimators._contract import (
     BatchCost,
@@ -35,10 +39,37 @@ from estimators._contract import (
     ExecutionTimeEstimator,
     priced_decode_steps,
 )
+from estimators._memory import (
+    DrafterMemory,
+    kv_bytes_per_token_per_gpu,
+    layer_weight_bytes_per_gpu,
+    weights_bytes_per_gpu,
+)
 
-__all__ = ["SpeculativeConfig", "SpeculativeEstimator", "expected_tokens_per_step"]
+if TYPE_CHECKING:
+    from estimators._types import ModelArchitecture, Precision
+
+__all__ = [
+    "TBT_GAP_POLICIES",
+    "AcceptedTokens",
+    "SpeculativeConfig",
+    "SpeculativeEstimator",
+    "drafter_memory",
+    "expected_tokens_per_step",
+]
 
 METHODS = ("mtp", "eagle", "draft")
+
+# How the gaps of a burst count in TBT.  vLLM, SGLang and TensorRT-LLM stream a sequence's
+# accepted tokens of one verify step as one chunk (one detokenized delta per step), and the
+# serving benchmarks take one inter-token latency per chunk: `vllm bench serve` (and
+# InferenceMAX's benchmark_serving.py, its copy) appends ``timestamp - most_recent_timestamp``
+# for every chunk that carries output, so a burst is one gap, the step time.
+#   chunk: one gap per verify step (the default: what those clients report as ITL);
+#   token: one gap per token as a client timing each token sees it: the step's gap for the
+#          burst's first token, then 0 for each of the rest.
+# TPOT ((e2e - TTFT) / (output - 1)) is the same under both.
+TBT_GAP_POLICIES = ("chunk", "token")
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +84,10 @@ class SpeculativeConfig:
     acceptance_rate: float = 0.7
     draft_layers: int = 1
     draft_model: str | None = None
+    # per-position acceptance (position i's proposal accepted given the ones before it);
+    # None: `acceptance_rate` at every position
+    acceptance_rates: tuple[float, ...] | None = None
+    tbt_gaps: str = "chunk"  # TBT_GAP_POLICIES
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -63,6 +98,17 @@ class SpeculativeConfig:
             )
         if not 0.0 <= self.acceptance_rate <= 1.0:
             raise ValueError(f"acceptance_rate {self.acceptance_rate}: must be within [0, 1]")
+        if self.acceptance_rates is not None:
+            if len(self.acceptance_rates) != self.num_speculative_tokens:
+                raise ValueError(
+                    f"acceptance_rates has {len(self.acceptance_rates)} values: one per "
+                    f"proposed token ({self.num_speculative_tokens})"
+                )
+            for rate in self.acceptance_rates:
+                if not 0.0 <= rate <= 1.0:
+                    raise ValueError(f"acceptance_rates {rate}: must be within [0, 1]")
+        if self.tbt_gaps not in TBT_GAP_POLICIES:
+            raise ValueError(f"tbt_gaps {self.tbt_gaps!r}: one of {', '.join(TBT_GAP_POLICIES)}")
         if self.draft_layers < 1:
             raise ValueError(f"draft_layers {self.draft_layers}: at least 1")
         if (self.method == "draft") != (self.draft_model is not None):
@@ -70,7 +116,16 @@ class SpeculativeConfig:
 
     @property
     def tokens_per_step(self) -> float:
-        return expected_tokens_per_step(self.num_speculative_tokens, self.acceptance_rate)
+        """E: tokens a sequence emits per verify step, on average."""
+        if self.acceptance_rates is None:
+            return expected_tokens_per_step(self.num_speculative_tokens, self.acceptance_rate)
+        return 1.0 + float(sum(self.run_at_least()))
+
+    def run_at_least(self) -> tuple[float, ...]:
+        """P(the accepted run is at least i long), i = 1..k: the product of the first i
+        positions' acceptance."""
+        rates = self.acceptance_rates or (self.acceptance_rate,) * self.num_speculative_tokens
+        return tuple(float(p) for p in np.cumprod(rates))
 
 
 def expected_tokens_per_step(k: int, alpha: float) -> float:
@@ -83,7 +138,8 @@ def expected_tokens_per_step(k: int, alpha: float) -> float:
 
 class SpeculativeEstimator:
     """Wraps the target model's estimator (and the drafter's, for a draft model) to price one
-    emitted token of a decode under speculative decoding (see the module docstring)."""
+    verify step of a decode under speculative decoding (see the module docstring): its
+    decodes' verify pass of k + 1 tokens each and the k drafting steps before it."""
 
     def __init__(
         self,
@@ -119,34 +175,19 @@ class SpeculativeEstimator:
                 prefill_kv_tokens=batch.prefill_kv_tokens + batch.decode_kv_tokens + n * q,
             )
         )
-        prompts = (
-            self.target.batch_cost(
-                BatchShape(
-                    num_prefill_tokens=batch.num_prefill_tokens,
-                    num_prefills=batch.num_prefills,
-                    prefill_attn_pairs=batch.prefill_attn_pairs,
-                    prefill_kv_tokens=batch.prefill_kv_tokens,
-                )
-            )
-            if batch.num_prefill_tokens
-            else None
-        )
         draft_s, draft_flops, draft_bytes = self._draft_step(batch)
         k = self.config.num_speculative_tokens
-        e = self.tokens_per_step
         last = len(verify.stage_times) - 1
-        stages = []
-        for s, v in enumerate(verify.stage_times):
-            base = prompts.stage_times[s] if prompts is not None else 0.0
-            drafting = k * draft_s if s == last else 0.0  # the drafter runs by the LM head
-            stages.append(base + (v - base + drafting) / e)
-        base_cpu = prompts.cpu_overhead if prompts is not None else 0.0
+        stages = tuple(
+            v + (k * draft_s if s == last else 0.0)  # the drafter runs by the LM head
+            for s, v in enumerate(verify.stage_times)
+        )
         return BatchCost(
-            stage_times=tuple(stages),
+            stage_times=stages,
             pp_hop_time=verify.pp_hop_time,
-            cpu_overhead=base_cpu + (verify.cpu_overhead - base_cpu) / e,
-            flops=(verify.flops + k * draft_flops) / e,
-            bytes_moved=(verify.bytes_moved + k * draft_bytes) / e,
+            cpu_overhead=verify.cpu_overhead,
+            flops=verify.flops + k * draft_flops,
+            bytes_moved=verify.bytes_moved + k * draft_bytes,
         )
 
     def _draft_step(self, batch: BatchShape) -> tuple[float, float, float]:
@@ -171,3 +212,58 @@ class SpeculativeEstimator:
         drafter = self.config.draft_layers * layer + head
         share = drafter / last if last > 0 else 0.0
         return drafter, c.flops * share, c.bytes_moved * share
+
+
+class AcceptedTokens:
+    """Draws the bursts of a sequence's decode: the tokens each verify step emits (its
+    accepted run of proposals plus the target's own token), from `config`'s per-position
+    acceptance, with a generator seeded by the run's seed (deterministic given the order of
+    the draws, which the simulation's event order fixes)."""
+
+    def __init__(self, config: SpeculativeConfig, seed: int | Sequence[int]) -> None:
+        self.config = config
+        self.rng = np.random.default_rng(seed)
+        # a burst is 1 + the number of i with u < P(run >= i): u uniform in [0, 1)
+        self._run_at_least = -np.asarray(config.run_at_least(), dtype=np.float64)
+
+    def bursts(self, num_tokens: int) -> list[int]:
+        """Tokens of each verify step until `num_tokens` are out (the last burst cut at the
+        request's length, as the engines stop at max_tokens)."""
+        if num_tokens <= 0:
+            return []
+        u = -self.rng.random(num_tokens)  # at most num_tokens steps: each emits >= 1
+        drawn = 1 + np.searchsorted(self._run_at_least, u, side="left")
+        total = np.cumsum(drawn)
+        steps = int(np.searchsorted(total, num_tokens, side="left")) + 1
+        out = drawn[:steps].tolist()
+        out[-1] -= int(total[steps - 1]) - num_tokens
+        return out
+
+
+def drafter_memory(
+    config: SpeculativeConfig,
+    model: ModelArchitecture,
+    draft: ModelArchitecture | None,
+    tp: int,
+    precision: Precision,
+    kv_precision: Precision,
+) -> DrafterMemory:
+    """Per-GPU memory of the drafter (it sits with the target's last pipeline stage, at the
+    target's TP): a draft model's weights and KV per token; or `draft_layers` decoder layers
+    of the target's shape (DeepSeek's MTP module and an EAGLE head are one such layer) and
+    their KV, plus the layer's input projection of [embedding; hidden] (2h x h, replicated as
+    vLLM loads it).  The drafter shares the target's embedding and LM head."""
+    if draft is not None:
+        return DrafterMemory(
+            f"draft model {draft.name}",
+            weights_bytes_per_gpu(draft, tp, 1, precision),
+            kv_bytes_per_token_per_gpu(draft, tp, 1, kv_precision),
+        )
+    layers = config.draft_layers
+    projection = 2 * model.hidden_size * model.hidden_size * 2  # bf16
+    per_layer_kv = kv_bytes_per_token_per_gpu(model, tp, 1, kv_precision) / model.num_layers
+    return DrafterMemory(
+        f"{config.method} head ({layers} layer{'s' if layers > 1 else ''})",
+        layers * (layer_weight_bytes_per_gpu(model, tp, precision) + projection),
+        layers * per_layer_kv,
+    )

@@ -478,16 +478,21 @@ def service_bound(
     budget = sched.token_budget()
     max_tokens = float(budget) if budget is not None else capacity + sched.batch_size
     chunks = np.ceil(computed / max_tokens)  # a chunk is never longer than the budget
-    decode_kv = (o - 1) * p + (o - 1) * (o - 2) / 2
+    # decode steps: one per output token after the first, or per verify step of
+    # speculative decoding, which emits E tokens on average (its context read E times less)
+    spec = prepared.deployment.speculative
+    per_step = spec.tokens_per_step if spec is not None else 1.0
+    steps = (o - 1) / per_step
+    decode_kv = ((o - 1) * p + (o - 1) * (o - 2) / 2) / per_step
     limits = (
-        (computed + o - 1) / max_tokens,  # tokens
-        (chunks + o - 1) / sched.batch_size,  # sequences
+        (computed + steps) / max_tokens,  # tokens
+        (chunks + steps) / sched.batch_size,  # sequences
         # the pp micro-batches in flight share one KV cache: cap / pp of context each
         decode_kv / (capacity / cluster.pp),  # decode KV context
     )
     binding = max(limits, key=lambda x: float(x.mean()))
     k = float(binding.mean())  # batches per request
-    prefill, decodes = float(computed.mean()), float((o - 1).mean())
+    prefill, decodes = float(computed.mean()), float(steps.mean())
     kv_per_decode = float(decode_kv.mean()) / decodes if decodes > 0 else 0.0
     npt = max(1, round(prefill / k))
     nd = decodes / k

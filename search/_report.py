@@ -95,7 +95,8 @@ def render_summary(summary: dict, prepared: PreparedDeployment, workload_info: d
         f"weights {mem.weights_bytes / GIB:.1f} GiB, KV cache {mem.kv_bytes / GIB:.1f} GiB "
         f"({mem.kv_precision.value}) = {mem.kv_capacity_tokens:,} tokens "
         f"({mem.num_kv_blocks:,} blocks of {d.block_size})"
-        + (f" per DP rank, {d.dp} ranks" if d.dp > 1 else ""),
+        + (f" per DP rank, {d.dp} ranks" if d.dp > 1 else "")
+        + mem.drafter_note(),
     )
     head.add_row(
         "Workload",

@@ -400,7 +400,8 @@ class SearchSpec(_Strict):
     speculative: SpeculativeSpec | None = Field(
         None,
         description="Speculative decoding of every configuration: {method: mtp|eagle|draft, "
-        "num_speculative_tokens, acceptance_rate, draft_layers, draft_model}; null: off.",
+        "num_speculative_tokens, acceptance_rate or acceptance_rates, tbt_gaps, draft_layers, "
+        "draft_model}; null: off.",
     )
     gpu_memory_utilization: float | None = Field(
         None, gt=0.0, le=1.0,

@@ -458,6 +458,19 @@ def _choice(enum_values: list[str]) -> click.Choice:
     help="Probability a proposed token is accepted given the ones before it [0.7].",
 )
 @click.option(
+    "--acceptance-rates",
+    default=None,
+    help="Acceptance per proposed position, comma-separated (k values), instead of "
+    "--acceptance-rate.",
+)
+@click.option(
+    "--tbt-gaps",
+    type=_choice(["chunk", "token"]),
+    default=None,
+    help="TBT of a speculative step's burst of tokens: chunk (one gap per step, as vllm bench "
+    "serve counts ITL) or token (the step's gap, then 0 within the burst) [chunk].",
+)
+@click.option(
     "--estimator",
     type=_choice(["roofline", "profiled", "auto"]),
     default="roofline",
@@ -582,6 +595,7 @@ def _merge_config(ctx: click.Context, config_file: Path | None, options: dict) -
     _nest(merged, "speculative", {
         "speculative_method": "method", "draft_model": "draft_model",
         "num_speculative_tokens": "num_speculative_tokens", "acceptance_rate": "acceptance_rate",
+        "acceptance_rates": "acceptance_rates", "tbt_gaps": "tbt_gaps",
     })  # fmt: skip
     _nest(merged, "decode", {
         "decode_replicas": "replicas", "decode_sku": "sku", "decode_tp": "tp",

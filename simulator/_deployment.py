@@ -6,6 +6,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from estimators import (
+    DrafterMemory,
     EngineProfile,
     ExecutionTimeEstimator,
     MemoryPlan,
@@ -14,8 +15,10 @@ from estimators import (
     SpeculativeConfig,
     SpeculativeEstimator,
     check_fits,
+    drafter_memory,
     load_model,
     make_estimator,
+    resolve_kv_precision,
     validate_parallelism,
 )
 from simulator._config import (
@@ -232,6 +235,7 @@ def prepare(deployment: Deployment) -> PreparedDeployment:
         engine=d.engine,
         ep=d.ep,
         dp=d.dp,
+        drafter=_drafter(d, d.tp),
     )
     estimator = make_estimator(
         d.estimator,
@@ -287,7 +291,7 @@ def _decode_pool(d: Deployment, prefill_memory: MemoryPlan) -> tuple[DecodePool,
         kv_precision=d.resolved_kv_precision(), block_size=d.block_size,
         gpu_memory_utilization=d.gpu_memory_utilization,
         max_num_batched_tokens=-(-budget // pool.dp) if budget else UNBOUNDED_BATCH_TOKENS,
-        engine=d.engine, ep=pool.ep, dp=pool.dp,
+        engine=d.engine, ep=pool.ep, dp=pool.dp, drafter=_drafter(d, pool.tp),
     )  # fmt: skip
     estimator = make_estimator(
         d.estimator, d.model, pool.sku, pool.tp, 1, d.precision,
@@ -349,10 +353,20 @@ def kv_link_gbps(prefill: GpuSku, prefill_gpus: int, decode: DecodeSpec) -> floa
     return node.intra_node_bandwidth_gbps if one_node else network
 
 
+def _drafter(d: Deployment, tp: int) -> DrafterMemory | None:
+    """The speculative drafter's memory on each GPU of a replica at `tp` (None: off)."""
+    spec = d.speculative
+    if spec is None:
+        return None
+    draft = load_model(spec.draft_model) if spec.draft_model is not None else None
+    kv_precision = resolve_kv_precision(d.precision, d.resolved_kv_precision())
+    return drafter_memory(spec, d.model, draft, tp, d.precision, kv_precision)
+
+
 def _speculative(d: Deployment, target: ExecutionTimeEstimator) -> SpeculativeEstimator:
-    """The target's estimator priced per emitted token under speculative decoding; a draft
+    """The target's estimator priced per verify step under speculative decoding; a draft
     model runs on the same GPUs at the same TP, one pipeline stage (its weights and KV
-    are not in the memory plan)."""
+    are in the memory plan: `_drafter`)."""
     spec = d.speculative
     assert spec is not None
     draft = None

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import heapq
 
+from estimators import AcceptedTokens
 from simulator._request import Request
 
 
@@ -66,6 +67,10 @@ class Lane:
         """Tokens `req` has cached before the coming step."""
         return req.kv_at_join + self.step - req.join_step
 
+    def step_blocks_of(self, req: Request) -> int:
+        """New KV blocks the coming step writes for member `req`."""
+        return 1 if self.kv_tokens_of(req) % self.block_size == 0 else 0
+
     def join(self, req: Request, kv_tokens: int, decode_steps: int, emit_time: float) -> None:
         """Add a request whose prefill just emitted a token; it decodes `decode_steps` times."""
         req.lane = self.id
@@ -113,3 +118,87 @@ class Lane:
         if not self.members:
             return None
         return self.members[max(self.members)]
+
+
+class BurstLane(Lane):
+    """A lane of speculative decoding: each lane step is one verify step, and each member
+    emits its own burst of tokens there (`AcceptedTokens`), drawn for the whole segment when
+    it joins.  The aggregates of `Lane` then no longer follow from the step counter alone, so
+    the joins schedule, step by step, the tokens the members emit (`emitted`) and the KV blocks
+    they write (`new_blocks`); a leaving member takes its unspent steps back out.
+    `kv_tokens` is the members' cached tokens before the coming step.  `bursts` keeps each
+    finished segment's bursts, by (request id, join step), for the token times; `extra_tokens`
+    counts the tokens beyond one per step of every finished segment."""
+
+    __slots__ = ("accepted", "bursts", "emitted", "extra_tokens", "kv_tokens", "new_blocks", "plan")
+
+    def __init__(self, lane_id: int, block_size: int, accepted: AcceptedTokens) -> None:
+        super().__init__(lane_id, block_size)
+        self.accepted = accepted
+        self.kv_tokens = 0
+        self.emitted: dict[int, int] = {}
+        self.new_blocks: dict[int, int] = {}
+        self.plan: dict[int, list[int]] = {}  # a member's bursts, by request id
+        self.bursts: dict[tuple[int, int], list[int]] = {}
+        self.extra_tokens = 0
+
+    def decode_kv_tokens(self) -> int:
+        return self.kv_tokens
+
+    def blocks_needed(self) -> int:
+        return self.new_blocks.get(self.step, 0)
+
+    def kv_tokens_of(self, req: Request) -> int:
+        return req.kv_at_join + sum(self.plan[req.id][: self.step - req.join_step])
+
+    def step_blocks_of(self, req: Request) -> int:
+        kv = self.kv_tokens_of(req)
+        b = self.plan[req.id][self.step - req.join_step]
+        return (kv + b - 1) // self.block_size - (kv - 1) // self.block_size
+
+    def join(self, req: Request, kv_tokens: int, decode_steps: int, emit_time: float) -> None:
+        """`decode_steps`: the tokens it still emits; its bursts set how many steps that takes."""
+        bursts = self.accepted.bursts(decode_steps)
+        self._schedule(bursts, self.step, kv_tokens, 1)
+        self.plan[req.id] = bursts
+        self.kv_tokens += kv_tokens
+        super().join(req, kv_tokens, len(bursts), emit_time)
+
+    def _schedule(self, bursts: list[int], first: int, kv: int, sign: int) -> None:
+        size = self.block_size
+        emitted = self.emitted
+        new_blocks = self.new_blocks
+        step = first
+        for b in bursts:
+            emitted[step] = emitted.get(step, 0) + sign * b
+            blocks = (kv + b - 1) // size - (kv - 1) // size  # blocks_for(kv + b) - blocks_for(kv)
+            if blocks:
+                new_blocks[step] = new_blocks.get(step, 0) + sign * blocks
+            kv += b
+            step += 1
+
+    def leave(self, req: Request) -> int:
+        bursts = self.plan.pop(req.id)
+        done = self.step - req.join_step
+        spent = bursts[:done]
+        kv = req.kv_at_join + sum(spent)
+        self._schedule(bursts[done:], self.step, kv, -1)  # the steps it will not run
+        self.kv_tokens -= kv
+        self.bursts[(req.id, req.join_step)] = spent
+        self.extra_tokens += kv - req.kv_at_join - done
+        super().leave(req)  # counted one token per step: add the rest of its bursts
+        req.generated += kv - req.kv_at_join - done
+        return kv
+
+    def complete_step(self, end_time: float) -> list[Request] | tuple[()]:
+        step = self.step
+        self.kv_tokens += self.emitted.pop(step, 0)
+        self.new_blocks.pop(step, None)
+        return super().complete_step(end_time)
+
+
+def make_lane(lane_id: int, block_size: int, accepted: AcceptedTokens | None) -> Lane:
+    """A lane of one token per member per step, or of speculative bursts (`accepted`)."""
+    if accepted is None:
+        return Lane(lane_id, block_size)
+    return BurstLane(lane_id, block_size, accepted)

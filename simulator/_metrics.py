@@ -14,6 +14,7 @@ from itertools import pairwise
 import numpy as np
 
 from simulator._engine import Simulation
+from simulator._lane import BurstLane
 
 PERCENTILES = (50, 90, 95, 99)
 
@@ -108,6 +109,16 @@ def token_gaps(sim: Simulation) -> TokenGaps:
             np.ones(len(resume_gaps), dtype=np.int64),
         )
     )
+    # speculative bursts: each verify step's gap is counted once above (its first token);
+    # timed per token, a burst's other tokens follow at no gap (`TBT_GAP_POLICIES`)
+    within_bursts = sum(
+        lane.extra_tokens
+        for lane in lanes
+        if isinstance(lane, BurstLane) and lane.accepted.config.tbt_gaps == "token"
+    )
+    if within_bursts:
+        values = np.append(values, 0.0)
+        weights = np.append(weights, within_bursts)
     return TokenGaps(values, weights)
 
 
@@ -265,7 +276,11 @@ def replica_stats(sim: Simulation, duration: float) -> list[dict]:
 def request_token_times(sim: Simulation, req_id: int) -> np.ndarray:
     """The emission time of every output token of one request, in order."""
     times: list[float] = []
-    for emit, lane, first, end in sim.requests[req_id].segments:
+    for emit, lane_id, first, end in sim.requests[req_id].segments:
         times.append(emit)
-        times.extend(sim.lanes[lane].step_end_times[first:end])
+        lane = sim.lanes[lane_id]
+        steps = lane.step_end_times[first:end]
+        if isinstance(lane, BurstLane) and end > first:  # each step's time, once per token
+            steps = np.repeat(steps, lane.bursts[(req_id, first)]).tolist()
+        times.extend(steps)
     return np.asarray(times, dtype=np.float64)

@@ -7,9 +7,15 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from estimators import BatchShape, ExecutionTimeEstimator, decode_steps
+from estimators import (
+    AcceptedTokens,
+    BatchShape,
+    ExecutionTimeEstimator,
+    SpeculativeEstimator,
+    decode_steps,
+)
 from simulator._kv import BlockPool, blocks_for
-from simulator._lane import Lane
+from simulator._lane import Lane, make_lane
 from simulator._policies import BatchPlan, Policy
 from simulator._prefix_cache import PrefixCache
 from simulator._request import Request
@@ -46,7 +52,14 @@ class Replica:
         self.pool = BlockPool(num_kv_blocks, block_size, watermark)
         self.block_size = block_size
         self.pp = pp
-        self.lanes = [Lane(sim.new_lane_id(), block_size) for _ in range(pp)]
+        # speculative decoding: lanes of bursts, each drawing its own under the run's seed
+        spec = estimator.config if isinstance(estimator, SpeculativeEstimator) else None
+        self.bursts = spec is not None  # no decode runs without the heap (`_run_decode_steps`)
+        self.lanes = [
+            make_lane(lane_id, block_size,
+                      AcceptedTokens(spec, [sim.options.seed, lane_id]) if spec else None)
+            for lane_id in (sim.new_lane_id() for _ in range(pp))
+        ]  # fmt: skip
         self.next_lane = 0
         self.stage_free = [0.0] * pp
         self.waiting: deque[Request] = deque()
@@ -117,8 +130,8 @@ class Replica:
         if req.generated and not req.remaining_prefill:  # its KV arrived from a prefill pool
             lane.join(req, req.prefill_target, req.output_tokens - req.generated,
                       req.first_token_at)  # fmt: skip
-            if lane.prepared_step == lane.step and req.prefill_target % self.block_size == 0:
-                pool.allocate(1)  # the coming step's block, which prepare_decodes missed
+            if lane.prepared_step == lane.step:  # the coming step's blocks prepare_decodes missed
+                pool.allocate(lane.step_blocks_of(req))
             return True
         lane.prefilling.append(req)
         return True
@@ -186,7 +199,7 @@ class Replica:
             prefill_kv += ctx + q
         if plan.run_decodes:
             num_decodes = len(lane.members)
-            decode_kv = lane.kv_base + num_decodes * lane.step
+            decode_kv = lane.decode_kv_tokens()
         else:
             num_decodes = 0
             decode_kv = 0
@@ -238,6 +251,7 @@ class Replica:
         sim = self.sim
         if (
             self.pp != 1
+            or self.bursts
             or self.waiting
             or lane.prefilling
             or not lane.members

@@ -1,4 +1,5 @@
-"""Speculative decoding: tokens per step, the price of one emitted token, the CLI."""
+"""Speculative decoding: tokens per step, the price of a verify step, the drafter's memory,
+the CLI."""
 
 from __future__ import annotations
 
@@ -9,12 +10,15 @@ from click.testing import CliRunner
 
 from estimators import (
     BatchShape,
+    Precision,
     SpeculativeConfig,
     SpeculativeEstimator,
+    drafter_memory,
     expected_tokens_per_step,
     load_engine,
     load_model,
     make_estimator,
+    plan_memory,
 )
 from search.cli import cli
 from sku_catalog import load_catalog
@@ -49,9 +53,17 @@ def target():
 
 
 def _ratio(target, config, n, kv=2048):
+    """A verify step's price per token it emits on average (E), against a decode step's."""
     batch = BatchShape(num_decodes=n, decode_kv_tokens=n * kv)
     spec = SpeculativeEstimator(target, config).batch_cost(batch).stage_times[0]
-    return spec / target.batch_cost(batch).stage_times[0]
+    return spec / config.tokens_per_step / target.batch_cost(batch).stage_times[0]
+
+
+def test_a_verify_step_is_priced_whole_whatever_is_accepted(target):
+    batch = BatchShape(num_decodes=8, decode_kv_tokens=8 * 2048)
+    none = SpeculativeEstimator(target, SpeculativeConfig("eagle", 3, 0.0)).batch_cost(batch)
+    most = SpeculativeEstimator(target, SpeculativeConfig("eagle", 3, 0.9)).batch_cost(batch)
+    assert none == most  # what a step emits is drawn by the simulator, not priced here
 
 
 def test_a_token_costs_more_when_nothing_is_accepted_and_less_when_most_is(target):
@@ -109,3 +121,66 @@ def test_an_acceptance_rate_outside_0_1_exits_2_naming_the_field():
     ])  # fmt: skip
     assert result.exit_code == 2
     assert "speculative.acceptance_rate" in result.output and "Traceback" not in result.output
+
+
+def _plans(config: SpeculativeConfig, draft=None, model="meta-llama/Llama-3.1-8B", tp=1):
+    target = load_model(model)
+    sku = load_catalog().get("h100-sxm")
+    drafter = drafter_memory(config, target, draft, tp, Precision.BF16, Precision.BF16)
+    engine = load_engine("vllm")
+    return (
+        drafter,
+        plan_memory(target, sku, tp, engine=engine),
+        plan_memory(target, sku, tp, engine=engine, drafter=drafter),
+    )
+
+
+def test_the_memory_plan_counts_a_draft_models_weights_and_kv_exactly():
+    config = SpeculativeConfig("draft", 4, 0.7, draft_model="meta-llama/Llama-3.1-8B")
+    drafter, plain, spec = _plans(config, load_model("meta-llama/Llama-3.1-8B"),
+                                  "meta-llama/Llama-3.1-70B", tp=4)  # fmt: skip
+    # Llama-3.1-8B: 8,030,261,248 parameters; at TP4 every matrix and the (untied) embedding
+    # and LM head split four ways, the norms (2 x 4096 per layer + 4096) on every GPU
+    norms = 32 * 2 * 4096 + 4096
+    assert drafter.weights_bytes == 2 * ((8_030_261_248 - norms) / 4 + norms)
+    assert drafter.kv_bytes_per_token == 2 * 32 * (8 // 4) * 128 * 2  # K and V, 2 of 8 heads
+    assert spec.kv_bytes_per_token == plain.kv_bytes_per_token + drafter.kv_bytes_per_token
+    assert spec.kv_bytes == pytest.approx(plain.kv_bytes - drafter.weights_bytes, abs=1)
+    assert spec.kv_capacity_tokens < plain.kv_capacity_tokens * 0.9
+    assert "drafter weights" in spec.breakdown() and "meta-llama/Llama-3.1-8B" in spec.breakdown()
+
+
+def test_an_eagle_head_is_one_layer_and_its_input_projection():
+    drafter, plain, spec = _plans(SpeculativeConfig("eagle", 3, 0.7))
+    layer = 4096 * (4096 + 2 * 1024) + 4096 * 4096 + 3 * 4096 * 14336  # attention + MLP
+    projection = 2 * 4096 * 4096  # [embedding; hidden] -> hidden
+    assert drafter.weights_bytes == 2 * (layer + 2 * 4096 + projection)  # bf16, two norms
+    assert drafter.kv_bytes_per_token == 2 * 8 * 128 * 2  # one layer's K and V
+    assert drafter.label == "eagle head (1 layer)"
+    assert spec.num_kv_blocks < plain.num_kv_blocks
+
+
+def test_a_drafter_that_does_not_fit_is_named_in_the_error():
+    result = CliRunner().invoke(cli, [
+        "simulate", "--model", "meta-llama/Llama-3.1-70B", "--sku", "h100-sxm", "--tp", "2",
+        "--speculative", "draft", "--draft-model", "meta-llama/Llama-3.1-8B", "--qps", "1",
+    ])  # fmt: skip
+    assert result.exit_code == 2
+    assert "- drafter weights" in result.output
+    assert "7.48 GiB (draft model meta-llama/Llama-3.1-8B)" in result.output  # 8B / TP2, bf16
+    without = CliRunner().invoke(cli, [
+        "simulate", "--model", "meta-llama/Llama-3.1-70B", "--sku", "h100-sxm", "--tp", "2",
+        "--qps", "1", "--num-requests", "4",
+    ])  # fmt: skip
+    assert without.exit_code == 0, without.output  # the 70B alone fits
+
+
+def test_acceptance_rates_out_of_range_or_of_the_wrong_length_exit_2_naming_the_field():
+    for rates, says in (("0.9,1.2,0.5", "speculative.acceptance_rates.1"),
+                        ("0.9,0.5", "acceptance_rates has 2 values")):  # fmt: skip
+        result = CliRunner().invoke(cli, [
+            "simulate", "--speculative", "eagle", "--num-speculative-tokens", "3",
+            "--acceptance-rates", rates, "--qps", "1",
+        ])  # fmt: skip
+        assert result.exit_code == 2, result.output
+        assert says in result.output and "Traceback" not in result.output

@@ -392,3 +392,18 @@ def test_with_prefix_caching_the_bound_rises_and_still_bounds_the_run():
         assert summary["throughput"]["requests_per_s"] <= steady
     saturated_on = _summary_at(on, prompted, 3 * steady_on)
     assert saturated_on["prefix_cache"]["hit_rate"] > 0.5
+
+
+def test_speculative_decoding_bounds_by_verify_steps_and_still_bounds_the_run():
+    """A verify step emits E tokens a sequence on average: the bound counts (output - 1) / E
+    steps, and the saturated run still completes under it."""
+    from estimators import SpeculativeConfig
+
+    workload = _chat(200)
+    plain = service_bound(_deployment(), workload).steady_qps
+    prepared = _deployment(speculative=SpeculativeConfig("eagle", 3, 0.7))
+    steady = service_bound(prepared, workload).steady_qps
+    assert steady > 1.2 * plain  # 2.53 tokens a step for a step a little dearer
+    summary = _summary_at(prepared, workload, 3 * steady)
+    assert summary["requests"]["completed"] == 200
+    assert 0.7 * steady < summary["throughput"]["requests_per_s"] <= steady
