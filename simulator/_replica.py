@@ -58,6 +58,9 @@ class Replica:
         # a prefill pool's replica hands each request on once its prompt is done (its first
         # token emitted): `hand_off(req, now)` moves its KV to the decode pool
         self.hand_off: Callable[[Request, float], None] | None = None
+        # a decode pool's replica that shows a transferred request's first token at the end
+        # of its first step with it rather than when it admits it (FIRST_TOKEN_DECODE_STEP)
+        self.first_token_on_step = False
         self.hardware = sim.hardware  # its pool's GPUs (MFU, MBU)
         # the decode-only run being priced (`_run_decode_steps`): (its next step, the
         # lane's kv_base and decodes it was priced for, the lane, next() of its costs)
@@ -115,8 +118,14 @@ class Replica:
         if math.isnan(req.scheduled_at):
             req.scheduled_at = self.now
         if req.generated and not req.remaining_prefill:  # its KV arrived from a prefill pool
-            lane.join(req, req.prefill_target, req.output_tokens - req.generated,
-                      req.first_token_at)  # fmt: skip
+            emit = req.first_token_at
+            if emit != emit:  # NaN: this replica shows the client its first token
+                emit = self.now
+                if self.first_token_on_step:
+                    lane.first_token_due.append(req)  # at the end of the coming step
+                else:
+                    req.first_token_at = emit  # now, at the iteration boundary
+            lane.join(req, req.prefill_target, req.output_tokens - req.generated, emit)
             if lane.prepared_step == lane.step and req.prefill_target % self.block_size == 0:
                 pool.allocate(1)  # the coming step's block, which prepare_decodes missed
             return True
@@ -343,15 +352,18 @@ class Replica:
                 if self.prefix_cache is not None and req.prefix is not None:
                     self.prefix_cache.insert(req.prefix)
                 req.generated += 1
+                if self.hand_off is not None and req.generated < req.output_tokens:
+                    # prefill pool: the KV goes to a decode pool, which decides when the
+                    # client sees the first token
+                    self.pool.release(blocks_for(req.prefill_target, self.block_size))
+                    self.outstanding -= 1
+                    self.hand_off(req, now)
+                    continue
                 if math.isnan(req.first_token_at):
                     req.first_token_at = now
                 if req.generated >= req.output_tokens:
                     req.segments.append((now, lane.id, lane.step, lane.step))
                     self._finish(req, req.prefill_target, now)
-                elif self.hand_off is not None:  # prefill pool: the KV goes to a decode pool
-                    self.pool.release(blocks_for(req.prefill_target, self.block_size))
-                    self.outstanding -= 1
-                    self.hand_off(req, now)
                 else:
                     lane.join(req, req.prefill_target, req.output_tokens - req.generated, now)
             lane.prefilling = [r for r in lane.prefilling if r.prefilled < r.prefill_target]
