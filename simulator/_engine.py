@@ -52,7 +52,8 @@ def _prefix_cache(workload: Workload, cluster: ClusterConfig) -> PrefixCache:
     if tokens is None:
         tokens = cluster.num_kv_blocks * cluster.block_size
     size = workload.prefix_block_tokens
-    return PrefixCache(size, None if math.isinf(tokens) else int(tokens // size))
+    capacity = None if math.isinf(tokens) else int(tokens // size)
+    return PrefixCache(size, capacity, cluster.block_size)
 
 
 @dataclass(frozen=True, slots=True)
