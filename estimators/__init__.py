@@ -18,6 +18,9 @@ from estimators._contract import (
 from estimators._digest import cost_model_digest
 from estimators._engines import (
     DEFAULT_ENGINE,
+    FIRST_TOKEN_DECODE_ADMIT,
+    FIRST_TOKEN_DECODE_STEP,
+    FIRST_TOKEN_PREFILL,
     AllReduceCost,
     EngineLimits,
     EngineProfile,
@@ -95,6 +98,9 @@ def __getattr__(name: str) -> object:
 
 __all__ = [
     "DEFAULT_ENGINE",
+    "FIRST_TOKEN_DECODE_ADMIT",
+    "FIRST_TOKEN_DECODE_STEP",
+    "FIRST_TOKEN_PREFILL",
     "FIT_ENGINES",
     "FIT_SKUS",
     "TBT_GAP_POLICIES",

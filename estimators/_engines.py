@@ -35,9 +35,18 @@ from sku_catalog._types import GpuSku
 KV_ON_DEMAND = "on_demand"
 KV_RESERVE_FULL_LENGTH = "reserve_full_length"
 KV_ADMISSIONS = (KV_ON_DEMAND, KV_RESERVE_FULL_LENGTH)
+# disaggregated serving: where the client sees a request's first token (engines.yaml header)
+FIRST_TOKEN_PREFILL = "prefill"  # the prefill pool's token, when its prefill ends
+FIRST_TOKEN_DECODE_ADMIT = "decode_admit"  # the decode replica's, when it admits the request
+FIRST_TOKEN_DECODE_STEP = "decode_step"  # the decode replica's, after its first step with it
+FIRST_TOKEN_SOURCES = (FIRST_TOKEN_PREFILL, FIRST_TOKEN_DECODE_ADMIT, FIRST_TOKEN_DECODE_STEP)
 
 __all__ = [
     "DEFAULT_ENGINE",
+    "FIRST_TOKEN_DECODE_ADMIT",
+    "FIRST_TOKEN_DECODE_STEP",
+    "FIRST_TOKEN_PREFILL",
+    "FIRST_TOKEN_SOURCES",
     "KV_ADMISSIONS",
     "KV_ON_DEMAND",
     "KV_RESERVE_FULL_LENGTH",
@@ -137,6 +146,11 @@ class EngineProfile:
     # (simulator/_deployment.py `layerwise_transfer_wait`); False: the whole prompt's KV
     # is sent after its prefill
     kv_transfer_layerwise: bool = False
+    # disaggregated serving: where the client sees a request's first token (one of
+    # FIRST_TOKEN_SOURCES): the prefill pool's token at the prefill's end, or the decode
+    # replica's once it admitted the transferred request at an iteration boundary, or once
+    # its first decode step with the request ended
+    disagg_first_token: str = FIRST_TOKEN_PREFILL
 
     def fp8_quant_fused(self, model_type: str) -> bool:
         """Whether the engine quantizes this model's FP8 GEMM inputs in the kernel before."""
@@ -329,6 +343,14 @@ def _kv_admission(value: Any) -> str:
     return str(value)
 
 
+def _first_token(value: Any) -> str:
+    if value not in FIRST_TOKEN_SOURCES:
+        raise ValueError(
+            f"disagg_first_token {value!r} is not one of {', '.join(FIRST_TOKEN_SOURCES)}"
+        )
+    return str(value)
+
+
 def _flag(value: Any, name: str) -> bool:
     if not isinstance(value, bool):
         raise ValueError(f"{name} {value!r} is not true or false")
@@ -370,6 +392,9 @@ def _build(name: str, key: str, body: Mapping[str, Any]) -> EngineProfile:
             ),
             kv_transfer_layerwise=_flag(
                 body.get("kv_transfer_layerwise", False), "kv_transfer_layerwise"
+            ),
+            disagg_first_token=_first_token(
+                body.get("disagg_first_token", FIRST_TOKEN_PREFILL)
             ),
         )
     except (KeyError, TypeError, ValueError) as exc:

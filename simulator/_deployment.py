@@ -6,6 +6,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from estimators import (
+    FIRST_TOKEN_PREFILL,
     DrafterMemory,
     EngineProfile,
     ExecutionTimeEstimator,
@@ -275,10 +276,11 @@ def prepare(deployment: Deployment) -> PreparedDeployment:
 
 
 def _decode_pool(d: Deployment, prefill_memory: MemoryPlan) -> tuple[DecodePool, MemoryPlan]:
-    """The decode pool ready to run, and its memory plan.  A prompt's KV cache moves from
-    each prefill GPU's shard at the per-GPU rate of the pool's link (`kv_link_gbps`), after
-    the prefill or, where the engine streams it layer by layer
-    (`EngineProfile.kv_transfer_layerwise`), overlapped with it."""
+    """The decode pool ready to run, and its memory plan.  A prompt's KV cache moves at the
+    per-GPU rate of the pool's link (`kv_link_gbps`), its busiest GPU link carrying
+    `kv_transfer_bytes_per_token`, after the prefill or, where the engine streams it layer
+    by layer (`EngineProfile.kv_transfer_layerwise`), overlapped with it; the engine's
+    `disagg_first_token` says where the client sees the first token."""
     pool = d.decode
     assert pool is not None
     if pool.scheduler.kind is SchedulerKind.STATIC:
@@ -313,11 +315,32 @@ def _decode_pool(d: Deployment, prefill_memory: MemoryPlan) -> tuple[DecodePool,
         ),
         memory_bandwidth=pool.sku.memory_bandwidth_bytes,
     )
-    seconds_per_token = prefill_memory.kv_bytes_per_token / (link * 1e9)
+    busiest = kv_transfer_bytes_per_token(memory.kv_bytes_per_token, d.tp * d.pp, pool.tp)
+    seconds_per_token = busiest / (link * 1e9)
     layerwise = d.engine is not None and d.engine.kv_transfer_layerwise
     layers = d.model.num_layers // d.pp if layerwise else 0  # a prefill stage's layers
-    decode = DecodePool(estimator, pool.scheduler, cluster, hardware, seconds_per_token, layers)
+    first_token = d.engine.disagg_first_token if d.engine is not None else FIRST_TOKEN_PREFILL
+    decode = DecodePool(
+        estimator, pool.scheduler, cluster, hardware, seconds_per_token, layers, first_token
+    )
     return decode, memory
+
+
+def kv_transfer_bytes_per_token(
+    decode_gpu_bytes: float, prefill_gpus: int, decode_tp: int
+) -> float:
+    """Bytes of one prompt token's KV cache that the busiest GPU link of the hand-off carries.
+
+    Each of the request's `decode_tp` decode GPUs (its attention group) receives its own KV,
+    `decode_gpu_bytes` per token: the rank's heads, or of MLA the whole latent, which every
+    rank holds.  They get it from the request's `prefill_gpus` prefill GPUs (its attention
+    group's TP x PP, each stage holding its layers): with more decode ranks than prefill
+    GPUs each prefill GPU feeds decode_tp / prefill_gpus of them (SGLang's
+    disaggregation/common/conn.py: required_dst_info_num = decode attn_tp / prefill attn_tp,
+    each decode rank reading from one target prefill rank), so a prefill GPU sends that many
+    decode ranks' KV: of MLA that many copies of the latent.  With fewer, each decode GPU
+    takes its share from several prefill GPUs and its own link is the busiest."""
+    return decode_gpu_bytes * max(1.0, decode_tp / prefill_gpus)
 
 
 def nvlink_missing(prefill: GpuSku, prefill_gpus: int, decode: DecodeSpec) -> str | None:

@@ -13,7 +13,12 @@ from itertools import chain
 
 import numpy as np
 
-from estimators import BatchCost, ExecutionTimeEstimator
+from estimators import (
+    FIRST_TOKEN_DECODE_STEP,
+    FIRST_TOKEN_PREFILL,
+    BatchCost,
+    ExecutionTimeEstimator,
+)
 from simulator._config import ClusterConfig, RunOptions, SchedulerConfig
 from simulator._kv_transfer import layerwise_transfer_wait
 from simulator._lane import Lane
@@ -47,7 +52,8 @@ def _prefix_cache(workload: Workload, cluster: ClusterConfig) -> PrefixCache:
     if tokens is None:
         tokens = cluster.num_kv_blocks * cluster.block_size
     size = workload.prefix_block_tokens
-    return PrefixCache(size, None if math.isinf(tokens) else int(tokens // size))
+    capacity = None if math.isinf(tokens) else int(tokens // size)
+    return PrefixCache(size, capacity, cluster.block_size)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +71,10 @@ class DecodePool:
     # layers whose KV the prefill side sends one by one as each finishes, overlapping the
     # transfer with the prefill (`layerwise_transfer_wait`); 0: sent after the prefill
     transfer_layers: int = 0
+    # where the client sees a request's first token (estimators FIRST_TOKEN_SOURCES): the
+    # prefill pool's, when its prefill ends; or a decode replica's, when it admits the
+    # transferred request at an iteration boundary, or after its first step with it
+    first_token: str = FIRST_TOKEN_PREFILL
 
 
 @contextmanager
@@ -85,7 +95,8 @@ def collector_paused() -> Iterator[None]:
 class Simulation:
     """One run of one deployment over one workload: its replicas, or with a `decode_pool`
     a prefill pool (the arguments) whose replicas hand each prompt's KV cache over to the
-    decode pool's (disaggregated serving; TTFT is the prefill pool's first token)."""
+    decode pool's (disaggregated serving; where the client sees the first token is the
+    `DecodePool.first_token` rule)."""
 
     def __init__(
         self,
@@ -175,13 +186,18 @@ class Simulation:
         ]  # fmt: skip
         for replica in decoders:
             replica.hardware = pool.hardware
+            replica.first_token_on_step = pool.first_token == FIRST_TOKEN_DECODE_STEP
         for replica in self.replicas:
             replica.hand_off = self._hand_off
         self._decoders = decoders
         self.replicas = self.replicas + decoders
 
     def _hand_off(self, req: Request, now: float) -> None:
-        """A prefill pool's request sends its KV cache to the least-loaded decode replica."""
+        """A prefill pool's request sends its KV cache to the least-loaded decode replica;
+        the client sees its first token now when the prefill pool emits it."""
+        pool = self.decode_pool
+        if pool.first_token == FIRST_TOKEN_PREFILL:
+            req.first_token_at = now
         replica = min(self._decoders, key=lambda r: (r.outstanding, r.id))
         reason = replica.rejection(req)
         if reason is not None:  # a decode replica can never hold it: rejected, as on arrival
@@ -190,7 +206,6 @@ class Simulation:
             self.on_request_done(req, now)
             return
         replica.outstanding += 1  # from the hand-off on: the next request goes elsewhere
-        pool = self.decode_pool
         transfer = layerwise_transfer_wait(
             req.prefill_target * pool.transfer_seconds_per_token,
             now - req.scheduled_at,  # the prefill's span on its replica

@@ -23,6 +23,7 @@ class Lane:
     __slots__ = (
         "block_size",
         "finish_heap",
+        "first_token_due",
         "id",
         "in_flight",
         "kv_base",
@@ -46,6 +47,9 @@ class Lane:
         self.prefilling: list[Request] = []  # admitted, prompt not finished (chunked prefill)
         self.in_flight = False
         self.prepared_step = -1  # the step whose new KV blocks `prepare_decodes` allocated
+        # members whose client sees the first token at the end of the coming step (a decode
+        # replica of disaggregated serving, `FIRST_TOKEN_DECODE_STEP`)
+        self.first_token_due: list[Request] = []
 
     @property
     def num_decodes(self) -> int:
@@ -102,6 +106,8 @@ class Lane:
         self.step_end_times.append(end_time)
         step = self.step
         self.step += 1
+        if self.first_token_due:
+            self._emit_first_tokens(step, end_time)
         heap = self.finish_heap
         if not heap or heap[0][0] > step:
             return ()  # nobody finishes at this step (most steps)
@@ -112,6 +118,16 @@ class Lane:
                 self.leave(req)
                 done.append(req)
         return done
+
+    def _emit_first_tokens(self, step: int, end_time: float) -> None:
+        """The members that joined at `step` with their first token still due show it now,
+        together with the token of this step (no gap between the two)."""
+        for req in self.first_token_due:
+            due = req.first_token_at != req.first_token_at  # NaN: not shown yet
+            if due and req.lane == self.id and req.join_step == step:
+                req.first_token_at = end_time
+                req.last_prefill_emit = end_time
+        self.first_token_due = []
 
     def latest_arrival(self) -> Request | None:
         """The decoding member that arrived last (vLLM's preemption victim)."""

@@ -71,6 +71,9 @@ class Replica:
         # a prefill pool's replica hands each request on once its prompt is done (its first
         # token emitted): `hand_off(req, now)` moves its KV to the decode pool
         self.hand_off: Callable[[Request, float], None] | None = None
+        # a decode pool's replica that shows a transferred request's first token at the end
+        # of its first step with it rather than when it admits it (FIRST_TOKEN_DECODE_STEP)
+        self.first_token_on_step = False
         self.hardware = sim.hardware  # its pool's GPUs (MFU, MBU)
         # the decode-only run being priced (`_run_decode_steps`): (its next step, the
         # lane's kv_base and decodes it was priced for, the lane, next() of its costs)
@@ -116,20 +119,35 @@ class Replica:
         whose KV came from a prefill pool joins the lane's decodes at once)."""
         pool = self.pool
         need = blocks_for(req.prefill_target, self.block_size)
+        shared: tuple[int, ...] = ()
+        saved = 0
+        if req.prefilled and req.prefix is not None and self.prefix_cache is not None:
+            # its cached prefix: blocks other running requests hold cost it nothing
+            shared, saved = self.prefix_cache.reusable(req.prefix, req.prefilled)
+            need -= saved
         if self.policy.reserves_full_length:
-            full = blocks_for(req.total_tokens, self.block_size)
+            full = blocks_for(req.total_tokens, self.block_size) - saved
             if not pool.can_admit(full):
                 return False
             pool.reserved += full - need
         elif not pool.can_admit(need):
             return False
         pool.allocate(need)
+        if shared:
+            self.prefix_cache.hold(shared)
+            req.shared_prefix = shared
         self.waiting.popleft()
         if math.isnan(req.scheduled_at):
             req.scheduled_at = self.now
         if req.generated and not req.remaining_prefill:  # its KV arrived from a prefill pool
-            lane.join(req, req.prefill_target, req.output_tokens - req.generated,
-                      req.first_token_at)  # fmt: skip
+            emit = req.first_token_at
+            if emit != emit:  # NaN: this replica shows the client its first token
+                emit = self.now
+                if self.first_token_on_step:
+                    lane.first_token_due.append(req)  # at the end of the coming step
+                else:
+                    req.first_token_at = emit  # now, at the iteration boundary
+            lane.join(req, req.prefill_target, req.output_tokens - req.generated, emit)
             if lane.prepared_step == lane.step:  # the coming step's blocks prepare_decodes missed
                 pool.allocate(lane.step_blocks_of(req))
             return True
@@ -153,8 +171,7 @@ class Replica:
         lane.prepared_step = lane.step
 
     def _preempt(self, req: Request, lane: Lane) -> None:
-        kv_tokens = lane.leave(req)
-        self.pool.release(blocks_for(kv_tokens, self.block_size))
+        self._release_kv(req, lane.leave(req))
         req.prefill_target = req.prompt_tokens + req.generated
         req.prefilled = 0
         req.preemptions += 1
@@ -354,18 +371,26 @@ class Replica:
                 if req.prefilled < req.prefill_target:
                     continue
                 # the prompt is done: its blocks enter the prefix cache, it emits one token
-                if self.prefix_cache is not None and req.prefix is not None:
-                    self.prefix_cache.insert(req.prefix)
+                cache = self.prefix_cache
+                if cache is not None and req.prefix is not None:
+                    cache.insert(req.prefix)
+                    held = req.shared_prefix
+                    adopted = cache.adopt(req.prefix, len(held), req.prompt_tokens)
+                    if adopted:
+                        req.shared_prefix = held + adopted
                 req.generated += 1
+                if self.hand_off is not None and req.generated < req.output_tokens:
+                    # prefill pool: the KV goes to a decode pool, which decides when the
+                    # client sees the first token
+                    self._release_kv(req, req.prefill_target)
+                    self.outstanding -= 1
+                    self.hand_off(req, now)
+                    continue
                 if math.isnan(req.first_token_at):
                     req.first_token_at = now
                 if req.generated >= req.output_tokens:
                     req.segments.append((now, lane.id, lane.step, lane.step))
                     self._finish(req, req.prefill_target, now)
-                elif self.hand_off is not None:  # prefill pool: the KV goes to a decode pool
-                    self.pool.release(blocks_for(req.prefill_target, self.block_size))
-                    self.outstanding -= 1
-                    self.hand_off(req, now)
                 else:
                     lane.join(req, req.prefill_target, req.output_tokens - req.generated, now)
             lane.prefilling = [r for r in lane.prefilling if r.prefilled < r.prefill_target]
@@ -375,6 +400,17 @@ class Replica:
 
     def _finish(self, req: Request, kv_tokens: int, now: float) -> None:
         req.completed_at = now
-        self.pool.release(blocks_for(kv_tokens, self.block_size))
+        self._release_kv(req, kv_tokens)
         self.outstanding -= 1
         self.sim.on_request_done(req, now)
+
+    def _release_kv(self, req: Request, kv_tokens: int) -> None:
+        """Free the KV blocks of `req`'s `kv_tokens`: its own, and of its shared prefix
+        blocks those it held the last reference to."""
+        blocks = blocks_for(kv_tokens, self.block_size)
+        shared = req.shared_prefix
+        if shared:
+            cache = self.prefix_cache
+            blocks += cache.release(shared) - len(shared) * cache.kv_blocks_per_block
+            req.shared_prefix = ()
+        self.pool.release(blocks)

@@ -48,6 +48,8 @@ class Request:
     last_prefill_emit: float = NAN
     prefix: tuple[int, ...] | None = None  # prefix-block hashes of the prompt, when known
     cached_tokens: int = 0  # prompt tokens found in the prefix cache on arrival
+    # prefix blocks whose KV it shares with other running requests (PrefixCache.refs)
+    shared_prefix: tuple[int, ...] = ()
 
     @property
     def remaining_prefill(self) -> int:

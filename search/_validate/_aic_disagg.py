@@ -4,8 +4,9 @@ A `mode=disagg` row of silicon_sample.csv describes a Dynamo-style deployment: p
 workers (`prefill_num_workers` of `prefill_attention_dp_size` x `prefill_tp_size` GPUs,
 experts over `prefill_moe_ep_size` x `prefill_moe_tp_size` of them) hand each prompt's KV
 cache to decode workers (the `decode_*` columns likewise), measured by the same closed-loop
-client as the aggregated rows (`_aic_silicon.py`): mean TTFT (the first token, which the
-prefill worker emits) and mean TPOT at concurrency C.  `*_batch_size` is each worker's
+client as the aggregated rows (`_aic_silicon.py`): mean TTFT (the first token the client
+receives: Dynamo's frontend and SGLang's router stream the decode worker, engines.yaml
+`disagg_first_token`) and mean TPOT at concurrency C.  `*_batch_size` is each worker's
 batch cap per attention DP rank (the public campaign's decode_batch_size x workers x DP is C).
 
 `backend_version` of a TensorRT-LLM row run from a Dynamo image

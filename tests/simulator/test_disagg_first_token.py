@@ -1,0 +1,121 @@
+"""Disaggregated serving: where the client sees the first token, and what the hand-off moves."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from estimators import (
+    FIRST_TOKEN_DECODE_ADMIT,
+    FIRST_TOKEN_DECODE_STEP,
+    FIRST_TOKEN_PREFILL,
+    load_engine,
+    load_model,
+)
+from simulator import (
+    ClusterConfig,
+    SchedulerConfig,
+    Simulation,
+    request_token_times,
+)
+from simulator._engine import DecodePool, Hardware
+from tests.simulator.conftest import LinearEstimator, make_workload
+from tests.simulator.test_invariants import check_conservation
+
+TRANSFER = 1e-4  # seconds per prompt token
+
+
+def _run(workload, first_token: str, decoders: int = 1) -> Simulation:
+    pool = DecodePool(
+        LinearEstimator(), SchedulerConfig(batch_size=32, chunk_size=256),
+        ClusterConfig(num_replicas=decoders, num_kv_blocks=2000), Hardware(),
+        transfer_seconds_per_token=TRANSFER, first_token=first_token,
+    )  # fmt: skip
+    sim = Simulation(
+        workload, LinearEstimator(), SchedulerConfig(batch_size=16, chunk_size=256),
+        ClusterConfig(num_kv_blocks=2000), decode_pool=pool,
+    ).run()  # fmt: skip
+    if first_token != FIRST_TOKEN_DECODE_STEP:  # there the first two tokens share a time
+        check_conservation(sim)
+    assert all(s.completed_at > 0 for s in sim.requests)
+    return sim
+
+
+def _prefill_end(sim: Simulation, req_id: int) -> float:
+    """When the prefill pool finished the request's prompt (the hand-off)."""
+    prefill_rows = [row for row in sim.batches.rows if row[0] == 0 and row[4] > 0]
+    return max(row[2] for row in prefill_rows)
+
+
+def test_an_idle_decode_replica_shows_the_first_token_when_the_kv_arrives_or_after_a_step():
+    w = make_workload([1000], [4])
+    runs = {k: _run(w, k) for k in (FIRST_TOKEN_PREFILL, FIRST_TOKEN_DECODE_ADMIT,
+                                     FIRST_TOKEN_DECODE_STEP)}  # fmt: skip
+    end = _prefill_end(runs[FIRST_TOKEN_PREFILL], 0)
+    kv_arrives = end + 1000 * TRANSFER
+    ttft = {k: s.requests[0].first_token_at for k, s in runs.items()}
+    assert ttft[FIRST_TOKEN_PREFILL] == end
+    assert ttft[FIRST_TOKEN_DECODE_ADMIT] == pytest.approx(kv_arrives, abs=1e-12)
+    # one decode step of one request reading 1000 KV tokens: overhead + base + 1 token + KV
+    step = 0.001 + 0.005 + 2e-5 + 1e-7 * 1000
+    assert ttft[FIRST_TOKEN_DECODE_STEP] == pytest.approx(kv_arrives + step, rel=1e-12)
+    # the decode side runs the same steps whatever the rule: the last token is the same
+    done = {s.requests[0].completed_at for s in runs.values()}
+    assert len(done) == 1
+    # decode_step: the first two tokens reach the client together, then one per step
+    times = request_token_times(runs[FIRST_TOKEN_DECODE_STEP], 0)
+    assert len(times) == 4 and times[0] == times[1] and np.all(np.diff(times)[1:] > 0)
+
+
+def test_a_busy_decode_replica_admits_the_transferred_request_at_its_next_iteration():
+    """Request 0 decodes a long output on the only decode replica; request 1's KV arrives in
+    the middle of one of its steps: its first token is shown at that step's end (the next
+    iteration boundary), not when the KV arrived."""
+    w = make_workload([200, 300], [400, 3], [0.0, 0.2])
+    sim = _run(w, FIRST_TOKEN_DECODE_ADMIT)
+    second = sim.requests[1]
+    hand_off = max(row[2] for row in sim.batches.rows if row[0] == 0 and row[4] > 0)
+    kv_arrives = hand_off + 300 * TRANSFER
+    step_ends = np.array([row[2] for row in sim.batches.rows if row[0] == 1])
+    boundary = step_ends[step_ends >= kv_arrives].min()
+    assert boundary > kv_arrives  # it did arrive mid-step
+    assert second.first_token_at == boundary
+    assert second.first_token_at - second.arrival > hand_off - second.arrival + 300 * TRANSFER
+
+
+def test_the_engine_profiles_say_where_the_first_token_comes_from():
+    assert load_engine("vllm").disagg_first_token == FIRST_TOKEN_DECODE_STEP
+    assert load_engine("trtllm").disagg_first_token == FIRST_TOKEN_DECODE_STEP
+    assert load_engine("sglang").disagg_first_token == FIRST_TOKEN_DECODE_ADMIT
+    assert load_engine("vidur").disagg_first_token == FIRST_TOKEN_PREFILL
+
+
+def _deepseek(engine: str, prefill_tp: int, prefill_dp: int, decode_tp: int, decode_dp: int):
+    from estimators import Precision
+    from simulator import DecodeSpec, Deployment, engine_scheduler, prepare
+    from sku_catalog import load_catalog
+
+    b200, profile = load_catalog().get("b200"), load_engine(engine)
+    d = Deployment(
+        load_model("deepseek-ai/DeepSeek-V3"), b200, tp=prefill_tp, dp=prefill_dp, ep=8,
+        precision=Precision.FP8, engine=profile,
+        scheduler=engine_scheduler(profile, b200, prefill_tp, dp=prefill_dp),
+        decode=DecodeSpec(b200, tp=decode_tp, dp=decode_dp, ep=8, num_replicas=1,
+                          scheduler=engine_scheduler(profile, b200, decode_tp, dp=decode_dp)),
+    )  # fmt: skip
+    return prepare(d), b200
+
+
+def test_mla_latent_goes_to_every_decode_rank_of_the_request():
+    """DeepSeek-V3's KV is one 576-element latent per layer (61 layers, FP8 under TensorRT-LLM:
+    35,136 bytes a token), held whole by every attention rank.  Prefill with attention DP
+    (TP 1) into decode TP 8: the prefill GPU sends the latent to all 8 decode ranks; into
+    decode attention DP 8 (TP 1), to one."""
+    latent = 61 * (512 + 64) * 1
+    to_tp8, b200 = _deepseek("trtllm", 1, 8, 8, 1)
+    to_dp8, _ = _deepseek("trtllm", 1, 8, 1, 8)
+    link = b200.default_node.intra_node_bandwidth_gbps * 1e9  # 16 GPUs: not one node
+    link = min(link, b200.default_node.inter_node_bandwidth_gbps * 1e9)
+    assert to_dp8.decode_pool.transfer_seconds_per_token == pytest.approx(latent / link)
+    assert to_tp8.decode_pool.transfer_seconds_per_token == pytest.approx(8 * latent / link)
+    assert to_tp8.decode_pool.first_token == FIRST_TOKEN_DECODE_STEP
