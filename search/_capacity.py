@@ -453,7 +453,8 @@ def service_bound(
     with the CPU overhead).  Preemptions (recompute) and idle time only add to the cost.
     With prefix caching, a prompt computes only what an unbounded shared cache would not
     hold (`prefix_reuse_tokens`), its chunks' pairs as if no context preceded them; its
-    decodes still read the whole prompt.
+    decodes still read the whole prompt, but hold only those tokens' KV (running requests
+    share the cached prefix's blocks).
     """
     sched = prepared.deployment.scheduler
     cluster = prepared.cluster
@@ -484,11 +485,14 @@ def service_bound(
     per_step = spec.tokens_per_step if spec is not None else 1.0
     steps = (o - 1) / per_step
     decode_kv = ((o - 1) * p + (o - 1) * (o - 2) / 2) / per_step
+    # the KV a decode holds: running requests share a cached prefix's blocks, so only the
+    # tokens the cache would not hold are its own
+    held_kv = ((o - 1) * computed + (o - 1) * (o - 2) / 2) / per_step
     limits = (
         (computed + steps) / max_tokens,  # tokens
         (chunks + steps) / sched.batch_size,  # sequences
         # the pp micro-batches in flight share one KV cache: cap / pp of context each
-        decode_kv / (capacity / cluster.pp),  # decode KV context
+        held_kv / (capacity / cluster.pp),  # decode KV context
     )
     binding = max(limits, key=lambda x: float(x.mean()))
     k = float(binding.mean())  # batches per request
@@ -509,7 +513,7 @@ def service_bound(
     stages = stages - (1.0 - with_chunks) * ovh_prefill - (1.0 - with_decodes) * ovh_decode
     seconds = k * float(stages.max())
     # an admitted request holds a batch slot and its prompt's KV blocks until it finishes
-    prompt_blocks = np.sort(np.ceil(p / cluster.block_size))
+    prompt_blocks = np.sort(np.ceil(computed / cluster.block_size))
     fit = int(np.searchsorted(np.cumsum(prompt_blocks), cluster.num_kv_blocks, side="right"))
     in_flight = max(1, min(sched.batch_size * cluster.pp, fit))
     return ServiceBound(seconds, k, in_flight, cluster.num_replicas, num, len(workload))
