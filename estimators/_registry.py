@@ -174,25 +174,24 @@ def _auto(
     models stay on the roofline: aiconfigurator's MoE kernels are timed outside CUDA graphs,
     and priced from them the MoE validation points' TPOT error rises (29.5% -> 43.5%
     MAPE); `--estimator profiled` still prices them from the tables."""
-    try:
-        if model.is_moe or model.is_mla:
-            raise ProfiledDataMissing(
-                "profiled estimator: its MoE and MLA tables validate worse than the roofline"
-            )
-        est = _profiled(model, sku, tp, pp, precision, kv_precision, engine, **tables)
-        est.selection_note = "auto: measured tables cover this GPU, precision and engine"
-        return est
-    except ProfiledDataMissing as exc:
-        reason = str(exc).removeprefix("profiled estimator: ")
-        warnings.warn(
-            f"estimator auto: using the roofline; {reason}", EstimatorFallbackWarning, stacklevel=2
-        )
-        roof = _roofline(
-            model, sku, tp, pp, precision, kv_precision, engine, ep=tables.get("ep", 1),
-            dp=tables.get("dp", 1),
-        )  # fmt: skip
-        roof.selection_note = f"auto: roofline, {reason}"
-        return roof
+    if model.is_moe or model.is_mla:
+        reason = "its MoE and MLA tables validate worse than the roofline"
+    else:
+        try:
+            est = _profiled(model, sku, tp, pp, precision, kv_precision, engine, **tables)
+            est.selection_note = "auto: measured tables cover this GPU, precision and engine"
+            return est
+        except ProfiledDataMissing as exc:
+            reason = str(exc).removeprefix("profiled estimator: ")
+    warnings.warn(
+        f"estimator auto: using the roofline; {reason}", EstimatorFallbackWarning, stacklevel=2
+    )
+    roof = _roofline(
+        model, sku, tp, pp, precision, kv_precision, engine, ep=tables.get("ep", 1),
+        dp=tables.get("dp", 1),
+    )  # fmt: skip
+    roof.selection_note = f"auto: roofline, {reason}"
+    return roof
 
 
 _TABLE_BACKENDS = frozenset({"profiled", "auto"})
