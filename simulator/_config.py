@@ -85,6 +85,9 @@ class ClusterConfig:
     pp: int = 1
     num_kv_blocks: int = 1024  # KV blocks per replica (from the memory planner)
     block_size: int = 16  # tokens per KV block
+    # blocks every running request holds beside its tokens' (its sliding-window layers'
+    # window under vLLM's paged layout; estimators `MemoryPlan.window_kv_blocks`)
+    window_kv_blocks: int = 0
     watermark: float = 0.01  # fraction of blocks kept free when admitting new prompts (vLLM)
     global_scheduler: GlobalSchedulerKind = GlobalSchedulerKind.ROUND_ROBIN
     # prefix caching (simulator/_prefix_cache.py), used when the workload carries prefix

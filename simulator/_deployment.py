@@ -258,6 +258,7 @@ def prepare(deployment: Deployment) -> PreparedDeployment:
         pp=d.pp,
         num_kv_blocks=memory.num_kv_blocks * d.dp,  # each DP rank its own KV cache
         block_size=d.block_size,
+        window_kv_blocks=memory.window_kv_blocks,
         global_scheduler=d.global_scheduler,
         prefix_cache=d.prefix_cache,
         prefix_cache_tokens=d.prefix_cache_tokens,
@@ -306,7 +307,7 @@ def _decode_pool(d: Deployment, prefill_memory: MemoryPlan) -> tuple[DecodePool,
     link = kv_link_gbps(d.sku, d.gpus_per_replica * d.num_replicas, pool)
     cluster = ClusterConfig(
         num_replicas=pool.num_replicas, num_kv_blocks=memory.num_kv_blocks * pool.dp,
-        block_size=d.block_size, prefix_cache=False,
+        block_size=d.block_size, window_kv_blocks=memory.window_kv_blocks, prefix_cache=False,
     )  # fmt: skip
     hardware = Hardware(
         gpus_per_replica=pool.gpus_per_replica,

@@ -142,6 +142,7 @@ class Simulation:
                 cluster.watermark,
                 cluster.pp,
                 _prefix_cache(workload, cluster) if prefixes is not None else None,
+                window_kv_blocks=cluster.window_kv_blocks,
             )
             for r in range(cluster.num_replicas)
         ]
@@ -181,7 +182,8 @@ class Simulation:
         first = len(self.replicas)
         decoders = [
             Replica(first + r, self, make_policy(pool.scheduler), pool.estimator,
-                    c.num_kv_blocks, c.block_size, c.watermark, c.pp)
+                    c.num_kv_blocks, c.block_size, c.watermark, c.pp,
+                    window_kv_blocks=c.window_kv_blocks)
             for r in range(c.num_replicas)
         ]  # fmt: skip
         for replica in decoders:

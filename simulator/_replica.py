@@ -44,6 +44,7 @@ class Replica:
         watermark: float,
         pp: int,
         prefix_cache: PrefixCache | None = None,
+        window_kv_blocks: int = 0,
     ) -> None:
         self.id = replica_id
         self.sim = sim
@@ -51,6 +52,7 @@ class Replica:
         self.estimator = estimator
         self.pool = BlockPool(num_kv_blocks, block_size, watermark)
         self.block_size = block_size
+        self.window_kv_blocks = window_kv_blocks  # held by every running request
         self.pp = pp
         # speculative decoding: lanes of bursts, each drawing its own under the run's seed
         spec = estimator.config if isinstance(estimator, SpeculativeEstimator) else None
@@ -83,13 +85,18 @@ class Replica:
 
     def rejection(self, req: Request) -> str | None:
         """Why this replica can never serve `req`, or None."""
-        need = blocks_for(req.total_tokens, self.block_size)
+        need = self._request_blocks(req.total_tokens)
         if need > self.pool.max_request_blocks():
             return (
                 f"request needs {req.total_tokens} KV tokens ({need} blocks) but a replica "
                 f"holds at most {self.pool.max_request_blocks() * self.block_size}"
             )
         return self.policy.rejection(req)
+
+    def _request_blocks(self, kv_tokens: int) -> int:
+        """KV blocks a running request with `kv_tokens` cached tokens holds (its sliding
+        layers' window beside its tokens')."""
+        return blocks_for(kv_tokens, self.block_size) + self.window_kv_blocks
 
     def enqueue(self, req: Request, now: float) -> None:
         req.replica = self.id
@@ -118,7 +125,7 @@ class Replica:
         """Move the head of the waiting queue into `lane` if its KV blocks fit (a request
         whose KV came from a prefill pool joins the lane's decodes at once)."""
         pool = self.pool
-        need = blocks_for(req.prefill_target, self.block_size)
+        need = self._request_blocks(req.prefill_target)
         shared: tuple[int, ...] = ()
         saved = 0
         if req.prefilled and req.prefix is not None and self.prefix_cache is not None:
@@ -126,7 +133,7 @@ class Replica:
             shared, saved = self.prefix_cache.reusable(req.prefix, req.prefilled)
             need -= saved
         if self.policy.reserves_full_length:
-            full = blocks_for(req.total_tokens, self.block_size) - saved
+            full = self._request_blocks(req.total_tokens) - saved
             if not pool.can_admit(full):
                 return False
             pool.reserved += full - need
@@ -407,7 +414,7 @@ class Replica:
     def _release_kv(self, req: Request, kv_tokens: int) -> None:
         """Free the KV blocks of `req`'s `kv_tokens`: its own, and of its shared prefix
         blocks those it held the last reference to."""
-        blocks = blocks_for(kv_tokens, self.block_size)
+        blocks = self._request_blocks(kv_tokens)
         shared = req.shared_prefix
         if shared:
             cache = self.prefix_cache
