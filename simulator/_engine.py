@@ -206,6 +206,7 @@ class Simulation:
         replica = min(self._decoders, key=lambda r: (r.outstanding, r.id))
         reason = replica.rejection(req)
         if reason is not None:  # a decode replica can never hold it: rejected, as on arrival
+            self.replicas[req.replica].kv_sent(req, now)
             req.rejected = f"decode pool: {reason}"
             req.replica = replica.id
             self.on_request_done(req, now)
@@ -227,7 +228,8 @@ class Simulation:
         )
         arrive = now + transfer
         self._seq += 1
-        heapq.heappush(self._heap, (arrive, _TRANSFER, self._seq, replica, req, None))
+        source = self.replicas[req.replica]  # the prefill replica, holding the KV till then
+        heapq.heappush(self._heap, (arrive, _TRANSFER, self._seq, replica, req, source))
 
     def batch_end_horizon(self) -> tuple[float, bool]:
         """(t, at_t): a batch end scheduled now for a time before t, or at t when `at_t`, is
@@ -342,6 +344,7 @@ class Simulation:
                 elif kind == _ARRIVAL:
                     self._arrive(a, t)
                 elif kind == _TRANSFER:
+                    b.kv_sent(a, t)
                     replica.receive(a, t)
                 else:
                     replica.wake_at = -1.0

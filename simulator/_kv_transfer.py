@@ -1,6 +1,7 @@
 """Disaggregated serving's KV hand-off: when a decode replica reserves a prompt's KV
 blocks (`TransferQueue`), and how long the KV then takes to reach it after the prefill
-ends (`layerwise_transfer_wait`)."""
+ends (`layerwise_transfer_wait`).  The prefill replica keeps its own copy until the
+transfer is done (`Replica.kv_sent`)."""
 
 from __future__ import annotations
 

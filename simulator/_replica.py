@@ -393,8 +393,8 @@ class Replica:
                 req.generated += 1
                 if self.hand_off is not None and req.generated < req.output_tokens:
                     # prefill pool: the KV goes to a decode pool, which decides when the
-                    # client sees the first token
-                    self._release_kv(req, req.prefill_target)
+                    # client sees the first token; its blocks here stay until it has been
+                    # sent (`kv_sent`)
                     self.outstanding -= 1
                     self.hand_off(req, now)
                     continue
@@ -409,6 +409,17 @@ class Replica:
         elif self._run_decode_steps(lane, plan, now):  # decodes alone: no policy to ask
             return
         self.try_dispatch(now)
+
+    def kv_sent(self, req: Request, now: float) -> None:
+        """A prefill pool's replica: the KV of `req`, handed off, has reached the decode
+        pool (or will never go), so its blocks here are free, as the engines free them once
+        the transfer is done (SGLang's prefill server after the sender's completion, vLLM's
+        NixlConnector after the decode side's read, TensorRT-LLM's context server after the
+        transmission); a prompt that waited for them may start."""
+        self._release_kv(req, req.prefill_target)
+        if self.waiting and self.stage_free[0] <= now and self.wake_at != now:
+            self.wake_at = now
+            self.sim.schedule_wake(self, now, after_arrivals=True)
 
     def _finish(self, req: Request, kv_tokens: int, now: float) -> None:
         req.completed_at = now

@@ -27,6 +27,7 @@ def _sim(
     reserve_full_length: bool,
     max_time=None,
     seconds_per_token: float = SECONDS_PER_TOKEN,
+    prefill_blocks: int = 10_000,
 ) -> Simulation:
     decode = SchedulerConfig(SchedulerKind.SARATHI, batch_size=32, chunk_size=256,
                              reserve_full_length=reserve_full_length)  # fmt: skip
@@ -38,7 +39,8 @@ def _sim(
     sim = Simulation(
         workload, LinearEstimator(),
         SchedulerConfig(SchedulerKind.SARATHI, batch_size=32, chunk_size=2048),
-        ClusterConfig(num_kv_blocks=10_000), RunOptions(max_time=max_time), decode_pool=pool,
+        ClusterConfig(num_kv_blocks=prefill_blocks, watermark=0.0), RunOptions(max_time=max_time),
+        decode_pool=pool,
     )  # fmt: skip
     return sim
 
@@ -88,10 +90,11 @@ def test_kv_in_flight_counts_against_the_decode_replicas_blocks():
     sim = _sim(workload, decode_blocks=200, reserve_full_length=False, max_time=0.5,
                seconds_per_token=1e-3)  # fmt: skip
     sim.run()
-    decoder = sim.replicas[1]
+    prefill, decoder = sim.replicas
     assert not decoder.waiting and not decoder.lanes[0].members  # not arrived yet
     # reserved: the prompt's 63 blocks of 16 (its first decode token's slot in the last)
     assert decoder.pool.used == 63 == sim.requests[0].blocks
+    assert prefill.pool.used == 63  # the prefill side keeps its copy until it is sent
     assert len(decoder.transfers.waiting) == 0
 
 
@@ -124,3 +127,21 @@ def test_a_transfer_that_waited_sends_after_its_reservation_not_before(reserve):
     for req in sim.requests:  # its first decoded token
         decoded = request_token_times(sim, req.id)[1]
         assert decoded > started[req.id] + 64 * SECONDS_PER_TOKEN
+
+
+def test_a_prefill_replica_frees_a_prompts_kv_only_once_it_reached_the_decode_pool():
+    # the prefill replica holds two 64-token prompts (8 blocks), the decode replica one
+    # request's whole length (5 blocks): the second hand-off waits for the first request to
+    # finish, its prompt's blocks still held on the prefill side, and the third prompt
+    # starts there only when the first one's KV has arrived
+    workload = make_workload([64] * 3, [17] * 3)
+    sim = _sim(workload, decode_blocks=5, reserve_full_length=True, prefill_blocks=8)
+    starts = _record_starts(sim)
+    sim.run()
+    check_conservation(sim)
+    first, _, third = sim.requests
+    hand_off = first.first_token_at
+    assert starts[0] == (0, hand_off, True)
+    assert third.scheduled_at == pytest.approx(hand_off + 64 * SECONDS_PER_TOKEN, rel=1e-12)
+    assert starts[1] == (1, first.completed_at, False)  # room at the decode replica at last
+    assert sim.replicas[0].pool.peak_used == 8 and sim.replicas[0].pool.used == 0
