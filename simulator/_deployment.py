@@ -201,10 +201,11 @@ class PreparedDeployment:
     decode_memory: MemoryPlan | None = None
 
     def simulation(self, workload: Workload, options: RunOptions | None = None) -> Simulation:
+        d = self.deployment
         return Simulation(
             workload,
             self.estimator,
-            self.deployment.scheduler,
+            replica_scheduler(d.scheduler, d.speculative),
             self.cluster,
             options,
             self.hardware,
@@ -213,6 +214,17 @@ class PreparedDeployment:
 
     def simulate(self, workload: Workload, options: RunOptions | None = None) -> SimulationResult:
         return SimulationResult(self.simulation(workload, options).run())
+
+
+def replica_scheduler(
+    scheduler: SchedulerConfig, speculative: SpeculativeConfig | None
+) -> SchedulerConfig:
+    """The scheduler as a replica runs it: under speculative decoding each running decode
+    counts its verify step's k + 1 tokens against the token budget
+    (`SchedulerConfig.decode_tokens`)."""
+    if speculative is None:
+        return scheduler
+    return replace(scheduler, decode_tokens=speculative.verify_tokens)
 
 
 def prepare(deployment: Deployment) -> PreparedDeployment:
@@ -321,8 +333,9 @@ def _decode_pool(d: Deployment, prefill_memory: MemoryPlan) -> tuple[DecodePool,
     layerwise = d.engine is not None and d.engine.kv_transfer_layerwise
     layers = d.model.num_layers // d.pp if layerwise else 0  # a prefill stage's layers
     first_token = d.engine.disagg_first_token if d.engine is not None else FIRST_TOKEN_PREFILL
+    scheduler = replica_scheduler(pool.scheduler, d.speculative)
     decode = DecodePool(
-        estimator, pool.scheduler, cluster, hardware, seconds_per_token, layers, first_token
+        estimator, scheduler, cluster, hardware, seconds_per_token, layers, first_token
     )
     return decode, memory
 

@@ -39,3 +39,24 @@ def test_every_running_request_holds_its_window_and_gives_it_back():
     done = sorted(r.completed_at for r in tight.requests)
     assert firsts[2] >= done[0]
     assert all(r.completed_at > 0 for r in tight.requests)
+
+
+def test_a_decode_replica_reserves_the_window_with_a_hand_off():
+    from collections import deque
+
+    from simulator._kv import BlockPool
+    from simulator._kv_transfer import TransferQueue
+    from simulator._request import Request
+
+    pool = BlockPool(16, 16, 0.0)
+    started: list[Request] = []
+    queue = TransferQueue(
+        pool, SchedulerConfig(SchedulerKind.SARATHI), lambda r, now, at: started.append(r), 9
+    )
+    first, second = Request(0, 0.0, 33, 10), Request(1, 0.0, 33, 10)
+    for req in (first, second):
+        req.prefill_target = req.prompt_tokens
+        queue.offer(req, 0.0, deque())
+    # a 33-token prompt and its first decode slot: 3 blocks, and 9 for the window
+    assert first.blocks == 12 and pool.used == 12
+    assert started == [first] and list(queue.waiting) == [second]  # 12 + 12 > 16
