@@ -62,6 +62,8 @@ SYSTEM_TO_SKU: dict[str, str] = {
     "h100_sxm": "h100-sxm",
     "h200_sxm": "h200",
     "b200_sxm": "b200",
+    "b300_sxm": "b300",
+    "gb200": "gb200",  # the catalog's gb200 node is the NVL72 rack (its NVLink domain)
     "a100_sxm": "a100-80gb",
     "l40s": "l40s",
 }
