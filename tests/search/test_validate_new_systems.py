@@ -61,6 +61,19 @@ def test_gb200_tensor_parallelism_stays_inside_the_nvl72_rack() -> None:
     assert selection.skipped == {"TP beyond one node (tp_size > 8 GPUs)": 1}
 
 
+def test_a_tp_that_does_not_divide_the_heads_is_skipped_not_simulated() -> None:
+    """GB200's public DeepSeek-R1 rows record TP 72 over 128 heads (attention DP and wide EP
+    that the row leaves out): no deployment llmcap can represent."""
+    rows = [
+        moe_row(system="gb200", model_path="deepseek-ai/DeepSeek-R1", tp_size="72",
+                moe_tp_size="72", backend="sglang"),
+        moe_row(system="gb200", tp_size="48", moe_tp_size="48"),  # MiniMax: 48 heads
+    ]  # fmt: skip
+    selection = select_points(rows, models="moe")
+    assert [(p.model, p.tp) for p in selection.points] == [("MiniMaxAI/MiniMax-M2.5", 48)]
+    assert selection.skipped == {"TP does not divide the attention heads (tp_size)": 1}
+
+
 @pytest.mark.parametrize(
     ("model_path", "reason"),
     [
