@@ -229,8 +229,8 @@ def _parse_config(config: Mapping[str, Any], source: str, default_name: str) -> 
         raise ModelConfigError(
             f"{source}: model_type {model_type!r} is not priced by the estimator "
             "(state-space or an unsupported expert layout); supported: dense decoder-only "
-            "transformers, mixtures of experts (Mixtral, Qwen-MoE, gpt-oss) and multi-head "
-            "latent attention (DeepSeek-V2/V3)"
+            "transformers, mixtures of experts (Mixtral, Qwen-MoE, gpt-oss, MiniMax-M2) and "
+            "multi-head latent attention (DeepSeek-V2/V3, Kimi-K2)"
         )
     _check_attention_kinds(config, source)
     family = _FAMILIES.get(model_type)
