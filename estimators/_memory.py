@@ -45,7 +45,7 @@ Per GPU (vLLM's accounting)::
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from estimators._types import ModelArchitecture, Precision, resolve_kv_precision
@@ -67,6 +67,7 @@ __all__ = [
     "plan_memory",
     "select_node",
     "validate_parallelism",
+    "with_expert_precision",
 ]
 
 GIB = float(1 << 30)
@@ -127,6 +128,21 @@ def validate_precision(
             f"kv precision {Precision(kv_precision).value}: the KV cache is kept in fp8, bf16 "
             "or fp16"
         )
+
+
+def with_expert_precision(
+    model: ModelArchitecture, expert: Precision | None
+) -> ModelArchitecture:
+    """`model` with its routed experts stored at `expert` (None: `model` as it is, its
+    checkpoint's own expert precision kept); raises `PrecisionError` for a dense model."""
+    if expert is None:
+        return model
+    if not model.is_moe:
+        raise PrecisionError(
+            f"expert precision {Precision(expert).value}: {model.name} is a dense model (no "
+            "experts); its weights take the precision alone"
+        )
+    return replace(model, expert_precision=Precision(expert))
 
 
 def _divisors(n: int) -> list[int]:

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from estimators._types import ModelArchitecture, Precision
 from sku_catalog._types import GpuSku
 
-__all__ = ["WeightPrecisions", "expert_precision_error", "gemm_kind", "gemm_math"]
+__all__ = ["WeightPrecisions", "gemm_kind", "gemm_math"]
 
 _SIXTEEN = (Precision.BF16, Precision.FP16)
 
@@ -64,12 +64,6 @@ class WeightPrecisions:
             lm_head=sixteen,
         )
 
-    @property
-    def mixed(self) -> bool:
-        """Whether the matmul weights (LM head aside) use more than one precision."""
-        kinds = {self.attention, self.attention_out, self.mlp, self.router, self.experts}
-        return len(kinds) > 1
-
     def describe(self, model: ModelArchitecture) -> str:
         """"experts mxfp4, attention bf16, ..." for the kinds stored apart from the weight
         precision `attention_out` holds ("" when every kind shares it)."""
@@ -99,15 +93,3 @@ def gemm_kind(weight: Precision, dense: Precision) -> str:
     `dense` weights: ``matmul16`` for 16-bit weights a low-precision checkpoint keeps
     (16-bit math), else ``matmul`` (the run's GEMM constants)."""
     return "matmul16" if weight in _SIXTEEN and Precision(dense).low else "matmul"
-
-
-def expert_precision_error(model: ModelArchitecture, expert: Precision | None) -> str:
-    """Why `expert` cannot be `model`'s expert precision ("" when it can)."""
-    if expert is None:
-        return ""
-    if not model.is_moe:
-        return (
-            f"expert precision {Precision(expert).value}: {model.name} is a dense model "
-            "(no experts); use --precision"
-        )
-    return ""
