@@ -105,7 +105,7 @@ deployment the JSON does not record: --gpu, --tp, --pp, --engine, --model, --pre
     metavar="KEY=VALUE",
     help=f"Keep points whose KEY matches ({', '.join(FILTER_KEYS)}); model and weights "
     "match a substring (weights=fp4: the 4-bit checkpoints), gpu the catalog id or the "
-    "system name; repeatable.",
+    "system name; KEY!=VALUE keeps those that do not match; repeatable.",
 )
 @click.option(
     "--models",
@@ -361,11 +361,14 @@ def _apply_filters(points: list, filters: tuple[str, ...]) -> list:
     for text in filters:
         key, sep, value = text.partition("=")
         key, value = key.strip().lower(), value.strip()
+        keep = not key.endswith("!")  # KEY!=VALUE: the points that do not match
+        key = key.removesuffix("!").strip()
         if not sep or key not in FILTER_KEYS or not value:
             raise SpecError(
-                f"--filter {text!r}: expected KEY=VALUE with KEY one of {', '.join(FILTER_KEYS)}"
+                f"--filter {text!r}: expected KEY=VALUE (or KEY!=VALUE) with KEY one of "
+                f"{', '.join(FILTER_KEYS)}"
             )
-        points = [p for p in points if _matches(p, key, value)]
+        points = [p for p in points if _matches(p, key, value) == keep]
     return points
 
 

@@ -103,7 +103,10 @@ def engine_for(
         profile = load_engine(engines)
     else:
         version = point.engine_version.strip()
-        profile = load_engine(f"{point.engine}@{version}" if version else point.engine)
+        # a version that names no release (TensorRT-LLM's "gpt-oss-dev" image of gpt-oss's
+        # launch) runs the engine's default profile
+        release = version[:1].isdigit()
+        profile = load_engine(f"{point.engine}@{version}" if release else point.engine)
     changes = fold.allreduce.get(profile.name) if fold is not None else None
     if changes:
         allreduce = dict(profile.allreduce)

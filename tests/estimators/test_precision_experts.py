@@ -170,3 +170,24 @@ def test_fingerprints_of_models_without_an_expert_precision_do_not_change(gpt_os
     assert replace(gpt_oss, expert_precision=None).fingerprint_fields() != (
         gpt_oss.fingerprint_fields()
     )
+
+
+def test_a_search_spec_sets_the_experts_and_refuses_nvfp4_experts_on_hopper(gpt_oss):
+    from search._errors import SpecError
+    from search._space import candidates
+    from search._spec import parse_spec
+
+    base = {"model": "gpt-oss-120b", "skus": ["h100-sxm", "b200"], "workload": "chat",
+            "engine": "vllm", "budget": {"max_gpus": 1}, "space": {"tp": [1]}}  # fmt: skip
+    spec = parse_spec({**base, "expert_precision": "fp4"})
+    assert spec.model_architecture.expert_precision is Precision.FP4
+    found = {c.point.sku: c for c in candidates(spec)}
+    assert "expert precision fp4 (NVFP4) needs FP4 tensor cores" in (
+        found["h100-sxm"].infeasible_reason
+    )
+    assert found["b200"].feasible
+    # unset: the checkpoint's own MXFP4 experts, and the fingerprint of that model
+    plain = parse_spec(base)
+    assert plain.model_architecture == gpt_oss
+    with pytest.raises(SpecError, match=r"expert precision mxfp4: .* is a dense model"):
+        parse_spec({**base, "model": "llama-3.1-8b", "expert_precision": "mxfp4"})
