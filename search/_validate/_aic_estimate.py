@@ -21,6 +21,7 @@ from importlib import resources
 from typing import Any
 
 from search._validate._aic_silicon import GEMM_TO_PRECISION, PACKAGE, ValidationPoint
+from sku_catalog import load_catalog
 
 # measured HF ids whose architecture the package ships under another name
 _MODEL_ALIASES = {
@@ -83,10 +84,13 @@ def _estimate(point: ValidationPoint) -> AicEstimate:
 def aic_quant_modes(point: ValidationPoint) -> tuple[str, str]:
     """(GEMM, MoE) quant modes to hand aiconfigurator: the row's, except where the row's
     label is not its checkpoint's format (gpt-oss's MXFP4 checkpoint labelled "nvfp4":
-    `checkpoint_precisions`), where none is given and aiconfigurator reads the checkpoint's
-    own quantisation (16-bit GEMMs, ``w4a16_mxfp4`` experts)."""
+    `checkpoint_precisions`): there the GEMMs are left to the checkpoint (16-bit) and the
+    experts are MXFP4 as the engines run them on the GPU (estimators/_weight_precision.py):
+    ``w4a8_mxfp4_mxfp8`` on GPUs with FP4 tensor cores, else the checkpoint's own
+    (``w4a16_mxfp4``), which is also what `_estimate` falls back to."""
     if GEMM_TO_PRECISION.get(point.gemm_quant_mode) is not point.precision:
-        return "", ""
+        w4a8 = load_catalog().get(point.sku).fp4_tflops is not None
+        return "", "w4a8_mxfp4_mxfp8" if w4a8 else ""
     return point.gemm_quant_mode, point.moe_quant_mode
 
 
@@ -154,9 +158,9 @@ def _model_path(model_path: str) -> str:
     if configs.joinpath(model_path.replace("/", "--") + "_config.json").is_file():
         return model_path
     short = model_path.rsplit("/", 1)[-1]
-    for suffix in ("-Instruct-FP8", "-Instruct"):
+    for suffix in ("-Instruct-FP8", "-Instruct", "-NVFP4"):
         short = short.removesuffix(suffix)
-    for org in ("meta-llama", "Qwen", "nvidia"):
+    for org in ("meta-llama", "Qwen", "nvidia", "deepseek-ai"):
         candidate = f"{org}/{short}"
         candidate = _MODEL_ALIASES.get(candidate, candidate)
         if configs.joinpath(candidate.replace("/", "--") + "_config.json").is_file():

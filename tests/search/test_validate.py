@@ -141,11 +141,15 @@ def test_fp4_rows_map_to_the_layout_of_the_checkpoint_they_measured(
         expected = experts or ("mxfp4" if "gpt-oss" in model else precision)
         assert (deployed.expert_precision or point.precision).value == expected
     # aiconfigurator gets the row's quant modes, or none where the label is not the
-    # checkpoint's format (it then reads gpt-oss's own: bf16 GEMMs, w4a16_mxfp4 experts)
+    # checkpoint's format (it then reads gpt-oss's own: bf16 GEMMs, w4a16_mxfp4 experts;
+    # on Blackwell the W4A8 experts the engines run there, the test below)
     gpt_oss_fp4 = weights == "bf16 + mxfp4 experts"
     assert aic_quant_modes(point) == (
         ("", "") if gpt_oss_fp4 else (overrides["gemm_quant_mode"], point.moe_quant_mode)
     )
+    if gpt_oss_fp4:
+        blackwell = replace(point, sku="b200", system="b200_sxm")
+        assert aic_quant_modes(blackwell) == ("", "w4a8_mxfp4_mxfp8")
     assert deployment_for(point).model.expert_precision == deployed.expert_precision
 
 
@@ -455,3 +459,13 @@ def test_the_report_keeps_4_bit_rows_apart(capsys):
     print_report(results[:1], with_aic=False, console=Console(width=200))
     out = capsys.readouterr().out
     assert "4-bit" not in out and "by weights" not in out  # one kind of weights: no split
+
+
+@needs_aic
+def test_aiconfigurator_reads_nvidias_nvfp4_checkpoint_as_its_base_model():
+    from search._validate._aic_estimate import _model_path
+
+    # the package ships no config of NVIDIA's quantised copy: the base architecture, with
+    # the row's nvfp4 modes
+    assert _model_path("nvidia/DeepSeek-R1-NVFP4") == "deepseek-ai/DeepSeek-R1"
+    assert _model_path("nvidia/Llama-3.1-70B-Instruct-FP8") == "nvidia/Llama-3.1-70B-Instruct-FP8"

@@ -122,13 +122,17 @@ def test_a_bad_modes_option_exits_2_naming_it():
 @needs_aic
 def test_the_installed_disaggregated_points_and_a_subsets_error_bound():
     selection = load_aic_silicon("all", "disagg")
-    assert len(selection.points) == 59  # aiconfigurator-core 0.12.0: DeepSeek-V3/R1 FP8
-    assert selection.skipped[NO_WORKER_COUNTS] == 432
-    assert {p.sku for p in selection.points} == {"h200", "b200"}
+    # aiconfigurator-core 0.12.0: 59 DeepSeek-V3/R1 FP8 points, 26 NVFP4 (DeepSeek, Qwen3-32B;
+    # 432 FP8 and 117 NVFP4 rows record no worker counts)
+    assert len(selection.points) == 85
+    assert selection.skipped[NO_WORKER_COUNTS] == 549
+    points = [p for p in selection.points if not p.four_bit]
+    assert len(points) == 59
+    assert {p.sku for p in points} == {"h200", "b200"}
     # every sixth point, two requests per slot (a short run: less queueing than the
     # client's ten): TPOT within 25% MAPE (the full run: 16%), TTFT within 75% (the full
     # run: 58%, predicted too fast; README)
-    subset = selection.points[::6]
+    subset = points[::6]
     results = simulate_points(subset, requests_per_slot=2, workers=1)
     assert all(r.ok for r in results)
     tpot = error_stats([r.predicted_tpot_ms for r in results],
