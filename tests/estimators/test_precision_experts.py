@@ -189,5 +189,12 @@ def test_a_search_spec_sets_the_experts_and_refuses_nvfp4_experts_on_hopper(gpt_
     # unset: the checkpoint's own MXFP4 experts, and the fingerprint of that model
     plain = parse_spec(base)
     assert plain.model_architecture == gpt_oss
+    # 4-bit experts read whether the GPU has FP4 tensor cores: its FP4 peak is fingerprinted
+    from search._space import _sku_record
+
+    point = found["b200"].point
+    assert "fp4_tflops" in _sku_record("b200", point, plain)
+    dense = parse_spec({**base, "model": "llama-3.1-8b"})
+    assert "fp4_tflops" not in _sku_record("b200", point, dense)
     with pytest.raises(SpecError, match=r"expert precision mxfp4: .* is a dense model"):
         parse_spec({**base, "model": "llama-3.1-8b", "expert_precision": "mxfp4"})
