@@ -1028,7 +1028,9 @@ class RooflineEstimator:
             f"roofline estimator: {m.name} on {self.sku.name} ({self.sku.id}, "
             f"family {self.sku.architecture or 'default'})",
             f"  parallelism: TP={self.tp} PP={self.pp} ({self.layers_per_stage} layers per stage), "
-            f"weights {self.precision.value}, KV cache {self.kv_precision.value}",
+            f"weights {self.precision.value}"
+            + (f" ({layout})" if (layout := self.weights.describe(m)) else "")
+            + f", KV cache {self.kv_precision.value}",
             f"  peaks: {self.peak / 1e12:.0f} TFLOP/s matmul, {self.attn_peak / 1e12:.0f} TFLOP/s "
             f"attention, {self.hbm_bw / 1e12:.2f} TB/s HBM",
             f"  matmul: eff_max {c.matmul_eff_max:.2f}, m_half {c.matmul_m_half:.0f} tokens, "
