@@ -183,6 +183,7 @@ class MlaRooflineEstimator(RooflineEstimator):
         w = model.matmul_weight_bytes(wp.attention_out)
         wl = model.matmul_weight_bytes(wp.attention)
         kl = gemm_kind(wp.attention, self.precision)
+        ko = gemm_kind(wp.attention_out, self.precision)
         a = _ACT_BYTES
         latents = s.q_lora + s.kv_lora
         down = (s.q_lora or s.heads * s.qk) + s.latent  # fused q_a + kv_a (q split if no q_a)
@@ -203,7 +204,7 @@ class MlaRooflineEstimator(RooflineEstimator):
                 0.0,
                 float(2 * (s.heads + 1) * s.rope * a),
             ),
-            _matmul("attn_post_proj", s.hidden, s.heads * s.v, w),
+            _matmul("attn_post_proj", s.hidden, s.heads * s.v, w, ko),
         ]
         ops = list(self.layer_ops)
         at = next(i for i, op in enumerate(ops) if op.name in _MLA_PROJECTIONS)

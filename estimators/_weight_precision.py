@@ -7,10 +7,11 @@ every layer in it.  What the public checkpoints do (their ``hf_quant_config.json
 
 * NVIDIA's NVFP4 checkpoints (ModelOpt) keep the LM head in 16 bits (every one of them
   excludes ``lm_head``) and the MoE router (``mlp.gate``) unquantised; a dense model's
-  linear layers are all NVFP4 (Llama-3.1-70B).  The DeepSeek-V3/R1 family with multi-head
-  latent attention (DeepSeek-V3.1/V3.2-NVFP4, GLM-5-NVFP4) also keeps the latent projections
-  (``q_a_proj``, ``q_b_proj``, ``kv_a_proj_with_mqa``, ``kv_b_proj``) in 16 bits, while the
-  attention output projection, the dense MLPs, the shared and the routed experts are NVFP4.
+  linear layers are all NVFP4 (Llama-3.1-70B, Qwen3).  Some families keep attention in 16
+  bits too (`NVFP4_16_BIT_ATTENTION`): DeepSeek-V3/R1 (DeepSeek-V3.1/V3.2-NVFP4) its MLA latent
+  projections (``q_a_proj``, ``q_b_proj``, ``kv_a_proj_with_mqa``, ``kv_b_proj``; the output
+  projection is NVFP4), Kimi-K2.5-NVFP4 and MiniMax-M2.5-NVFP4 all of ``self_attn``; the
+  dense MLPs, the shared and the routed experts are NVFP4 in all of them.
 * FP8 checkpoints quantise every linear layer but the LM head.
 * gpt-oss ships MXFP4 experts and 16-bit everything else (``modules_to_not_convert``:
   self_attn, mlp.router, embed_tokens, lm_head): the model's `expert_precision`.
@@ -35,6 +36,14 @@ from sku_catalog._types import GpuSku
 __all__ = ["WeightPrecisions", "gemm_kind", "gemm_math"]
 
 _SIXTEEN = (Precision.BF16, Precision.FP16)
+# by model_type: the attention weights (`WeightPrecisions` kinds) NVIDIA's NVFP4 checkpoint
+# of that family keeps in 16 bits (their hf_quant_config.json / quantization_config ignore
+# lists); another model with multi-head latent attention as DeepSeek's
+NVFP4_16_BIT_ATTENTION: dict[str, tuple[str, ...]] = {
+    "deepseek_v3": ("attention",),
+    "kimi_k2": ("attention", "attention_out"),
+    "minimax_m2": ("attention", "attention_out"),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,9 +64,13 @@ class WeightPrecisions:
         p = Precision(precision)
         sixteen = p if p in _SIXTEEN else Precision.BF16
         nvfp4 = p is Precision.FP4
+        kept = ()
+        if nvfp4:
+            mla = ("attention",) if model.is_mla else ()
+            kept = NVFP4_16_BIT_ATTENTION.get(model.model_type, mla)
         return cls(
-            attention=sixteen if nvfp4 and model.is_mla else p,
-            attention_out=p,
+            attention=sixteen if "attention" in kept else p,
+            attention_out=sixteen if "attention_out" in kept else p,
             mlp=p,
             router=sixteen if nvfp4 else p,
             experts=model.expert_precision or p,
@@ -65,14 +78,15 @@ class WeightPrecisions:
         )
 
     def describe(self, model: ModelArchitecture) -> str:
-        """"experts mxfp4, attention bf16, ..." for the kinds stored apart from the weight
-        precision `attention_out` holds ("" when every kind shares it)."""
-        base = self.attention_out
+        """"experts mxfp4, attention projections bf16, ..." for the kinds stored apart from
+        the weight precision the MLPs hold ("" when every kind shares it)."""
+        base = self.mlp
         parts = []
         if model.is_moe and self.experts is not base:
             parts.append(f"experts {self.experts.value}")
         if self.attention is not base:
-            parts.append(f"attention projections {self.attention.value}")
+            out = " and output" if self.attention_out is self.attention else ""
+            parts.append(f"attention projections{out} {self.attention.value}")
         if model.is_moe and self.router is not base:
             parts.append(f"router {self.router.value}")
         return ", ".join(parts)

@@ -126,6 +126,12 @@ def test_nvfp4_keeps_the_lm_head_router_and_mla_latents_16_bit(v3):
     assert llama.describe(load_model("llama-3.1-70b")) == ""
     fp8 = WeightPrecisions.of(v3, Precision.FP8)
     assert {fp8.attention, fp8.router, fp8.experts} == {Precision.FP8}
+    # Kimi-K2.5-NVFP4 and MiniMax-M2.5-NVFP4 keep all of self_attn (the output projection
+    # too) in 16 bits, their MLPs and experts NVFP4
+    for name in ("moonshotai/Kimi-K2.5", "MiniMaxAI/MiniMax-M2.5"):
+        layout = WeightPrecisions.of(load_model(name), Precision.FP4)
+        assert (layout.attention, layout.attention_out) == (Precision.BF16,) * 2
+        assert (layout.mlp, layout.experts) == (Precision.FP4,) * 2
 
 
 def test_16_bit_latent_projections_of_an_nvfp4_run_use_the_16_bit_peak(v3, b200):

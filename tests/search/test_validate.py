@@ -156,7 +156,7 @@ def test_fp4_rows_map_to_the_layout_of_the_checkpoint_they_measured(
 def test_rows_that_cannot_be_simulated_are_counted_by_reason():
     rows = [
         row(mode="disagg"),
-        row(system="gb200"),
+        row(system="gb300"),
         row(gemm_quant_mode="int4_wo"),
         row(model_path="moonshotai/Kimi-K2-Instruct"),
         row(silicon_data_source="source_file=x.csv"),
@@ -167,7 +167,7 @@ def test_rows_that_cannot_be_simulated_are_counted_by_reason():
     assert len(selection.points) == 1 and selection.total_rows == 7
     assert selection.skipped == {
         "disaggregated (prefill/decode pools)": 1,
-        "GPU not in the catalog (gb200)": 1,
+        "GPU not in the catalog (gb300)": 1,
         "weight precision not modelled (int4_wo)": 1,
         "model not in the catalog (unknown architecture)": 1,
         "no concurrency recorded": 1,
@@ -240,11 +240,11 @@ def test_a_spreading_client_draws_lengths_in_its_range_and_a_fixed_one_does_not(
 def test_the_installed_dataset_loads_and_selects_the_dense_aggregated_points():
     selection = load_aic_silicon()
     assert selection.total_rows > 5000
-    # aiconfigurator-core 0.12.0: 903 16-bit and FP8 points, 133 NVFP4 ones
-    assert len(selection.points) == 1036
-    assert sum(p.precision is Precision.FP4 for p in selection.points) == 133
+    # aiconfigurator-core 0.12.0: 918 16-bit and FP8 points, 135 NVFP4 ones
+    assert len(selection.points) == 1053
+    assert sum(p.precision is Precision.FP4 for p in selection.points) == 135
     assert sum(selection.skipped.values()) + len(selection.points) == selection.total_rows
-    assert {p.sku for p in selection.points} == {"h100-sxm", "h200", "b200"}
+    assert {p.sku for p in selection.points} == {"h100-sxm", "h200", "b200", "gb200"}
     assert {p.engine for p in selection.points} == {"vllm", "sglang", "trtllm"}
     assert {p.model for p in selection.points} == {
         "meta-llama/Llama-3.1-8B",
@@ -286,7 +286,7 @@ def test_validate_on_a_small_fixed_subset(tmp_path):
     result = invoke("validate", "--limit", "6", "--no-aic", "--workers", "1", "--out", str(out),
                     "--filter", "weights!=fp4")  # fmt: skip
     assert result.exit_code == 0, result.output
-    assert "1036 of 5221 rows can be simulated" in result.output
+    assert "1053 of 5221 rows can be simulated" in result.output
     assert "validating 6 of them" in result.output
     lines = result.output.splitlines()
     tpot = next(line for line in lines if line.startswith("TPOT MAPE "))

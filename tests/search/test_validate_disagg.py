@@ -90,7 +90,7 @@ def test_modes_select_the_aggregated_the_disaggregated_or_both():
 def test_disaggregated_rows_llmcap_cannot_represent_are_counted_by_reason():
     rows = [
         disagg(prefill_num_workers="", decode_num_workers=""),
-        disagg(system="gb200"),
+        disagg(system="gb300"),
         disagg(decode_tp_size="16", decode_attention_dp_size="1", decode_moe_ep_size="16"),
         disagg(decode_moe_ep_size="4"),
         disagg(prefill_pp_size="2"),
@@ -100,7 +100,7 @@ def test_disaggregated_rows_llmcap_cannot_represent_are_counted_by_reason():
     assert len(selection.points) == 1
     assert selection.skipped == {
         NO_WORKER_COUNTS: 1,
-        "GPU not in the catalog (gb200)": 1,
+        "GPU not in the catalog (gb300)": 1,
         "TP beyond one node (decode_tp_size > 8 GPUs)": 1,
         "MoE TP x EP differs from attention DP x TP": 1,
         "pipeline parallelism in a disaggregated pool": 1,
@@ -122,17 +122,17 @@ def test_a_bad_modes_option_exits_2_naming_it():
 @needs_aic
 def test_the_installed_disaggregated_points_and_a_subsets_error_bound():
     selection = load_aic_silicon("all", "disagg")
-    # aiconfigurator-core 0.12.0: 59 DeepSeek-V3/R1 FP8 points, 26 NVFP4 (DeepSeek, Qwen3-32B;
-    # 432 FP8 and 117 NVFP4 rows record no worker counts)
-    assert len(selection.points) == 85
-    assert selection.skipped[NO_WORKER_COUNTS] == 549
+    # aiconfigurator-core 0.12.0: 92 DeepSeek-V3/R1 FP8 points, 108 NVFP4 ones
+    assert len(selection.points) == 200
+    assert selection.skipped[NO_WORKER_COUNTS] == 1088
     points = [p for p in selection.points if not p.four_bit]
-    assert len(points) == 59
-    assert {p.sku for p in points} == {"h200", "b200"}
-    # every sixth point, two requests per slot (a short run: less queueing than the
+    assert len(points) == 92
+    assert {p.sku for p in points} == {"h200", "b200", "gb200"}
+    # every sixth H200/B200 point (the 33 GB200 ones, scored since the catalog has GB200,
+    # are not in this guard), two requests per slot (a short run: less queueing than the
     # client's ten): TPOT within 25% MAPE (the full run: 16%), TTFT within 75% (the full
     # run: 58%, predicted too fast; README)
-    subset = points[::6]
+    subset = [p for p in points if p.sku != "gb200"][::6]
     results = simulate_points(subset, requests_per_slot=2, workers=1)
     assert all(r.ok for r in results)
     tpot = error_stats([r.predicted_tpot_ms for r in results],
