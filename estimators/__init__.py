@@ -38,6 +38,7 @@ from estimators._memory import (
     check_fits,
     plan_memory,
     validate_parallelism,
+    with_expert_precision,
 )
 from estimators._mla import mla_eager_fold, mla_eager_table
 from estimators._models import (
@@ -79,6 +80,7 @@ from estimators._speculative import (
     expected_tokens_per_step,
 )
 from estimators._types import ModelArchitecture, Precision, resolve_kv_precision
+from estimators._weight_precision import WeightPrecisions
 
 # fitting the roofline's engine constants to aiconfigurator's tables reads them with pandas,
 # which a simulation never needs: exported on first use (PEP 562)
@@ -131,6 +133,7 @@ __all__ = [
     "SpeculativeEstimator",
     "UnknownEngineError",
     "UnknownModelError",
+    "WeightPrecisions",
     "aic_available",
     "available_backends",
     "available_engines",
@@ -165,5 +168,6 @@ __all__ = [
     "utc_now",
     "validate_parallelism",
     "variant_note",
+    "with_expert_precision",
     "write_op_tables",
 ]

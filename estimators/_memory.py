@@ -42,16 +42,22 @@ Per GPU (vLLM's accounting)::
   slides (Mistral-7B-v0.1) keeps every key (an upper bound).
 * block-scaled FP8 weights (DeepSeek-V3's 128 x 128 blocks) add one fp32 scale per block
   to every matmul weight (`ModelArchitecture.matmul_weight_bytes`).
+* each kind of weight (attention, its output projection, dense MLPs, router, routed experts)
+  at the precision the checkpoint stores it in (`WeightPrecisions`,
+  estimators/_weight_precision.py): NVFP4 4.5 bits a weight (an FP8 scale per 16), MXFP4
+  4.25 (an E8M0 scale per 32); gpt-oss-120b with MXFP4 experts and 16-bit attention,
+  router, embedding and LM head holds 60.6 GiB of weights.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from estimators._engines import SLIDING_KV_FULL, SLIDING_KV_POOL
 from estimators._types import ModelArchitecture, Precision, resolve_kv_precision
+from estimators._weight_precision import WeightPrecisions
 from sku_catalog._types import GpuSku, NodeShape
 
 if TYPE_CHECKING:
@@ -70,6 +76,7 @@ __all__ = [
     "plan_memory",
     "select_node",
     "validate_parallelism",
+    "with_expert_precision",
 ]
 
 GIB = float(1 << 30)
@@ -96,18 +103,55 @@ class PrecisionError(ParallelismError):
     cannot be kept in: like a bad TP, a shape of the deployment that cannot exist."""
 
 
-def validate_precision(sku: GpuSku, precision: Precision, kv_precision: Precision | None) -> None:
-    """Raise `PrecisionError` for FP4 (NVFP4) weights on a GPU without FP4 tensor cores (the
-    catalog's ``fp4_tflops``: Blackwell) and for an FP4 KV cache (engines keep KV in FP8 or
-    16 bits)."""
+def validate_precision(
+    sku: GpuSku,
+    precision: Precision,
+    kv_precision: Precision | None,
+    experts: Precision | None = None,
+) -> None:
+    """Raise `PrecisionError` for FP4 (NVFP4) weights, dense or expert, on a GPU without FP4
+    tensor cores (the catalog's ``fp4_tflops``: Blackwell), for MXFP4 as the dense weights'
+    precision (an expert format: `experts`, which runs weight-only on GPUs without FP4;
+    estimators/_weight_precision.py) and for an FP4 KV cache (engines keep KV in FP8 or 16
+    bits)."""
+    arch = f" ({sku.architecture})" if sku.architecture else ""
+    if Precision(precision) is Precision.MXFP4:
+        raise PrecisionError(
+            "precision mxfp4: MXFP4 is an expert-weight format (gpt-oss's experts); give it as "
+            "the expert precision (--expert-precision mxfp4) with precision bf16, fp16, fp8 "
+            "or fp4"
+        )
     if Precision(precision) is Precision.FP4 and sku.fp4_tflops is None:
-        arch = f" ({sku.architecture})" if sku.architecture else ""
         raise PrecisionError(
             f"precision fp4 (NVFP4) needs FP4 tensor cores, which {sku.id}{arch} does not have "
             f"(Blackwell GPUs do); precisions {sku.id} supports: bf16, fp16, fp8"
         )
-    if kv_precision is not None and Precision(kv_precision) is Precision.FP4:
-        raise PrecisionError("kv precision fp4: the KV cache is kept in fp8, bf16 or fp16")
+    if experts is not None and Precision(experts) is Precision.FP4 and sku.fp4_tflops is None:
+        raise PrecisionError(
+            f"expert precision fp4 (NVFP4) needs FP4 tensor cores, which {sku.id}{arch} does "
+            f"not have (Blackwell GPUs do); expert precisions {sku.id} supports: bf16, fp16, "
+            "fp8, mxfp4 (weight-only: 4-bit weights, 16-bit math)"
+        )
+    if kv_precision is not None and Precision(kv_precision).four_bit:
+        raise PrecisionError(
+            f"kv precision {Precision(kv_precision).value}: the KV cache is kept in fp8, bf16 "
+            "or fp16"
+        )
+
+
+def with_expert_precision(
+    model: ModelArchitecture, expert: Precision | None
+) -> ModelArchitecture:
+    """`model` with its routed experts stored at `expert` (None: `model` as it is, its
+    checkpoint's own expert precision kept); raises `PrecisionError` for a dense model."""
+    if expert is None:
+        return model
+    if not model.is_moe:
+        raise PrecisionError(
+            f"expert precision {Precision(expert).value}: {model.name} is a dense model (no "
+            "experts); its weights take the precision alone"
+        )
+    return replace(model, expert_precision=Precision(expert))
 
 
 def _divisors(n: int) -> list[int]:
@@ -309,6 +353,8 @@ class MemoryPlan:
     # blocks every running request holds for its sliding-window layers' window, beside its
     # tokens' blocks (vLLM's paged layout, `kv_cache_layout`; 0 otherwise)
     window_kv_blocks: int = 0
+    # the kinds of weight stored apart from `precision` ("experts mxfp4, ..."; "": none)
+    weight_layout: str = ""
 
     def drafter_note(self) -> str:
         """"; drafter (...): ..." naming the drafter's weights and KV, or "" without one."""
@@ -329,7 +375,9 @@ class MemoryPlan:
             f"{self.model_name} on {self.sku_id}, "
             + (f"DP={self.dp} x " if self.dp > 1 else "")
             + f"TP={self.tp} PP={self.pp}, weights "
-            f"{self.precision.value}, KV {self.kv_precision.value}, engine {self.engine}: "
+            f"{self.precision.value}"
+            + (f" ({self.weight_layout})" if self.weight_layout else "")
+            + f", KV {self.kv_precision.value}, engine {self.engine}: "
             f"{verdict}",
             f"  GPU memory          {self.gpu_memory_bytes / g:8.2f} GiB",
             f"  usable ({self.memory_fraction_name} {self.gpu_memory_utilization:.3g}{of}) "
@@ -370,47 +418,60 @@ class MemoryPlan:
         return "\n".join(lines)
 
 
-def _layer_params_per_gpu(
+def _layer_params_by_kind(
     model: ModelArchitecture, tp: int, ep: int = 1, dp: int = 1
-) -> tuple[float, float]:
-    """(matmul params, 16-bit params such as norms and biases) of one layer on one GPU; of a
-    mixture of experts, the mean over its dense and MoE layers with experts/EP experts per
-    GPU, each DP x TP / EP wide (router replicated, shared experts split over TP)."""
+) -> tuple[dict[str, float], float]:
+    """({weight kind: matmul params}, 16-bit params such as norms and biases) of one layer on
+    one GPU, the kinds those of `WeightPrecisions` (attention, attention_out, mlp, router,
+    experts); of a mixture of experts, the mean over its dense and MoE layers with
+    experts/EP experts per GPU, each DP x TP / EP wide (router replicated, shared experts
+    split over TP)."""
     h = model.hidden_size
     hd = model.head_dim
     heads = model.num_attention_heads // tp
     kv_heads = max(1, model.num_key_value_heads // tp)
     qkv = (heads + 2 * kv_heads) * hd
-    attention = h * qkv + heads * hd * h
+    attention_out = heads * hd * h
+    attention = h * qkv
     if model.is_mla:  # latent down-projections replicated, up- and output projections split
         qkv = 0
-        attention = model.mla_attention_params(heads)
+        attention_out = heads * model.v_head_dim * h
+        attention = model.mla_attention_params(heads) - attention_out
+    params = {"attention": float(attention), "attention_out": float(attention_out)}
     mlp = model.mlp_params(model.intermediate_size // tp)
     if model.is_moe:
-        moe = (
-            model.hidden_size * model.num_experts
-            + model.num_experts // ep
-            * model.mlp_params(model.moe_intermediate_size // (tp * dp // ep))
-            + model.mlp_params(model.shared_expert_intermediate_size // tp)
-        )
         share = model.num_moe_layers / model.num_layers
-        mlp = share * moe + (1 - share) * mlp
-    matmul = attention + mlp
+        shared = model.mlp_params(model.shared_expert_intermediate_size // tp)
+        params["mlp"] = share * shared + (1 - share) * mlp
+        params["router"] = share * model.hidden_size * model.num_experts
+        params["experts"] = share * (
+            model.num_experts // ep
+            * model.mlp_params(model.moe_intermediate_size // (tp * dp // ep))
+        )  # fmt: skip
+    else:
+        params["mlp"] = float(mlp)
     other = 2 * h  # two norms
     if model.is_mla:  # the query and KV latents' norms
         other += model.q_lora_rank + model.kv_lora_rank
     if model.attention_bias:
         other += qkv
-    return float(matmul), float(other)
+    return params, float(other)
 
 
 def layer_weight_bytes_per_gpu(
     model: ModelArchitecture, tp: int, precision: Precision, ep: int = 1, dp: int = 1
 ) -> float:
     """Weight bytes of one decoder layer on one GPU (of a mixture of experts, the mean
-    layer: see `_layer_params_per_gpu`)."""
-    mm, other = _layer_params_per_gpu(model, tp, ep, dp)
-    return mm * model.matmul_weight_bytes(precision) + other * _ACT_BYTES
+    layer: see `_layer_params_by_kind`), each kind of weight at the precision the
+    checkpoint keeps it in (`WeightPrecisions`), with its scales."""
+    params, other = _layer_params_by_kind(model, tp, ep, dp)
+    kinds = WeightPrecisions.of(model, precision)
+    by_precision: dict[Precision, float] = {}
+    for kind, count in params.items():
+        p = getattr(kinds, kind)
+        by_precision[p] = by_precision.get(p, 0.0) + count
+    matmul = sum(count * model.matmul_weight_bytes(p) for p, count in by_precision.items())
+    return matmul + other * _ACT_BYTES
 
 
 def weights_bytes_per_gpu(
@@ -528,7 +589,7 @@ def plan_memory(
     if block_size < 1:
         raise ValueError(f"block_size must be >= 1, got {block_size}")
     validate_parallelism(model, tp, pp, sku, ep=ep, dp=dp)
-    validate_precision(sku, precision, kv_precision)
+    validate_precision(sku, precision, kv_precision, model.expert_precision)
     precision = Precision(precision)
     if kv_precision is None and engine is not None:
         kv_precision = engine.kv_precision(precision)
@@ -597,6 +658,7 @@ def plan_memory(
         dp=dp,
         drafter=drafter,
         window_kv_blocks=window_blocks,
+        weight_layout=WeightPrecisions.of(model, precision).describe(model),
     )
 
 

@@ -54,6 +54,7 @@ from estimators._roofline import (
     _token_op_time,
 )
 from estimators._types import ModelArchitecture
+from estimators._weight_precision import gemm_kind
 
 __all__ = [
     "MlaRooflineEstimator",
@@ -161,9 +162,9 @@ def mla_prefill_eager_seconds(engine: str | None, sku_id: str) -> float:
     return float((table.get(engine) or {}).get(sku_id, 0.0)) * 1e-6
 
 
-def _matmul(name: str, n: int, k: int, weight_bytes: float) -> TokenOp:
+def _matmul(name: str, n: int, k: int, weight_bytes: float, kind: str = "matmul") -> TokenOp:
     a = _ACT_BYTES
-    return TokenOp(name, "matmul", 2.0 * n * k, float(n * k * weight_bytes), float((n + k) * a))
+    return TokenOp(name, kind, 2.0 * n * k, float(n * k * weight_bytes), float((n + k) * a))
 
 
 class MlaRooflineEstimator(RooflineEstimator):
@@ -176,12 +177,18 @@ class MlaRooflineEstimator(RooflineEstimator):
         if not model.is_mla:
             raise ValueError(f"{model.name} has no multi-head latent attention")
         s = self.mla = MlaShape.of(model, self.tp)
-        w = model.matmul_weight_bytes(self.precision)
+        # the latent projections and the output projection each as the checkpoint keeps them
+        # (NVFP4 checkpoints keep the latent projections in 16 bits)
+        wp = self.weights
+        w = model.matmul_weight_bytes(wp.attention_out)
+        wl = model.matmul_weight_bytes(wp.attention)
+        kl = gemm_kind(wp.attention, self.precision)
+        ko = gemm_kind(wp.attention_out, self.precision)
         a = _ACT_BYTES
         latents = s.q_lora + s.kv_lora
         down = (s.q_lora or s.heads * s.qk) + s.latent  # fused q_a + kv_a (q split if no q_a)
         attn_ops = [
-            _matmul("attn_pre_proj", down, s.hidden, w),
+            _matmul("attn_pre_proj", down, s.hidden, wl, kl),
             TokenOp(
                 "attn_latent_norm",
                 "norm",
@@ -189,7 +196,7 @@ class MlaRooflineEstimator(RooflineEstimator):
                 float(latents * a),
                 float(2 * latents * a),
             ),
-            *([_matmul("attn_q_up_proj", s.heads * s.qk, s.q_lora, w)] if s.q_lora else []),
+            *([_matmul("attn_q_up_proj", s.heads * s.qk, s.q_lora, wl, kl)] if s.q_lora else []),
             TokenOp(
                 "attn_rope",
                 "rope",
@@ -197,7 +204,7 @@ class MlaRooflineEstimator(RooflineEstimator):
                 0.0,
                 float(2 * (s.heads + 1) * s.rope * a),
             ),
-            _matmul("attn_post_proj", s.hidden, s.heads * s.v, w),
+            _matmul("attn_post_proj", s.hidden, s.heads * s.v, w, ko),
         ]
         ops = list(self.layer_ops)
         at = next(i for i, op in enumerate(ops) if op.name in _MLA_PROJECTIONS)
@@ -212,7 +219,7 @@ class MlaRooflineEstimator(RooflineEstimator):
 
         c = self.constants
         # prefill: kv_b_proj over the KV tokens read, then attention over up-projected heads
-        self._kv_up_op = _matmul("attn_kv_up_proj", s.heads * (s.nope + s.v), s.kv_lora, w)
+        self._kv_up_op = _matmul("attn_kv_up_proj", s.heads * (s.nope + s.v), s.kv_lora, wl, kl)
         self._pf_kv_row = float(s.heads * (s.qk + s.v) * a)  # up-projected K and V of a token
         self._pf_q_row2 = float(s.heads * (s.qk + s.v) * a)  # query in, output out
         self._pf_sec_per_pair = s.prefill_flops_per_pair / (

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from rich import box
 from rich.table import Table
 
-from estimators._types import ModelArchitecture
+from estimators._types import ModelArchitecture, Precision
 
 __all__ = [
     "ModelConfigError",
@@ -351,6 +351,7 @@ def _parse_config(config: Mapping[str, Any], source: str, default_name: str) -> 
         attention_bias=fields.attention_bias,
         parallel_attn_mlp=family.parallel_attn_mlp,
         weight_scale_block=_weight_scale_block(config, source),
+        expert_precision=_expert_precision(config, moe.get("num_experts", 0)),
         **_sliding_window_fields(config, source, model_type, fields.num_layers),
         **moe,
         model_type=model_type,
@@ -479,6 +480,20 @@ def _weight_scale_block(config: Mapping[str, Any], source: str) -> int:
     for b in block:
         size *= b
     return size
+
+
+def _expert_precision(config: Mapping[str, Any], num_experts: int) -> Precision | None:
+    """The routed experts' own storage precision where the checkpoint keeps them apart: an
+    MXFP4 ``quantization_config`` (gpt-oss: ``quant_method: mxfp4``, its
+    ``modules_to_not_convert`` the attention, router, embedding and LM head) quantises the
+    experts only; None for any other checkpoint, or one that leaves its experts out."""
+    quant = config.get("quantization_config")
+    if not num_experts or not isinstance(quant, dict) or quant.get("quant_method") != "mxfp4":
+        return None
+    kept = quant.get("modules_to_not_convert") or []
+    if any("experts" in str(module) for module in kept):
+        return None
+    return Precision.MXFP4
 
 
 def _positive_int(config: Mapping[str, Any], key: str, source: str) -> int:

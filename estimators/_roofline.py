@@ -61,6 +61,7 @@ from estimators._engines import EngineProfile
 from estimators._moe import MoeShape, all_to_all_seconds
 from estimators._sliding_window import windowed_attention
 from estimators._types import ModelArchitecture, Precision, resolve_kv_precision
+from estimators._weight_precision import WeightPrecisions, gemm_kind, gemm_math
 from sku_catalog._types import GpuSku, LinkKind, NodeShape
 
 __all__ = [
@@ -293,6 +294,9 @@ class _Coeffs:
     m_half: float
     sec_per_byte: dict[str, float]  # by op kind: 1 / (bw * mem_eff)
     overhead: dict[str, float]  # by op kind, seconds
+    # the 16-bit GEMM constants for ``matmul16`` ops (16-bit weights a low-precision
+    # checkpoint keeps: estimators/_weight_precision.py); None: as ``matmul``
+    math16: _Coeffs | None = None
 
 
 def _coeffs(
@@ -301,6 +305,7 @@ def _coeffs(
     bw: float,
     fp8: bool = False,
     fp8_quant_fused: bool = False,
+    math16: _Coeffs | None = None,
 ) -> _Coeffs:
     """`fp8`: the GEMMs run in FP8 (its own matmul constants where fitted).
 
@@ -340,18 +345,23 @@ def _coeffs(
             "add": c.elementwise_overhead_us * 1e-6,
             "emb": c.elementwise_overhead_us * 1e-6,
         },
+        math16=math16,
     )
 
 
 def _token_op_time(op: TokenOp, m: Any, k: _Coeffs) -> Any:
     """Seconds of `op` for `m` tokens (a float, or a numpy array of token counts)."""
-    mem = (op.fixed_bytes + op.bytes_per_token * m) * k.sec_per_byte[op.kind]
-    if op.kind == "matmul":
+    kind = op.kind
+    if kind == "matmul16":  # a 16-bit GEMM of a low-precision run: the 16-bit constants
+        k = k.math16 or k
+        kind = "matmul"
+    mem = (op.fixed_bytes + op.bytes_per_token * m) * k.sec_per_byte[kind]
+    if kind == "matmul":
         comp = op.flops_per_token * (m + k.m_half) * k.sec_per_flop
         t = np.maximum(comp, mem) if isinstance(m, np.ndarray) else max(comp, mem)
     else:
         t = mem
-    return (t + k.overhead[op.kind]) * op.count
+    return (t + k.overhead[kind]) * op.count
 
 
 def _ring_allreduce(nbytes: Any, n: int, link_bw: float, eff: float, latency: float) -> Any:
@@ -485,7 +495,7 @@ class RooflineEstimator:
         from estimators._memory import select_node, validate_parallelism, validate_precision
 
         validate_parallelism(model, tp, pp, sku, node=node, ep=ep, dp=dp)
-        validate_precision(sku, precision, kv_precision)
+        validate_precision(sku, precision, kv_precision, model.expert_precision)
         self.ep = ep
         # attention data parallelism: `batch_cost` prices the busiest of `dp` ranks
         # (estimators/_attention_dp.py); the experts take every rank's tokens
@@ -517,10 +527,23 @@ class RooflineEstimator:
         self.attn_peak = sku.peak_flops(fp8=False)
         self.hbm_bw = sku.memory_bandwidth_bytes
         self.layers_per_stage = model.num_layers // pp
+        # each kind of weight as the checkpoint stores it (estimators/_weight_precision.py)
+        self.weights = WeightPrecisions.of(model, self.precision)
+        fused = engine is not None and engine.fp8_quant_fused(model.model_type)
+        k16 = _coeffs(c, self.attn_peak, self.hbm_bw) if self.precision.low else None
         self._k = _coeffs(
-            c, self.peak, self.hbm_bw, fp8=self.precision.low,
-            fp8_quant_fused=engine is not None and engine.fp8_quant_fused(model.model_type),
-        )  # fmt: skip
+            c, self.peak, self.hbm_bw, fp8=self.precision.low, fp8_quant_fused=fused, math16=k16
+        )
+        # the routed experts' GEMMs in the precision their kernels compute in (`gemm_math`):
+        # MXFP4 experts W4A8 on Blackwell, weight-only (16-bit math) elsewhere
+        expert_math = gemm_math(sku, self.weights.experts)
+        self._k_experts = self._k
+        if expert_math is not gemm_math(sku, self.precision):
+            self._k_experts = _coeffs(
+                c, sku.peak_flops(fp8=expert_math is Precision.FP8,
+                                  fp4=expert_math is Precision.FP4),
+                self.hbm_bw, fp8=expert_math.low, fp8_quant_fused=fused,
+            )  # fmt: skip
 
         # ---- per-GPU shapes
         h = model.hidden_size
@@ -528,22 +551,28 @@ class RooflineEstimator:
         heads = model.num_attention_heads // tp
         kv_heads = max(1, model.num_key_value_heads // tp)  # replicated when kv_heads < tp
         inter = model.intermediate_size // tp
-        w = model.matmul_weight_bytes(self.precision)  # with its scales (FP8 blocks, NVFP4)
         a = _ACT_BYTES
         kvb = self.kv_precision.bytes
         self.heads_per_gpu = heads
         self.kv_heads_per_gpu = kv_heads
 
-        def matmul(name: str, n: int, kdim: int) -> TokenOp:
+        def matmul(name: str, n: int, kdim: int, weight: Precision | None = None) -> TokenOp:
+            """A GEMM with `weight` weights (the run's precision unless given), its bytes
+            with their scales (FP8 blocks, NVFP4, MXFP4)."""
+            weight = weight or self.precision
+            w = model.matmul_weight_bytes(weight)
             return TokenOp(
-                name, "matmul", 2.0 * n * kdim, float(n * kdim * w), float((n + kdim) * a)
-            )
+                name, gemm_kind(weight, self.precision), 2.0 * n * kdim, float(n * kdim * w),
+                float((n + kdim) * a),
+            )  # fmt: skip
+
+        wp = self.weights
 
         qkv = (heads + 2 * kv_heads) * hd
         parallel = model.parallel_attn_mlp  # attention and MLP share one norm and one add
         ops = [
             TokenOp("input_layernorm", "norm", 5.0 * h, float(h * a), float(2 * h * a)),
-            matmul("attn_pre_proj", qkv, h),
+            matmul("attn_pre_proj", qkv, h, wp.attention),
             TokenOp(
                 "attn_rope",
                 "rope",
@@ -551,7 +580,7 @@ class RooflineEstimator:
                 0.0,
                 float(2 * (heads + kv_heads) * hd * a),
             ),
-            matmul("attn_post_proj", h, heads * hd),
+            matmul("attn_post_proj", h, heads * hd, wp.attention_out),
             TokenOp("post_attention_layernorm", "norm", 5.0 * h, float(h * a), float(2 * h * a)),
             *self._mlp_ops("mlp", inter, matmul),
             TokenOp("add", "add", float(h), 0.0, float(3 * h * a), count=1 if parallel else 2),
@@ -562,7 +591,7 @@ class RooflineEstimator:
             mlp_names = {"mlp_up_proj", "mlp_act", "mlp_down_proj"}
             self._dense_mlp_ops = tuple(op for op in ops if op.name in mlp_names)
             ops = [op for op in ops if op.name not in mlp_names]
-            ops.append(matmul("moe_router", model.num_experts, h))
+            ops.append(matmul("moe_router", model.num_experts, h, wp.router))
             if model.shared_expert_intermediate_size:
                 ops += self._mlp_ops(
                     "shared_expert", model.shared_expert_intermediate_size // tp, matmul
@@ -722,10 +751,10 @@ class RooflineEstimator:
         their activation) on the busiest GPU for `moe_m` tokens: the `_moe_part` hook that
         backends with measured expert tables override."""
         moe = self._moe
-        k = self._k
+        k = self._k_experts
         rows = moe.rows(moe_m)
         groups = moe.touched(moe_m)
-        w = self.model.matmul_weight_bytes(self.precision)
+        w = self.model.matmul_weight_bytes(self.weights.experts)
         a = _ACT_BYTES
         t = fl = by = 0.0
         for _, n, kdim in moe.gemm_shapes():
@@ -1011,7 +1040,9 @@ class RooflineEstimator:
             f"roofline estimator: {m.name} on {self.sku.name} ({self.sku.id}, "
             f"family {self.sku.architecture or 'default'})",
             f"  parallelism: TP={self.tp} PP={self.pp} ({self.layers_per_stage} layers per stage), "
-            f"weights {self.precision.value}, KV cache {self.kv_precision.value}",
+            f"weights {self.precision.value}"
+            + (f" ({layout})" if (layout := self.weights.describe(m)) else "")
+            + f", KV cache {self.kv_precision.value}",
             f"  peaks: {self.peak / 1e12:.0f} TFLOP/s matmul, {self.attn_peak / 1e12:.0f} TFLOP/s "
             f"attention, {self.hbm_bw / 1e12:.2f} TB/s HBM",
             f"  matmul: eff_max {c.matmul_eff_max:.2f}, m_half {c.matmul_m_half:.0f} tokens, "

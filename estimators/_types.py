@@ -9,7 +9,7 @@ from typing import Any
 # fields added after stored fingerprints existed: left out of `fingerprint_fields` while unset
 _LATER_FIELDS = (
     "kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
-    "weight_scale_block", "sliding_window", "sliding_window_layers",
+    "weight_scale_block", "sliding_window", "sliding_window_layers", "expert_precision",
 )  # fmt: skip
 
 
@@ -20,6 +20,9 @@ class Precision(StrEnum):
     FP16 = "fp16"
     FP8 = "fp8"
     FP4 = "fp4"  # NVFP4 weights (Blackwell): 4-bit values, an FP8 scale per 16
+    # MXFP4 (OCP microscaling) expert weights, gpt-oss's checkpoint: 4-bit E2M1 values, an
+    # E8M0 (power-of-two) scale per 32; an expert precision only (estimators/_weight_precision.py)
+    MXFP4 = "mxfp4"
 
     @property
     def bytes(self) -> float:
@@ -31,9 +34,18 @@ class Precision(StrEnum):
         """FP8 or FP4: GEMMs run on the low-precision tensor cores."""
         return self in (Precision.FP8, Precision.FP4)
 
+    @property
+    def four_bit(self) -> bool:
+        """NVFP4 or MXFP4: 4-bit values with block scales."""
+        return self in (Precision.FP4, Precision.MXFP4)
 
-_BYTES = {Precision.BF16: 2, Precision.FP16: 2, Precision.FP8: 1, Precision.FP4: 0.5}
+
+_BYTES = {
+    Precision.BF16: 2, Precision.FP16: 2, Precision.FP8: 1, Precision.FP4: 0.5,
+    Precision.MXFP4: 0.5,
+}  # fmt: skip
 NVFP4_BLOCK = 16  # weights per FP8 (E4M3) scale of an NVFP4 tensor
+MXFP4_BLOCK = 32  # weights per E8M0 scale of an MXFP4 tensor
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +95,10 @@ class ModelArchitecture:
     # `sliding_window_layers` of the layers attend to the last `sliding_window` keys only
     sliding_window: int = 0
     sliding_window_layers: int = 0
+    # the routed experts' storage precision where the checkpoint keeps them apart from the
+    # other weights (gpt-oss: MXFP4 experts, 16-bit elsewhere; config.json's
+    # quantization_config), or set for a run (`--expert-precision`); None: as the others
+    expert_precision: Precision | None = None
 
     def fingerprint_fields(self) -> dict[str, Any]:
         """The fields that identify the architecture in stored fingerprints: all of them, less
@@ -94,15 +110,20 @@ class ModelArchitecture:
         for name in _LATER_FIELDS:
             if not fields[name]:
                 del fields[name]
+        if self.expert_precision is not None:
+            fields["expert_precision"] = self.expert_precision.value
         return fields
 
     def matmul_weight_bytes(self, precision: Precision) -> float:
         """Bytes per matmul weight at `precision`, its scales included: a block-scaled FP8
         checkpoint adds one fp32 scale per `weight_scale_block` weights (128 x 128 blocks:
-        4 / 16384 B a weight); NVFP4 one 1-byte scale per 16 weights (0.5 + 1/16 B a weight;
-        its per-tensor fp32 scale is negligible)."""
+        4 / 16384 B a weight); NVFP4 one 1-byte scale per 16 weights (0.5 + 1/16 B a weight,
+        4.5 bits; its per-tensor fp32 scale is negligible); MXFP4 one 1-byte E8M0 scale per 32
+        (0.5 + 1/32 B, 4.25 bits)."""
         if precision is Precision.FP4:
             return precision.bytes + 1.0 / NVFP4_BLOCK
+        if precision is Precision.MXFP4:
+            return precision.bytes + 1.0 / MXFP4_BLOCK
         scale = 4.0 / self.weight_scale_block if self.weight_scale_block else 0.0
         return precision.bytes + (scale if precision is Precision.FP8 else 0.0)
 

@@ -15,7 +15,7 @@ from search._cli_common import user_errors
 
 DATASETS = ("aic-silicon",)
 OTHER_DATASETS = ("vidur-ops", "FILE.json (vllm bench serve)")
-FILTER_KEYS = ("engine", "gpu", "model", "tp", "concurrency", "source")
+FILTER_KEYS = ("engine", "gpu", "model", "tp", "concurrency", "source", "weights")
 
 VALIDATE_EPILOG = """
 \b
@@ -103,8 +103,9 @@ deployment the JSON does not record: --gpu, --tp, --pp, --engine, --model, --pre
     "filters",
     multiple=True,
     metavar="KEY=VALUE",
-    help=f"Keep points whose KEY matches ({', '.join(FILTER_KEYS)}); model matches a "
-    "substring, gpu the catalog id or the system name; repeatable.",
+    help=f"Keep points whose KEY matches ({', '.join(FILTER_KEYS)}); model and weights "
+    "match a substring (weights=fp4: the 4-bit checkpoints), gpu the catalog id or the "
+    "system name; KEY!=VALUE keeps those that do not match; repeatable.",
 )
 @click.option(
     "--models",
@@ -360,11 +361,14 @@ def _apply_filters(points: list, filters: tuple[str, ...]) -> list:
     for text in filters:
         key, sep, value = text.partition("=")
         key, value = key.strip().lower(), value.strip()
+        keep = not key.endswith("!")  # KEY!=VALUE: the points that do not match
+        key = key.removesuffix("!").strip()
         if not sep or key not in FILTER_KEYS or not value:
             raise SpecError(
-                f"--filter {text!r}: expected KEY=VALUE with KEY one of {', '.join(FILTER_KEYS)}"
+                f"--filter {text!r}: expected KEY=VALUE (or KEY!=VALUE) with KEY one of "
+                f"{', '.join(FILTER_KEYS)}"
             )
-        points = [p for p in points if _matches(p, key, value)]
+        points = [p for p in points if _matches(p, key, value) == keep]
     return points
 
 
@@ -378,6 +382,8 @@ def _matches(point, key: str, value: str) -> bool:
         return low in point.model.lower() or low in point.model_path.lower()
     if key == "source":
         return point.source == low
+    if key == "weights":  # the measured checkpoint's ("fp8", "bf16 + mxfp4 experts", ...)
+        return low in point.weights
     return str(getattr(point, key)) == value
 
 

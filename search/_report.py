@@ -69,7 +69,9 @@ def render_summary(summary: dict, prepared: PreparedDeployment, workload_info: d
         + (f"DP{d.dp} x " if d.dp > 1 else "")
         + f"TP{d.tp} PP{d.pp}"
         + (f" EP{d.ep}" if d.ep > 1 else "")
-        + f", {d.precision.value}, {d.scheduler.kind.value} (batch {d.scheduler.batch_size}"
+        + f", {d.precision.value}"
+        + (f" ({mem.weight_layout})" if mem.weight_layout else "")
+        + f", {d.scheduler.kind.value} (batch {d.scheduler.batch_size}"
         + (f", chunk {d.scheduler.chunk_size}" if d.scheduler.kind.chunked else "")
         + (f", max tokens {d.scheduler.max_tokens}" if d.scheduler.max_tokens else "")
         + ")",

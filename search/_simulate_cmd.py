@@ -77,6 +77,7 @@ def run_simulate(data: dict[str, Any]) -> None:
                 "chunk_size": deployment.scheduler.chunk_size,
                 "max_tokens": deployment.scheduler.max_tokens,
                 "kv_precision": memory.kv_precision.value,
+                "weight_layout": memory.weight_layout,
                 "gpu_memory_utilization": memory.gpu_memory_utilization,
             },
             "engine": {

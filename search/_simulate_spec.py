@@ -18,7 +18,14 @@ from pydantic import (
     model_validator,
 )
 
-from estimators import DEFAULT_ENGINE, EngineProfile, Precision, load_engine, load_model
+from estimators import (
+    DEFAULT_ENGINE,
+    EngineProfile,
+    Precision,
+    load_engine,
+    load_model,
+    with_expert_precision,
+)
 from search._errors import SpecError
 from search._limits import NumRequests, Replicas
 from search._op_tables_input import check_op_tables
@@ -77,6 +84,8 @@ class SimulateSpec(BaseModel):
     batch_wait_token_ratio: float = Field(0.0, ge=0.0, le=1.0)
     global_scheduler: GlobalSchedulerKind = GlobalSchedulerKind.ROUND_ROBIN
     precision: Precision = Precision.BF16
+    # the routed experts' weight precision (None: the checkpoint's own, else `precision`)
+    expert_precision: Precision | None = None
     kv_precision: Precision | None = None
     block_size: PositiveInt = 16
     gpu_memory_utilization: float | None = Field(None, gt=0.0, le=1.0)
@@ -139,7 +148,7 @@ class SimulateSpec(BaseModel):
         catalog = load_catalog(self.catalog)
         sku = catalog.get(self.sku)
         return Deployment(
-            model=load_model(self.model),
+            model=with_expert_precision(load_model(self.model), self.expert_precision),
             sku=sku,
             tp=self.tp,
             pp=self.pp,

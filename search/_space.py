@@ -306,10 +306,12 @@ def fingerprint(spec_fingerprint: str, point: ConfigPoint, spec: SearchSpec) -> 
 
 
 def _sku_record(sku_id: str, point: ConfigPoint, spec: SearchSpec) -> dict:
-    """A SKU's catalog record as fingerprints hold it: its FP4 peak only under FP4 (the
-    only precision that reads it), so that other configurations keep their fingerprints."""
+    """A SKU's catalog record as fingerprints hold it: its FP4 peak only under FP4 weights,
+    dense or expert (the only ones that read it: 4-bit experts run W4A8 where the GPU has
+    FP4 tensor cores), so that other configurations keep their fingerprints."""
     sku = asdict(spec.sku_catalog.get(sku_id))
-    if point.precision != Precision.FP4.value:
+    experts = spec.model_architecture.expert_precision
+    if point.precision != Precision.FP4.value and not (experts and experts.four_bit):
         del sku["fp4_tflops"]
     return sku
 

@@ -32,6 +32,7 @@ from estimators import (
     cost_model_digest,
     load_engine,
     load_model,
+    with_expert_precision,
 )
 from search._errors import SpecError
 from search._limits import DEFAULT_MAX_CONFIGURATIONS, NumRequests, Replicas
@@ -112,7 +113,7 @@ class SpaceSpec(_Strict):
     precision: list[Precision] = Field(
         default_factory=lambda: [Precision.BF16], min_length=1,
         description="Weight precisions to try (bf16, fp16, fp8; fp4: NVFP4 on GPUs with FP4 "
-        "tensor cores).",
+        "tensor cores; mxfp4 is an expert precision only: `expert_precision`).",
     )  # fmt: skip
     engines: list[str] | None = Field(
         default=None, min_length=1,
@@ -158,6 +159,16 @@ class SpaceSpec(_Strict):
         return pool_axes(
             self.disaggregated or DisaggregatedSpace(), skus, self.tp, self.pp, self.replicas
         )
+
+    @field_validator("precision")
+    @classmethod
+    def _dense_precisions(cls, values: list[Precision]) -> list[Precision]:
+        if Precision.MXFP4 in values:
+            raise ValueError(
+                "mxfp4 is an expert-weight format (gpt-oss's experts): set the spec's "
+                "expert_precision: mxfp4 and try bf16, fp16, fp8 or fp4 here"
+            )
+        return values
 
     @field_validator("engines")
     @classmethod
@@ -348,6 +359,13 @@ class SearchSpec(_Strict):
         description="A built-in model (`llmcap catalog models`; -Instruct/-FP8 variants "
         "resolve to it) or the path to a HuggingFace config.json."
     )
+    expert_precision: Precision | None = Field(
+        None,
+        description="Routed-expert weight precision of a mixture of experts, apart from the "
+        "space's precisions (mxfp4: gpt-oss's 4-bit experts, weight-only on GPUs without FP4; "
+        "fp4: NVFP4, Blackwell only) [the checkpoint's own: mxfp4 for gpt-oss, else the "
+        "configuration's precision].",
+    )
     catalog: list[str] = Field(
         default_factory=list,
         description="YAML files that add GPU SKUs or override their fields (e.g. prices).",
@@ -455,6 +473,11 @@ class SearchSpec(_Strict):
         return name
 
     @model_validator(mode="after")
+    def _experts_of_a_mixture(self) -> SearchSpec:
+        with_expert_precision(load_model(self.model), self.expert_precision)  # dense: refused
+        return self
+
+    @model_validator(mode="after")
     def _known_skus(self) -> SearchSpec:
         catalog = self.sku_catalog
         unknown = [f"{field}.{i}: unknown GPU SKU {sku!r}" for field, skus in self._sku_fields()
@@ -537,7 +560,7 @@ class SearchSpec(_Strict):
 
     @cached_property
     def model_architecture(self) -> ModelArchitecture:
-        return load_model(self.model)
+        return with_expert_precision(load_model(self.model), self.expert_precision)
 
     def digest(self) -> str:
         """sha256 of the whole spec, every field (the fingerprint leaves some out)."""

@@ -384,6 +384,15 @@ def _choice(enum_values: list[str]) -> click.Choice:
     "(Blackwell).",
 )
 @click.option(
+    "--expert-precision",
+    type=_choice(["bf16", "fp16", "fp8", "fp4", "mxfp4"]),
+    default=None,
+    help="Routed-expert weight precision of a mixture of experts, apart from --precision "
+    "(mxfp4: 4-bit weights with an E8M0 scale per 32, gpt-oss's checkpoint; W4A8 on "
+    "Blackwell, weight-only with 16-bit math elsewhere; fp4: NVFP4, Blackwell only) "
+    "[the checkpoint's own: mxfp4 for gpt-oss, else --precision].",
+)
+@click.option(
     "--kv-precision",
     type=_choice(["bf16", "fp16", "fp8"]),
     default=None,

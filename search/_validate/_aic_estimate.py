@@ -20,7 +20,8 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from search._validate._aic_silicon import PACKAGE, ValidationPoint
+from search._validate._aic_silicon import GEMM_TO_PRECISION, PACKAGE, ValidationPoint
+from sku_catalog import load_catalog
 
 # measured HF ids whose architecture the package ships under another name
 _MODEL_ALIASES = {
@@ -68,24 +69,37 @@ def _estimate(point: ValidationPoint) -> AicEstimate:
     databases = _databases(point.system, point.engine, point.engine_version)
     if not databases:
         return AicEstimate(error=f"no perf database for {point.system}/{point.engine}")
+    gemm, row_moe = aic_quant_modes(point)
     # the row's expert quantisation first, then the one aiconfigurator infers from the
     # checkpoint (rows label DeepSeek's block-scaled FP8 experts "fp8", which some databases
     # hold only as "fp8_block")
-    moe_modes = [point.moe_quant_mode] + ([""] if point.moe_quant_mode else [])
+    moe_modes = [row_moe] + ([""] if row_moe else [])
     attempts = [(database, moe) for database in databases for moe in moe_modes]
     for database, moe in attempts[:-1]:
         with contextlib.suppress(PerfDataNotAvailableError):
-            return _estimate_with(point, database, moe)
-    return _estimate_with(point, *attempts[-1])
+            return _estimate_with(point, database, gemm, moe)
+    return _estimate_with(point, *attempts[-1][:1], gemm, attempts[-1][1])
 
 
-def _estimate_with(point: ValidationPoint, database: Any, moe: str) -> AicEstimate:
+def aic_quant_modes(point: ValidationPoint) -> tuple[str, str]:
+    """(GEMM, MoE) quant modes to hand aiconfigurator: the row's, except where the row's
+    label is not its checkpoint's format (gpt-oss's MXFP4 checkpoint labelled "nvfp4":
+    `checkpoint_precisions`): there the GEMMs are left to the checkpoint (16-bit) and the
+    experts are MXFP4 as the engines run them on the GPU (estimators/_weight_precision.py):
+    ``w4a8_mxfp4_mxfp8`` on GPUs with FP4 tensor cores, else the checkpoint's own
+    (``w4a16_mxfp4``), which is also what `_estimate` falls back to."""
+    if GEMM_TO_PRECISION.get(point.gemm_quant_mode) is not point.precision:
+        w4a8 = load_catalog().get(point.sku).fp4_tflops is not None
+        return "", "w4a8_mxfp4_mxfp8" if w4a8 else ""
+    return point.gemm_quant_mode, point.moe_quant_mode
+
+
+def _estimate_with(point: ValidationPoint, database: Any, gemm: str, moe: str) -> AicEstimate:
     from aiconfigurator_core.sdk import common
     from aiconfigurator_core.sdk.backends.factory import get_backend
     from aiconfigurator_core.sdk.config import ModelConfig, RuntimeConfig
     from aiconfigurator_core.sdk.models import get_model, resolve_context_fmha_by_data
 
-    gemm = point.gemm_quant_mode
     model_config = ModelConfig(
         tp_size=point.tp,
         pp_size=point.pp,
@@ -144,9 +158,9 @@ def _model_path(model_path: str) -> str:
     if configs.joinpath(model_path.replace("/", "--") + "_config.json").is_file():
         return model_path
     short = model_path.rsplit("/", 1)[-1]
-    for suffix in ("-Instruct-FP8", "-Instruct"):
+    for suffix in ("-Instruct-FP8", "-Instruct", "-NVFP4"):
         short = short.removesuffix(suffix)
-    for org in ("meta-llama", "Qwen", "nvidia"):
+    for org in ("meta-llama", "Qwen", "nvidia", "deepseek-ai"):
         candidate = f"{org}/{short}"
         candidate = _MODEL_ALIASES.get(candidate, candidate)
         if configs.joinpath(candidate.replace("/", "--") + "_config.json").is_file():

@@ -33,8 +33,9 @@ The two campaigns in the file differ in their prompt and output lengths (`source
 
 Only the points llmcap can represent are kept: aggregated mode, a model the catalog knows
 (dense, or a mixture of experts whose MoE TP x EP spans its attention DP x TP GPUs), a GPU the
-catalog knows, attention TP inside one node that divides the heads, 16-bit or FP8 weights, a
-recorded concurrency.
+catalog knows, attention TP inside one node that divides the heads, 16-bit, FP8 or FP4
+weights (each row mapped to the layout of the checkpoint it measured:
+`checkpoint_precisions`), a recorded concurrency.
 Every other row is counted under the reason it was skipped.  Disaggregated rows
 (`mode=disagg`: a prefill pool and a decode pool) are mapped by `_aic_disagg.py` when asked
 for (`select_points(modes=...)`), under the same rules per pool.
@@ -51,7 +52,7 @@ from dataclasses import dataclass, field, replace
 from importlib import resources
 from typing import Any
 
-from estimators import Precision, load_model
+from estimators import ModelArchitecture, Precision, load_model
 from sku_catalog import load_catalog
 
 PACKAGE = "aiconfigurator_core"
@@ -69,16 +70,28 @@ SYSTEM_TO_SKU: dict[str, str] = {
     "l40s": "l40s",
 }
 
-# gemm_quant_mode -> weight precision; an empty cell is the checkpoint's 16-bit weights
+# gemm_quant_mode -> weight precision; an empty cell is the checkpoint's 16-bit weights;
+# nvfp4: NVIDIA's NVFP4 checkpoint of the model (its layout: estimators/_weight_precision.py)
 GEMM_TO_PRECISION: dict[str, Precision] = {
     "": Precision.BF16,
     "bf16": Precision.BF16,
     "fp16": Precision.FP16,
     "fp8": Precision.FP8,
     "fp8_block": Precision.FP8,
+    "nvfp4": Precision.FP4,
 }
-# modelled (--precision fp4) but not scored yet: the validation targets are the FP8 points
-_UNSCORED_PRECISIONS = {"nvfp4": "NVFP4 weights (modelled, not scored yet)"}
+# moe_quant_mode -> routed-expert precision (an empty cell: the checkpoint's own)
+MOE_TO_PRECISION: dict[str, Precision | None] = {
+    "": None,
+    "bf16": Precision.BF16,
+    "bfloat16": Precision.BF16,
+    "fp16": Precision.FP16,
+    "fp8": Precision.FP8,
+    "fp8_block": Precision.FP8,
+    "nvfp4": Precision.FP4,
+    "w4a16_mxfp4": Precision.MXFP4,
+    "w4a8_mxfp4_mxfp8": Precision.MXFP4,
+}
 
 ENGINES = ("vllm", "sglang", "trtllm")
 
@@ -115,6 +128,11 @@ class ValidationPoint:
     measured_tpot_ms: float
     gemm_quant_mode: str = ""
     moe_quant_mode: str = ""  # the row's expert-weight quantisation (for aiconfigurator)
+    # the routed experts' precision where the row sets it apart from the checkpoint's own
+    # (`checkpoint_precisions`; None: the model's own, else `precision`)
+    expert_precision: Precision | None = None
+    # the measured checkpoint's weights: "fp8", "fp4", "bf16 + mxfp4 experts" (`weights_label`)
+    weights: str = ""
     source: str = ""
     ep: int = 1  # expert parallelism (moe_ep_size) of a mixture-of-experts model
     moe: bool = False  # the model is a mixture of experts
@@ -137,6 +155,11 @@ class ValidationPoint:
     @property
     def mode(self) -> str:
         return "agg" if self.decode is None else "disagg"
+
+    @property
+    def four_bit(self) -> bool:
+        """Whether the measured checkpoint holds 4-bit weights (NVFP4, or MXFP4 experts)."""
+        return "fp4" in self.weights
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,16 +206,43 @@ def catalog_model_name(model_path: str) -> str | None:
     architecture of `meta-llama/Llama-3.1-8B` (`load_model` resolves such variants).
     """
     found = _catalog_model(model_path)
-    return found[0] if found is not None else None
+    return found.name if found is not None else None
 
 
-def _catalog_model(model_path: str) -> tuple[str, bool] | None:
-    """(built-in name, is a mixture of experts) of a measured HF id, or None."""
+def _catalog_model(model_path: str) -> ModelArchitecture | None:
+    """The built-in architecture of a measured HF id, or None."""
     try:
-        model = load_model(model_path)
+        return load_model(model_path)
     except ValueError:  # UnknownModelError, or a name that looks like a path and is not one
         return None
-    return model.name, model.is_moe
+
+
+def checkpoint_precisions(
+    model: ModelArchitecture, gemm: str, moe: str
+) -> tuple[Precision, Precision | None] | str:
+    """(weight precision, routed-expert precision or None for the checkpoint's own) of a row
+    as the measured checkpoint stores its weights, or why llmcap cannot say.
+
+    The rows name NVIDIA's NVFP4 checkpoints ``nvfp4`` (DeepSeek-R1/V3: NVFP4 but the MLA
+    latent projections, router and LM head; Llama-3.1-70B: every linear layer but the LM
+    head) and label a model whose own checkpoint keeps 4-bit experts apart (gpt-oss: MXFP4
+    experts, everything else 16-bit) the same way: that is its checkpoint, 16-bit weights
+    and its own experts.  A row's ``moe_quant_mode`` sets the experts of other rows (gpt-oss
+    on TensorRT-LLM ``fp8``: FP8 experts)."""
+    precision = GEMM_TO_PRECISION.get(gemm)
+    if precision is None:
+        return f"weight precision not modelled ({gemm})"
+    if not model.is_moe:
+        return precision, None
+    own = model.expert_precision
+    if own is not None and own.four_bit and precision is Precision.FP4:
+        return Precision.BF16, None
+    if moe not in MOE_TO_PRECISION:
+        return f"expert precision not modelled ({moe})"
+    experts = MOE_TO_PRECISION[moe]
+    if experts is None or experts is (own or precision):
+        return precision, None
+    return precision, experts
 
 
 def read_silicon_csv() -> tuple[str, list[dict[str, str]]]:
@@ -276,6 +326,9 @@ class RowBasics:
     model: str
     moe: bool
     concurrency: int
+    expert_precision: Precision | None = None  # set apart from the checkpoint's own
+    moe_quant: str = ""  # the row's moe_quant_mode
+    weights: str = ""  # `weights_label`
 
 
 def row_basics(row: dict[str, str]) -> RowBasics | str:
@@ -287,17 +340,34 @@ def row_basics(row: dict[str, str]) -> RowBasics | str:
     if engine not in ENGINES:
         return f"unknown engine ({engine})"
     gemm = (row["gemm_quant_mode"] or "").strip()
-    precision = GEMM_TO_PRECISION.get(gemm)
-    if precision is None:
-        return _UNSCORED_PRECISIONS.get(gemm, f"weight precision not modelled ({gemm})")
-    found_model = _catalog_model(row["model_path"])
-    if found_model is None:
+    if gemm not in GEMM_TO_PRECISION:
+        return f"weight precision not modelled ({gemm})"
+    model = _catalog_model(row["model_path"])
+    if model is None:
         return "model not in the catalog (unknown architecture)"
+    moe_quant = (row.get("moe_quant_mode") or "").strip() if model.is_moe else ""
+    precisions = checkpoint_precisions(model, gemm, moe_quant)
+    if isinstance(precisions, str):
+        return precisions
+    precision, experts = precisions
     found = _CONCURRENCY.search(row["silicon_data_source"] or "")
     if found is None:
         return "no concurrency recorded"
-    model, moe = found_model
-    return RowBasics(sku, engine, gemm, precision, model, moe, int(found.group(1)))
+    return RowBasics(
+        sku, engine, gemm, precision, model.name, model.is_moe, int(found.group(1)), experts,
+        moe_quant, weights_label(model, precision, experts),
+    )
+
+
+def weights_label(
+    model: ModelArchitecture, precision: Precision, experts: Precision | None
+) -> str:
+    """The weights a point runs with: its precision, and its experts' where they differ
+    ("bf16 + mxfp4 experts")."""
+    effective = experts or model.expert_precision or precision
+    if not model.is_moe or effective is precision:
+        return precision.value
+    return f"{precision.value} + {effective.value} experts"
 
 
 def parallelism(
@@ -355,6 +425,8 @@ def measured_point(
         system=row["system"],
         sku=basics.sku,
         precision=basics.precision,
+        expert_precision=basics.expert_precision,
+        weights=basics.weights,
         kv_precision=kv_precision_for(basics.engine, basics.precision),
         isl=_int(row, "isl", where, line),
         osl=_int(row, "osl", where, line),
@@ -362,7 +434,7 @@ def measured_point(
         measured_ttft_ms=_float(row, "silicon_ttft_ms", where, line),
         measured_tpot_ms=_float(row, "silicon_tpot_ms", where, line),
         gemm_quant_mode=basics.gemm,
-        moe_quant_mode=(row.get("moe_quant_mode") or "").strip() if basics.moe else "",
+        moe_quant_mode=basics.moe_quant,
         source=source,
         moe=basics.moe,
         length_ratio=LENGTH_RATIO[source],

@@ -23,7 +23,10 @@ GROUPS: tuple[tuple[str, Callable[[PointResult], str]], ...] = (
     ("concurrency", lambda r: concurrency_band(r.point.concurrency)),
     # which measurement campaign (its client and lengths: `ValidationPoint.source`)
     ("campaign", lambda r: r.point.source),
+    # the measured checkpoint's weights (fp8, fp4, bf16 + mxfp4 experts, ...)
+    ("weights", lambda r: r.point.weights),
 )
+_SHOWN_WHEN_MIXED = ("campaign", "weights")  # tables shown only where their key varies
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +79,15 @@ def print_report(
     overall = llmcap_stats(ok)
     click.echo(_line("TPOT", overall.tpot))
     click.echo(_line("TTFT", overall.ttft))
+    four_bit = [r for r in ok if r.point.four_bit]
+    if four_bit and len(four_bit) < len(ok):  # 4-bit rows apart, so they move no headline
+        for name, part in (("without 4-bit weights", [r for r in ok if not r.point.four_bit]),
+                           ("4-bit weights (fp4, mxfp4)", four_bit)):  # fmt: skip
+            stats = llmcap_stats(part)
+            click.echo(
+                f"  {name} (n={stats.tpot.n}): TPOT MAPE {stats.tpot.mape * 100:.1f}%, "
+                f"TTFT MAPE {stats.ttft.mape * 100:.1f}%"
+            )
     if with_aic:
         both = [r for r in ok if not r.aic_error]
         theirs = aic_stats(both)
@@ -87,7 +99,7 @@ def print_report(
             f"TTFT MAPE {theirs.ttft.mape * 100:.1f}%"
         )
     for title, key in GROUPS:
-        if len({key(r) for r in ok}) > 1 or title != "campaign":
+        if len({key(r) for r in ok}) > 1 or title not in _SHOWN_WHEN_MIXED:
             console.print(_group_table(ok, title, key, with_aic))
 
 
@@ -156,6 +168,7 @@ CSV_COLUMNS = (
     "measured_ttft_ms", "predicted_ttft_ms", "ttft_error",
     "measured_tpot_ms", "predicted_tpot_ms", "tpot_error",
     "aic_ttft_ms", "aic_ttft_error", "aic_tpot_ms", "aic_tpot_error", "error", "aic_error",
+    "weights",
 )  # fmt: skip
 
 
@@ -187,7 +200,7 @@ def write_points_csv(results: Sequence[PointResult], path: Path) -> Path:
                     _ratio(r.predicted_tpot_ms, p.measured_tpot_ms),
                     _num(r.aic_ttft_ms), _ratio(r.aic_ttft_ms, p.measured_ttft_ms),
                     _num(r.aic_tpot_ms), _ratio(r.aic_tpot_ms, p.measured_tpot_ms),
-                    r.error, r.aic_error,
+                    r.error, r.aic_error, p.weights,
                 ]
             )  # fmt: skip
     return path

@@ -22,6 +22,7 @@ from estimators import (
     make_estimator,
     mla_eager_table,
     roofline_table,
+    with_expert_precision,
 )
 from search._validate._aic_silicon import ValidationPoint
 from search._validate._holdout import HoldOutFold
@@ -129,7 +130,7 @@ def deployment_for(
         return disaggregated_deployment(point, engine, sku)
     if engine.is_vidur:  # as before profiles: one policy and KV rule for every engine
         return Deployment(
-            model=load_model(point.model),
+            model=point_model(point),
             sku=sku,
             tp=point.tp,
             pp=point.pp,
@@ -142,7 +143,7 @@ def deployment_for(
             ep=point.ep,
             dp=point.dp,
         )
-    model = load_model(point.model)
+    model = point_model(point)
     d = engine_deployment(engine, sku, model, point.tp, point.pp, point.precision,
                           max_batch=point.concurrency, dp=point.dp)  # fmt: skip
     if point.batch_wait_iters or point.batch_wait_token_ratio:  # the server's own options
@@ -155,6 +156,12 @@ def deployment_for(
     return replace(d, ep=point.ep) if point.ep != 1 else d
 
 
+def point_model(point: ValidationPoint) -> ModelArchitecture:
+    """The point's model with its weights as the measured checkpoint stores them (its
+    experts' precision where the row sets it apart: `checkpoint_precisions`)."""
+    return with_expert_precision(load_model(point.model), point.expert_precision)
+
+
 def disaggregated_deployment(
     point: ValidationPoint, engine: EngineProfile, sku: GpuSku
 ) -> Deployment:
@@ -165,7 +172,7 @@ def disaggregated_deployment(
     shape = point.decode
     assert shape is not None
     prefill_cap = point.batch_size * point.dp if point.batch_size else point.concurrency
-    d = engine_deployment(engine, sku, load_model(point.model), point.tp, point.pp,
+    d = engine_deployment(engine, sku, point_model(point), point.tp, point.pp,
                           point.precision, max_batch=min(prefill_cap, point.concurrency),
                           dp=point.dp)  # fmt: skip
     scheduler = engine_scheduler(engine, sku, shape.tp, dp=shape.dp)

@@ -101,11 +101,63 @@ def test_mapping_of_models_systems_and_precisions(overrides, model, sku, precisi
     )
 
 
+@pytest.mark.parametrize(
+    ("overrides", "model", "precision", "experts", "weights", "kv"),
+    [
+        # NVIDIA's NVFP4 checkpoints: every linear layer (Llama), DeepSeek's layout
+        ({"gemm_quant_mode": "nvfp4", "moe_quant_mode": "nvfp4", "system": "b200_sxm"},
+         "meta-llama/Llama-3.1-70B", "fp4", None, "fp4", "bf16"),
+        ({"model_path": "deepseek-ai/DeepSeek-R1", "gemm_quant_mode": "nvfp4",
+          "moe_quant_mode": "nvfp4", "system": "b200_sxm", "backend": "trtllm",
+          "backend_version": "1.2.0", "tp_size": "8", "moe_ep_size": "8", "moe_tp_size": "1"},
+         "deepseek-ai/DeepSeek-V3", "fp4", None, "fp4", "fp8"),
+        # gpt-oss's own checkpoint, labelled nvfp4: 16-bit weights and its MXFP4 experts,
+        # on Hopper too (weight-only)
+        ({"model_path": "openai/gpt-oss-120b", "gemm_quant_mode": "nvfp4",
+          "moe_quant_mode": "nvfp4", "system": "h100_sxm", "tp_size": "2",
+          "moe_tp_size": "2", "moe_ep_size": "1"},
+         "openai/gpt-oss-120b", "bf16", None, "bf16 + mxfp4 experts", "bf16"),
+        # a row whose experts are not the checkpoint's: FP8 experts set apart
+        ({"model_path": "openai/gpt-oss-120b", "gemm_quant_mode": "fp8",
+          "moe_quant_mode": "fp8", "backend": "trtllm", "backend_version": "1.2.0",
+          "system": "h100_sxm", "moe_tp_size": "4", "moe_ep_size": "1"},
+         "openai/gpt-oss-120b", "fp8", "fp8", "fp8", "fp8"),
+    ],
+)  # fmt: skip
+def test_fp4_rows_map_to_the_layout_of_the_checkpoint_they_measured(
+    overrides, model, precision, experts, weights, kv
+):
+    from search._validate._aic_estimate import aic_quant_modes
+    from search._validate._run import point_model
+
+    [point] = select_points([row(**overrides)], models="all").points
+    assert (point.model, point.precision.value, point.weights, point.kv_precision.value) == (
+        model, precision, weights, kv,
+    )  # fmt: skip
+    assert (point.expert_precision and point.expert_precision.value) == experts
+    assert point.four_bit == ("fp4" in weights)
+    deployed = point_model(point)
+    if point.moe:  # the experts the simulation runs
+        expected = experts or ("mxfp4" if "gpt-oss" in model else precision)
+        assert (deployed.expert_precision or point.precision).value == expected
+    # aiconfigurator gets the row's quant modes, or none where the label is not the
+    # checkpoint's format (it then reads gpt-oss's own: bf16 GEMMs, w4a16_mxfp4 experts;
+    # on Blackwell the W4A8 experts the engines run there, the test below)
+    gpt_oss_fp4 = weights == "bf16 + mxfp4 experts"
+    assert aic_quant_modes(point) == (
+        ("", "") if gpt_oss_fp4 else (overrides["gemm_quant_mode"], point.moe_quant_mode)
+    )
+    if gpt_oss_fp4:
+        blackwell = replace(point, sku="b200", system="b200_sxm")
+        assert aic_quant_modes(blackwell) == ("", "w4a8_mxfp4_mxfp8")
+    assert deployment_for(point).model.expert_precision == deployed.expert_precision
+
+
 def test_rows_that_cannot_be_simulated_are_counted_by_reason():
     rows = [
         row(mode="disagg"),
         row(system="gb300"),
-        row(gemm_quant_mode="nvfp4"),
+        row(gemm_quant_mode="int4_wo"),
         row(model_path="moonshotai/Kimi-K2-Instruct"),
         row(silicon_data_source="source_file=x.csv"),
         row(attention_dp_size="2"),
@@ -116,7 +168,7 @@ def test_rows_that_cannot_be_simulated_are_counted_by_reason():
     assert selection.skipped == {
         "disaggregated (prefill/decode pools)": 1,
         "GPU not in the catalog (gb300)": 1,
-        "NVFP4 weights (modelled, not scored yet)": 1,
+        "weight precision not modelled (int4_wo)": 1,
         "model not in the catalog (unknown architecture)": 1,
         "no concurrency recorded": 1,
         "attention data parallelism of a dense model": 1,
@@ -188,7 +240,9 @@ def test_a_spreading_client_draws_lengths_in_its_range_and_a_fixed_one_does_not(
 def test_the_installed_dataset_loads_and_selects_the_dense_aggregated_points():
     selection = load_aic_silicon()
     assert selection.total_rows > 5000
-    assert len(selection.points) == 918  # aiconfigurator-core 0.12.0
+    # aiconfigurator-core 0.12.0: 918 16-bit and FP8 points, 135 NVFP4 ones
+    assert len(selection.points) == 1053
+    assert sum(p.precision is Precision.FP4 for p in selection.points) == 135
     assert sum(selection.skipped.values()) + len(selection.points) == selection.total_rows
     assert {p.sku for p in selection.points} == {"h100-sxm", "h200", "b200", "gb200"}
     assert {p.engine for p in selection.points} == {"vllm", "sglang", "trtllm"}
@@ -228,9 +282,12 @@ def test_concurrency_bands():
 @needs_aic
 def test_validate_on_a_small_fixed_subset(tmp_path):
     out = tmp_path / "val"
-    result = invoke("validate", "--limit", "6", "--no-aic", "--workers", "1", "--out", str(out))
+    # the six points of the 16-bit and FP8 checkpoints the guard below was set on
+    result = invoke("validate", "--limit", "6", "--no-aic", "--workers", "1", "--out", str(out),
+                    "--filter", "weights!=fp4")  # fmt: skip
     assert result.exit_code == 0, result.output
-    assert "918 of 5221 rows can be simulated" in result.output
+    assert "1053 of 5221 rows can be simulated" in result.output
+    assert "validating 6 of them" in result.output
     lines = result.output.splitlines()
     tpot = next(line for line in lines if line.startswith("TPOT MAPE "))
     ttft = next(line for line in lines if line.startswith("TTFT MAPE "))
@@ -369,7 +426,8 @@ def test_aiconfigurator_answers_deepseek_points_it_has_tables_for():
     picked = {}
     for point in points:
         key = (point.engine, point.engine_version)
-        if key in wanted and "DeepSeek" in point.model_path and point.sku == "b200":
+        if (key in wanted and "DeepSeek" in point.model_path and point.sku == "b200"
+                and point.precision is Precision.FP8):  # fmt: skip
             picked.setdefault(key, point)
     assert set(picked) == wanted
     for point in picked.values():
@@ -378,3 +436,36 @@ def test_aiconfigurator_answers_deepseek_points_it_has_tables_for():
         assert estimate.error == "", estimate.error
         assert 1.0 < estimate.tpot_ms < 100.0
         assert estimate.ttft_ms > estimate.tpot_ms
+
+
+def test_the_report_keeps_4_bit_rows_apart(capsys):
+    from rich.console import Console
+
+    from search._validate._report import print_report
+    from search._validate._run import PointResult
+
+    fp8 = select_points([row()]).points[0]
+    fp4 = replace(fp8, id="p2", precision=Precision.FP4, weights="fp4")
+    results = [
+        PointResult(fp8, predicted_ttft_ms=120.5, predicted_tpot_ms=9.5 * 1.1),  # TPOT +10%
+        PointResult(fp4, predicted_ttft_ms=60.25, predicted_tpot_ms=9.5 * 0.5),  # -50%, -50%
+    ]
+    print_report(results, with_aic=False, console=Console(width=200))
+    out = capsys.readouterr().out
+    assert "TPOT MAPE 30.0%" in out  # both rows
+    assert "without 4-bit weights (n=1): TPOT MAPE 10.0%, TTFT MAPE 0.0%" in out
+    assert "4-bit weights (fp4, mxfp4) (n=1): TPOT MAPE 50.0%, TTFT MAPE 50.0%" in out
+    assert "by weights" in out
+    print_report(results[:1], with_aic=False, console=Console(width=200))
+    out = capsys.readouterr().out
+    assert "4-bit" not in out and "by weights" not in out  # one kind of weights: no split
+
+
+@needs_aic
+def test_aiconfigurator_reads_nvidias_nvfp4_checkpoint_as_its_base_model():
+    from search._validate._aic_estimate import _model_path
+
+    # the package ships no config of NVIDIA's quantised copy: the base architecture, with
+    # the row's nvfp4 modes
+    assert _model_path("nvidia/DeepSeek-R1-NVFP4") == "deepseek-ai/DeepSeek-R1"
+    assert _model_path("nvidia/Llama-3.1-70B-Instruct-FP8") == "nvidia/Llama-3.1-70B-Instruct-FP8"

@@ -122,14 +122,17 @@ def test_a_bad_modes_option_exits_2_naming_it():
 @needs_aic
 def test_the_installed_disaggregated_points_and_a_subsets_error_bound():
     selection = load_aic_silicon("all", "disagg")
-    assert len(selection.points) == 92  # aiconfigurator-core 0.12.0: DeepSeek-V3/R1 FP8
-    assert selection.skipped[NO_WORKER_COUNTS] == 630  # 198 of them GB200 rows
-    assert {p.sku for p in selection.points} == {"h200", "b200", "gb200"}
+    # aiconfigurator-core 0.12.0: 92 DeepSeek-V3/R1 FP8 points, 108 NVFP4 ones
+    assert len(selection.points) == 200
+    assert selection.skipped[NO_WORKER_COUNTS] == 1088
+    points = [p for p in selection.points if not p.four_bit]
+    assert len(points) == 92
+    assert {p.sku for p in points} == {"h200", "b200", "gb200"}
     # every sixth H200/B200 point (the 33 GB200 ones, scored since the catalog has GB200,
     # are not in this guard), two requests per slot (a short run: less queueing than the
     # client's ten): TPOT within 25% MAPE (the full run: 16%), TTFT within 75% (the full
     # run: 58%, predicted too fast; README)
-    subset = [p for p in selection.points if p.sku != "gb200"][::6]
+    subset = [p for p in points if p.sku != "gb200"][::6]
     results = simulate_points(subset, requests_per_slot=2, workers=1)
     assert all(r.ok for r in results)
     tpot = error_stats([r.predicted_tpot_ms for r in results],
