@@ -108,6 +108,18 @@ _CACHE_LIMIT = 1 << 18  # entries of the token-level cache before it is cleared
 _Entry = tuple[tuple[float, ...], float, float, float, float]
 
 
+def _add_to_stages(base: tuple[float, ...], a: float) -> tuple[float, ...]:
+    """`base` with `a` added to each stage's time, as `batch_cost` adds attention."""
+    return tuple([b + a for b in base])
+
+
+# the same for two and four stages, written out: a third of the time, on the hot path
+_ADD_TO_STAGES = {
+    2: lambda base, a: (base[0] + a, base[1] + a),
+    4: lambda base, a: (base[0] + a, base[1] + a, base[2] + a, base[3] + a),
+}
+
+
 def _priced_run(est: Any, nd: int, dkv: int, every_stage: bool) -> Iterator[tuple]:
     """`batch_cost`'s decode steps, as `pipeline_decode_steps` yields them or, without
     `every_stage`, as `decode_steps` does."""
@@ -949,6 +961,7 @@ class RooflineEstimator:
         decode_attn = self._decode_attn  # the backend's hook (measured tables when profiled)
         overlap = self._overlap
         checked_sizes = self._pipeline_steps_checked if every_stage else self._decode_steps_checked
+        add_to_stages = _ADD_TO_STAGES.get(len(base), _add_to_stages)
         checked = nd in checked_sizes
         while True:
             a = layers * decode_attn(nd, dkv)
@@ -956,7 +969,7 @@ class RooflineEstimator:
             host = (cpu - stage if cpu > stage else 0.0) if overlap else cpu
             moved = nbytes + scale * (dkv * kv_row + q_bytes)
             if every_stage:
-                step = host, tuple([b + a for b in base]), hop, flops + flops_per_kv * dkv, moved
+                step = host, add_to_stages(base, a), hop, flops + flops_per_kv * dkv, moved
             else:
                 step = host, stage, flops + flops_per_kv * dkv, moved
             if not checked:

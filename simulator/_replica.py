@@ -85,6 +85,7 @@ class Replica:
         # the same for each lane of a pipeline (`_run_pipeline_decodes`), by lane id
         self._lane_runs: dict[int, tuple] = {}
         self._decodes_only = BatchPlan(True, [])
+        self._lane_after = {lane: (i + 1) % pp for i, lane in enumerate(self.lanes)}  # next_lane
 
     # -- admission ---------------------------------------------------------
 
@@ -401,9 +402,9 @@ class Replica:
         ends: deque[tuple] = deque()
         wakes: deque[tuple] = deque()
         n = len(lanes)
-        first_id = lanes[0].id
-        pp = self.pp
+        after = self._lane_after
         stage_free = self.stage_free
+        later_stages = range(1, self.pp)
         pool = self.pool
         block_size = self.block_size
         reserves = self.policy.reserves_full_length
@@ -411,6 +412,8 @@ class Replica:
         rows = sim.batches.rows
         replica_id = self.id
         countdown = sim.events_to_progress
+        seq = sim._seq  # the heap's sequence numbers, given here to the events made here
+        busy = self.busy_time
         prices: dict[Lane, Callable[[], PipelineStepCost]] = {}  # each lane's run of steps
         # idle lanes with decodes (a visit dispatches one), lanes without decodes (idle),
         # and whether a visit would still mark one of those prepared: with none of the
@@ -428,78 +431,84 @@ class Replica:
         if sim._max_time < limit:
             limit = sim._max_time
         t = now
+        self.now = t
+        visit = True
         while True:
-            # `try_dispatch(t)`: the lanes in turn from `next_lane` while stage 0 is free
-            self.now = t
-            k = 0 if ready or unprepared else n
-            while stage_free[0] <= t:
-                if only_ready is not None:  # the others' visits would change nothing
-                    lane = only_ready
-                    only_ready = None
-                    k = n
-                else:
-                    if k == n:
-                        break
-                    lane = lanes[(self.next_lane + k) % n]
-                    k += 1
-                    if lane.in_flight:
-                        continue
-                    if not lane.members:
-                        if prepares_empty:  # the policy's plan: nothing to run
-                            lane.prepared_step = lane.step
-                        continue
-                step = lane.step
-                need = lane.phase[-step % block_size]  # `prepare_decodes`
-                if need:
-                    if need > pool.total - pool.used:
-                        self._end_pipeline_run(ends, wakes, prices)
-                        sim.events_to_progress = countdown
-                        self.try_dispatch(t)  # a preemption: the policy's plan decides
-                        return True
-                    if reserves:
-                        pool.reserved -= need
-                    pool.allocate(need)
-                lane.prepared_step = step
-                # `_dispatch` of the decodes, priced by the lane's `pipeline_decode_steps`
-                nd = len(lane.members)
-                price = prices.get(lane)
-                if price is None:
-                    price = prices[lane] = self._lane_price(lane)
-                host, stage_times, hop, flops, nbytes = price()
-                end = t + host + stage_times[0]
-                self.busy_time += end - t
-                stage_free[0] = end
-                for s in range(1, pp):
-                    start = end + hop
-                    if stage_free[s] > start:
-                        start = stage_free[s]
-                    end = start + stage_times[s]
-                    stage_free[s] = end
-                lane.in_flight = True
-                ready -= 1
-                rows.append((replica_id, t, end, 0, 0, nd, pool.used, flops, nbytes))
-                sim._seq += 1
-                ends.append((end, sim._seq, lane))
-                self.next_lane = (lane.id - first_id + 1) % n
-            if unprepared:
-                unprepared = any(not x.members and x.prepared_step != x.step for x in lanes)
-            free_at = stage_free[0]
-            if free_at > t and self.wake_at != free_at and (ready or empty):
-                self.wake_at = free_at  # come back when stage 0 frees up for an idle lane
-                sim._seq += 1
-                wakes.append((free_at, sim._seq, None))
+            if visit:  # `try_dispatch(t)`: the lanes in turn from `next_lane`
+                k = 0 if ready or unprepared else n
+                while stage_free[0] <= t:
+                    if only_ready is not None:  # the others' visits would change nothing
+                        lane = only_ready
+                        only_ready = None
+                        k = n
+                    else:
+                        if k == n:
+                            break
+                        lane = lanes[(self.next_lane + k) % n]
+                        k += 1
+                        if lane.in_flight:
+                            continue
+                        if not lane.members:
+                            if prepares_empty:  # the policy's plan: nothing to run
+                                lane.prepared_step = lane.step
+                            continue
+                    step = lane.step
+                    need = lane.phase[-step % block_size]  # `prepare_decodes`
+                    if need:
+                        if need > pool.total - pool.used:  # a preemption: the policy decides
+                            self.busy_time = busy
+                            sim._seq = seq
+                            self._end_pipeline_run(ends, wakes, prices)
+                            sim.events_to_progress = countdown
+                            self.try_dispatch(t)
+                            return True
+                        if reserves:
+                            pool.reserved -= need
+                        pool.allocate(need)
+                    lane.prepared_step = step
+                    # `_dispatch` of the decodes, priced by the lane's `pipeline_decode_steps`
+                    price = prices.get(lane)
+                    if price is None:
+                        price = prices[lane] = self._lane_price(lane)
+                    host, stage_times, hop, flops, nbytes = price()
+                    end = t + host + stage_times[0]
+                    busy += end - t
+                    stage_free[0] = end
+                    for s in later_stages:
+                        start = end + hop
+                        if stage_free[s] > start:
+                            start = stage_free[s]
+                        end = start + stage_times[s]
+                        stage_free[s] = end
+                    lane.in_flight = True
+                    ready -= 1
+                    nd = len(lane.members)
+                    rows.append((replica_id, t, end, 0, 0, nd, pool.used, flops, nbytes))
+                    seq += 1
+                    ends.append((end, seq, lane))
+                    self.next_lane = after[lane]
+                if unprepared:
+                    unprepared = any(not x.members and x.prepared_step != x.step for x in lanes)
+                free_at = stage_free[0]
+                if free_at > t and self.wake_at != free_at and (ready or empty):
+                    self.wake_at = free_at  # come back when stage 0 frees up for an idle lane
+                    seq += 1
+                    wakes.append((free_at, seq, None))
             # the next event: the first of the two queues' heads and the heap's first entry,
             # handled here if it is the replica's own batch end or wake-up
-            queue = None
-            if ends:
-                queue = ends
-                kind = BATCH_END
-                if wakes and wakes[0][0] < ends[0][0]:
-                    queue = wakes
-                    kind = WAKE
-            elif wakes:
+            if wakes:
                 queue = wakes
                 kind = WAKE
+                if ends and ends[0][0] <= wakes[0][0]:
+                    queue = ends
+                    kind = BATCH_END
+            elif ends:
+                queue = ends
+                kind = BATCH_END
+            elif heap:
+                queue = None
+            else:
+                break
             if heap:
                 top = heap[0]
                 if queue is None or top < (queue[0][0], kind, queue[0][1]):
@@ -507,30 +516,29 @@ class Replica:
                         break
                     queue = None
                     kind = top[1]
-            elif queue is None:
-                break
-            event = queue[0] if queue is not None else (top[0], top[2], top[4])
-            t = event[0]
+            t = queue[0][0] if queue is not None else top[0]
             if t > limit or countdown == 1:
                 break  # an arrival, the end of the run, or the progress hook comes first
             countdown -= 1
-            if queue is None:
-                heappop(heap)
-            else:
-                queue.popleft()
+            lane = queue.popleft()[2] if queue is not None else heappop(heap)[4]
             sim.now = t
+            self.now = t
             if kind == WAKE:
                 self.wake_at = -1.0
+                # the visit changes nothing when no lane is ready and stage 0 is free
+                visit = ready or unprepared or stage_free[0] > t
                 continue
-            lane = event[2]
+            visit = True
             lane.in_flight = False
             step = lane.step
             if lane.first_token_due or lane.finish_heap[0][0] <= step:
                 done = lane.complete_step(t)
                 if done:
                     prices.pop(lane, None)  # other members: another run of steps
+                    sim._seq = seq
                     for req in done:
                         self._finish(req, req.total_tokens, t)
+                    seq = sim._seq  # a closed loop's arrivals
                 if not lane.members:
                     empty += 1
                     unprepared |= prepares_empty
@@ -541,6 +549,8 @@ class Replica:
                 lane.step = step + 1
             ready += 1
             only_ready = lane if ready == 1 and not unprepared else None
+        self.busy_time = busy
+        sim._seq = seq
         self._end_pipeline_run(ends, wakes, prices)
         sim.events_to_progress = countdown
         return True
