@@ -431,7 +431,6 @@ class Replica:
         if sim._max_time < limit:
             limit = sim._max_time
         t = now
-        self.now = t
         visit = True
         while True:
             if visit:  # `try_dispatch(t)`: the lanes in turn from `next_lane`
@@ -458,6 +457,7 @@ class Replica:
                         if need > pool.total - pool.used:  # a preemption: the policy decides
                             self.busy_time = busy
                             sim._seq = seq
+                            sim.now = t
                             self._end_pipeline_run(ends, wakes, prices)
                             sim.events_to_progress = countdown
                             self.try_dispatch(t)
@@ -516,13 +516,12 @@ class Replica:
                         break
                     queue = None
                     kind = top[1]
-            t = queue[0][0] if queue is not None else top[0]
-            if t > limit or countdown == 1:
+            at = queue[0][0] if queue is not None else top[0]
+            if at > limit or countdown == 1:
                 break  # an arrival, the end of the run, or the progress hook comes first
             countdown -= 1
             lane = queue.popleft()[2] if queue is not None else heappop(heap)[4]
-            sim.now = t
-            self.now = t
+            t = at  # the clocks, `sim.now` and `self.now`, are set when this stops
             if kind == WAKE:
                 self.wake_at = -1.0
                 # the visit changes nothing when no lane is ready and stage 0 is free
@@ -536,6 +535,7 @@ class Replica:
                 if done:
                     prices.pop(lane, None)  # other members: another run of steps
                     sim._seq = seq
+                    sim.now = t
                     for req in done:
                         self._finish(req, req.total_tokens, t)
                     seq = sim._seq  # a closed loop's arrivals
@@ -551,6 +551,7 @@ class Replica:
             only_ready = lane if ready == 1 and not unprepared else None
         self.busy_time = busy
         sim._seq = seq
+        sim.now = self.now = t
         self._end_pipeline_run(ends, wakes, prices)
         sim.events_to_progress = countdown
         return True
