@@ -187,12 +187,14 @@ class Replica:
 
     # -- dispatch ----------------------------------------------------------
 
-    def try_dispatch(self, now: float) -> None:
+    def try_dispatch(self, now: float, first: int = 0) -> None:
+        """Dispatch what the policy plans for the idle lanes, in turn from `next_lane` (the
+        `first` ones already visited), while stage 0 is free."""
         self.now = now
         stage_free = self.stage_free
         lanes = self.lanes
         n = len(lanes)
-        for k in range(n):
+        for k in range(first, n):
             if stage_free[0] > now:
                 break
             lane = lanes[(self.next_lane + k) % n]
@@ -439,11 +441,13 @@ class Replica:
                     if only_ready is not None:  # the others' visits would change nothing
                         lane = only_ready
                         only_ready = None
+                        visited = 0
                         k = n
                     else:
                         if k == n:
                             break
                         lane = lanes[(self.next_lane + k) % n]
+                        visited = k
                         k += 1
                         if lane.in_flight:
                             continue
@@ -460,7 +464,7 @@ class Replica:
                             sim.now = t
                             self._end_pipeline_run(ends, wakes, prices)
                             sim.events_to_progress = countdown
-                            self.try_dispatch(t)
+                            self.try_dispatch(t, visited)  # the rest of this visit
                             return True
                         if reserves:
                             pool.reserved -= need
