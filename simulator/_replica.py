@@ -390,7 +390,10 @@ class Replica:
         heap, with their keys, when this stops.  A lane whose coming step needs more KV
         blocks than are free (a preemption) stops it too, and `try_dispatch` then asks the
         policy.  What this saves: the heap, the policy's plan of every lane visited, the
-        `BatchShape` and `BatchCost` of every step, the event loop's dispatch by kind."""
+        `BatchShape` and `BatchCost` of every step, the event loop's dispatch by kind.
+        While one lane decodes and the others are empty (a pipeline at low load), its steps
+        need neither queue: each is its dispatch, a wake-up that dispatches nothing, and
+        its end, handled at once when both come next."""
         sim = self.sim
         if self.bursts or self.waiting or sim.stage_spans is not None:
             return False
@@ -404,6 +407,7 @@ class Replica:
         ends: deque[tuple] = deque()
         wakes: deque[tuple] = deque()
         n = len(lanes)
+        last = n - 1  # `empty` when one lane has decodes
         after = self._lane_after
         stage_free = self.stage_free
         later_stages = range(1, self.pp)
@@ -475,9 +479,9 @@ class Replica:
                     if price is None:
                         price = prices[lane] = self._lane_price(lane)
                     host, stage_times, hop, flops, nbytes = price()
-                    end = t + host + stage_times[0]
-                    busy += end - t
-                    stage_free[0] = end
+                    free_at = t + host + stage_times[0]
+                    busy += free_at - t
+                    stage_free[0] = end = free_at
                     for s in later_stages:
                         start = end + hop
                         if stage_free[s] > start:
@@ -489,8 +493,32 @@ class Replica:
                     nd = len(lane.members)
                     rows.append((replica_id, t, end, 0, 0, nd, pool.used, flops, nbytes))
                     seq += 1
-                    ends.append((end, seq, lane))
                     self.next_lane = after[lane]
+                    if (
+                        empty == last
+                        and not (ends or wakes or unprepared)
+                        and t < free_at < end <= limit
+                        and self.wake_at != free_at
+                        and not 0 < countdown < 3
+                        and not (heap and heap[0] < (end, BATCH_END, seq))
+                        and not lane.first_token_due
+                        and lane.finish_heap[0][0] > step
+                    ):
+                        # the only lane with decodes: its wake-up when stage 0 frees up
+                        # (which dispatches nothing) and its end, which finishes no member,
+                        # come next; handled at once, they lead to its next step
+                        seq += 1
+                        countdown -= 2
+                        self.wake_at = -1.0
+                        t = end
+                        lane.in_flight = False
+                        lane.step_end_times.append(t)
+                        lane.step = step + 1
+                        ready = 1
+                        only_ready = lane
+                        k = n
+                        continue
+                    ends.append((end, seq, lane))
                 if unprepared:
                     unprepared = any(not x.members and x.prepared_step != x.step for x in lanes)
                 free_at = stage_free[0]
