@@ -87,6 +87,8 @@ SKU_SYSTEMS: dict[str, str] = {
     "h100-pcie": "h100_pcie",
     "h200": "h200_sxm",
     "b200": "b200_sxm",
+    "b300": "b300_sxm",
+    "gb200": "gb200",
     "a100-80gb": "a100_sxm",
     "l40s": "l40s",
     "l4": "l4",

@@ -40,6 +40,13 @@ FIRST_TOKEN_PREFILL = "prefill"  # the prefill pool's token, when its prefill en
 FIRST_TOKEN_DECODE_ADMIT = "decode_admit"  # the decode replica's, when it admits the request
 FIRST_TOKEN_DECODE_STEP = "decode_step"  # the decode replica's, after its first step with it
 FIRST_TOKEN_SOURCES = (FIRST_TOKEN_PREFILL, FIRST_TOKEN_DECODE_ADMIT, FIRST_TOKEN_DECODE_STEP)
+# how an engine keeps the KV cache of sliding-window layers (estimators/_memory.py
+# `kv_cache_layout`): every key (full), a fixed window of pages per running request (paged),
+# or a window pool sized to a share of the full pool's tokens (pool)
+SLIDING_KV_FULL = "full"
+SLIDING_KV_PAGED = "paged"
+SLIDING_KV_POOL = "pool"
+SLIDING_KV_LAYOUTS = (SLIDING_KV_FULL, SLIDING_KV_PAGED, SLIDING_KV_POOL)
 
 __all__ = [
     "DEFAULT_ENGINE",
@@ -50,6 +57,10 @@ __all__ = [
     "KV_ADMISSIONS",
     "KV_ON_DEMAND",
     "KV_RESERVE_FULL_LENGTH",
+    "SLIDING_KV_FULL",
+    "SLIDING_KV_LAYOUTS",
+    "SLIDING_KV_PAGED",
+    "SLIDING_KV_POOL",
     "AllReduceCost",
     "EngineLimits",
     "EngineProfile",
@@ -151,6 +162,11 @@ class EngineProfile:
     # replica's once it admitted the transferred request at an iteration boundary, or once
     # its first decode step with the request ended
     disagg_first_token: str = FIRST_TOKEN_PREFILL
+    # the KV cache of sliding-window layers (one of SLIDING_KV_LAYOUTS): kept whole like a
+    # full layer's, a window of pages per running request, or a window pool holding
+    # `swa_full_tokens_ratio` x the full pool's tokens
+    sliding_window_kv: str = SLIDING_KV_FULL
+    swa_full_tokens_ratio: float = 0.0
 
     def fp8_quant_fused(self, model_type: str) -> bool:
         """Whether the engine quantizes this model's FP8 GEMM inputs in the kernel before."""
@@ -351,6 +367,20 @@ def _first_token(value: Any) -> str:
     return str(value)
 
 
+def _sliding_kv(value: Any, ratio: Any) -> tuple[str, float]:
+    if value not in SLIDING_KV_LAYOUTS:
+        raise ValueError(
+            f"sliding_window_kv {value!r} is not one of {', '.join(SLIDING_KV_LAYOUTS)}"
+        )
+    if value != SLIDING_KV_POOL:
+        if ratio is not None:
+            raise ValueError(f"swa_full_tokens_ratio is for sliding_window_kv {SLIDING_KV_POOL}")
+        return str(value), 0.0
+    if not isinstance(ratio, (int, float)) or not 0.0 < ratio <= 1.0:
+        raise ValueError(f"swa_full_tokens_ratio {ratio!r} is not in (0, 1]")
+    return str(value), float(ratio)
+
+
 def _flag(value: Any, name: str) -> bool:
     if not isinstance(value, bool):
         raise ValueError(f"{name} {value!r} is not true or false")
@@ -362,6 +392,9 @@ def _build(name: str, key: str, body: Mapping[str, Any]) -> EngineProfile:
     try:
         overhead = body["overhead"]
         memory = body["memory"]
+        sliding_kv, swa_ratio = _sliding_kv(
+            body.get("sliding_window_kv", SLIDING_KV_FULL), body.get("swa_full_tokens_ratio")
+        )
         return EngineProfile(
             name=name,
             version=key,
@@ -396,6 +429,8 @@ def _build(name: str, key: str, body: Mapping[str, Any]) -> EngineProfile:
             disagg_first_token=_first_token(
                 body.get("disagg_first_token", FIRST_TOKEN_PREFILL)
             ),
+            sliding_window_kv=sliding_kv,
+            swa_full_tokens_ratio=swa_ratio,
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"{where}: malformed profile ({exc!r})") from None

@@ -34,15 +34,23 @@ Per GPU (vLLM's accounting)::
   per GPU count the attention of one TP group and that share of the experts; KV blocks per
   GPU are one DP rank's (the replica holds ``dp`` times as many); the activation reserve is
   one rank's forward pass.
+* sliding-window layers (gpt-oss) under an engine that windows their KV cache
+  (`EngineProfile.sliding_window_kv`, see `kv_cache_layout`): a block counts the full
+  layers' bytes of its tokens (plus, for SGLang's window pool, ``swa_full_tokens_ratio`` x
+  the sliding layers'), and under vLLM's paged layout every running request also holds
+  ``window_kv_blocks`` blocks for its sliding layers' window.  A model whose every layer
+  slides (Mistral-7B-v0.1) keeps every key (an upper bound).
 * block-scaled FP8 weights (DeepSeek-V3's 128 x 128 blocks) add one fp32 scale per block
   to every matmul weight (`ModelArchitecture.matmul_weight_bytes`).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from estimators._engines import SLIDING_KV_FULL, SLIDING_KV_POOL
 from estimators._types import ModelArchitecture, Precision, resolve_kv_precision
 from sku_catalog._types import GpuSku, NodeShape
 
@@ -57,6 +65,7 @@ __all__ = [
     "PrecisionError",
     "check_fits",
     "kv_bytes_per_token_per_gpu",
+    "kv_cache_layout",
     "layer_weight_bytes_per_gpu",
     "plan_memory",
     "select_node",
@@ -297,6 +306,9 @@ class MemoryPlan:
     dp: int = 1  # attention data parallelism: KV blocks above are one DP rank's
     # a speculative drafter's weights and KV per token (within kv_bytes_per_token), or None
     drafter: DrafterMemory | None = None
+    # blocks every running request holds for its sliding-window layers' window, beside its
+    # tokens' blocks (vLLM's paged layout, `kv_cache_layout`; 0 otherwise)
+    window_kv_blocks: int = 0
 
     def drafter_note(self) -> str:
         """"; drafter (...): ..." naming the drafter's weights and KV, or "" without one."""
@@ -342,6 +354,12 @@ class MemoryPlan:
             f"({self.kv_bytes_per_token / (1 << 20):.3f} MiB/token per GPU)"
             + (f", per DP rank; {self.dp} ranks" if self.dp > 1 else "")
             + self.drafter_note(),
+            *(
+                [f"    sliding-window layers: {self.window_kv_blocks} blocks per running "
+                 "request for their window"]
+                if self.window_kv_blocks
+                else []
+            ),
         ]
         if not self.fits:
             short = self.block_size * self.kv_bytes_per_token - self.kv_bytes
@@ -424,6 +442,39 @@ def kv_bytes_per_token_per_gpu(
     return float(2 * layers * kv_heads * model.head_dim * kv_precision.bytes)
 
 
+def kv_cache_layout(
+    model: ModelArchitecture,
+    tp: int,
+    pp: int,
+    kv_precision: Precision,
+    block_size: int,
+    engine: EngineProfile | None,
+) -> tuple[float, int]:
+    """(KV bytes a block's token costs on one GPU, blocks each running request holds for
+    its sliding-window layers' window) under `engine`'s sliding-window layout.
+
+    Every layer full, every layer sliding, or an engine that keeps every key: all layers'
+    bytes, no window blocks.  ``pool`` (SGLang): the full layers' bytes plus
+    ``swa_full_tokens_ratio`` x the sliding layers' (their pool holds that share of the full
+    pool's tokens).  ``paged`` (vLLM v1): the full layers' bytes; the sliding layers keep
+    the pages of the last ``window - 1`` tokens and the current one, about
+    ``ceil((window - 1) / block_size) + 1`` pages of their layers, counted in blocks of the
+    full layers' size.  The prompt's pages a sliding layer holds until its prefill is done
+    are not counted (they are freed at the next step)."""
+    every = kv_bytes_per_token_per_gpu(model, tp, pp, kv_precision)
+    sliding = model.sliding_window_layers
+    layout = engine.sliding_window_kv if engine is not None else SLIDING_KV_FULL
+    if not sliding or sliding >= model.num_layers or layout == SLIDING_KV_FULL:
+        return every, 0
+    sliding_bytes = every * sliding / model.num_layers
+    full_bytes = every - sliding_bytes
+    if layout == SLIDING_KV_POOL:
+        return full_bytes + engine.swa_full_tokens_ratio * sliding_bytes, 0
+    window_pages = -(-(model.sliding_window - 1) // block_size) + 1
+    window_bytes = window_pages * block_size * sliding_bytes
+    return full_bytes, math.ceil(window_bytes / (block_size * full_bytes))
+
+
 def activation_bytes_per_gpu(
     model: ModelArchitecture, tp: int, tokens: int, sampler_rows: int = _SAMPLER_ROWS
 ) -> float:
@@ -494,7 +545,7 @@ def plan_memory(
     if framework_reserve_gib is None:
         framework_reserve_gib = engine.framework_reserve_gib if engine is not None else 1.0
 
-    kv_per_token = kv_bytes_per_token_per_gpu(model, tp, pp, kv_prec)
+    kv_per_token, window_blocks = kv_cache_layout(model, tp, pp, kv_prec, block_size, engine)
     weights = weights_bytes_per_gpu(model, tp, pp, precision, ep, dp)
     if drafter is not None:
         kv_per_token += drafter.kv_bytes_per_token
@@ -545,6 +596,7 @@ def plan_memory(
         graph_reserve_bytes=graphs,
         dp=dp,
         drafter=drafter,
+        window_kv_blocks=window_blocks,
     )
 
 

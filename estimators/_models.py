@@ -92,6 +92,8 @@ _FAMILIES: dict[str, _Family] = {
     # multi-head latent attention (`_mla_fields` reads the latent ranks)
     "deepseek_v2": _LLAMA_LIKE,
     "deepseek_v3": _LLAMA_LIKE,
+    "kimi_k2": _LLAMA_LIKE,  # Kimi-K2/K2.5's text model: DeepSeek-V3's architecture
+    "minimax_m2": _LLAMA_LIKE,  # GQA experts; `attn_type_list` all 1: full attention
     "internlm": _Family(attention_bias=True),  # InternLMConfig.bias defaults to True
     "qwen": _Family(attention_bias=True, intermediate_divisor=2),  # Qwen-1: c_attn has a bias
     "qwen2": _Family(attention_bias=True),  # Qwen2/2.5: q/k/v biases
@@ -150,7 +152,7 @@ _UNSUPPORTED_TYPES = frozenset(
 )
 _EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
 # multi-head latent attention: the ranks and head widths it needs (`_mla_fields`)
-_MLA_TYPES = frozenset({"deepseek_v2", "deepseek_v3"})
+_MLA_TYPES = frozenset({"deepseek_v2", "deepseek_v3", "kimi_k2"})
 _MLA_KEYS = ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
 _TOPK_KEYS = ("num_experts_per_tok", "experts_per_token", "moe_top_k", "top_k")
 
@@ -227,9 +229,10 @@ def _parse_config(config: Mapping[str, Any], source: str, default_name: str) -> 
         raise ModelConfigError(
             f"{source}: model_type {model_type!r} is not priced by the estimator "
             "(state-space or an unsupported expert layout); supported: dense decoder-only "
-            "transformers, mixtures of experts (Mixtral, Qwen-MoE, gpt-oss) and multi-head "
-            "latent attention (DeepSeek-V2/V3)"
+            "transformers, mixtures of experts (Mixtral, Qwen-MoE, gpt-oss, MiniMax-M2) and "
+            "multi-head latent attention (DeepSeek-V2/V3, Kimi-K2)"
         )
+    _check_attention_kinds(config, source)
     family = _FAMILIES.get(model_type)
     if family is None:  # unknown type: infer from the fields a config.json does have
         gpt_style = any(k in config for k in ("n_embd", "n_layer", "n_head"))
@@ -355,6 +358,44 @@ def _parse_config(config: Mapping[str, Any], source: str, default_name: str) -> 
     )
 
 
+# layer_types values the estimator prices (HF's per-layer attention kinds)
+_LAYER_TYPES = ("full_attention", "sliding_attention")
+# MiniMax's per-layer attention kinds (`attn_type_list`): 1 is softmax attention over every
+# key; 0, MiniMax-Text-01/M1's lightning (linear) attention, is not priced
+_MINIMAX_FULL_ATTENTION = 1
+
+
+def _check_attention_kinds(config: Mapping[str, Any], source: str) -> None:
+    """Raise for attention the estimator cannot price, whatever the model_type says:
+    DeepSeek Sparse Attention (DeepSeek-V3.2, GLM-5: a lightning indexer picks
+    ``index_topk`` keys per query, so neither the MLA cost of every key nor the indexer's
+    own scoring is what runs), layer kinds of HF's ``layer_types`` other than full and
+    sliding-window attention (Qwen3.5's linear attention, ...) and MiniMax's lightning
+    attention layers (``attn_type_list`` entries other than 1)."""
+    if config.get("index_topk") is not None:
+        raise ModelConfigError(
+            f"{source}: index_topk={config['index_topk']!r}: DeepSeek Sparse Attention (a "
+            "lightning indexer choosing the keys each query reads) is not priced by the "
+            "estimator; supported: full, sliding-window and multi-head latent attention"
+        )
+    types = config.get("layer_types")
+    if isinstance(types, list):
+        unknown = sorted({str(t) for t in types if t not in _LAYER_TYPES})
+        if unknown:
+            raise ModelConfigError(
+                f"{source}: layer_types holds {', '.join(map(repr, unknown))}, which the "
+                f"estimator cannot price; supported: {', '.join(_LAYER_TYPES)}"
+            )
+    kinds = config.get("attn_type_list")
+    if kinds is None:
+        return
+    if not isinstance(kinds, list) or any(k != _MINIMAX_FULL_ATTENTION for k in kinds):
+        raise ModelConfigError(
+            f"{source}: attn_type_list={kinds!r:.80}: only 1 (full softmax attention in "
+            "every layer) is priced; 0 (lightning / linear attention) is not"
+        )
+
+
 def _mla_fields(config: Mapping[str, Any], source: str) -> dict[str, int]:
     """The multi-head latent attention fields of a config.json ({} for standard attention):
     ``kv_lora_rank``, ``qk_nope_head_dim``, ``qk_rope_head_dim``, ``v_head_dim`` (all
@@ -379,8 +420,6 @@ def _mla_fields(config: Mapping[str, Any], source: str) -> dict[str, int]:
     return fields
 
 
-# layer_types values the estimator prices (HF's per-layer attention kinds)
-_LAYER_TYPES = ("full_attention", "sliding_attention")
 # model_types whose `sliding_window` applies to every layer when config.json has no
 # layer_types (HF MistralConfig); Qwen2/3 configs carry a window they do not use
 # (use_sliding_window: false)
@@ -406,12 +445,6 @@ def _sliding_window_fields(
             raise ModelConfigError(
                 f"{source}: layer_types must list one attention kind per layer "
                 f"({num_layers}), got {types!r:.80}"
-            )
-        unknown = sorted({str(t) for t in types if t not in _LAYER_TYPES})
-        if unknown:
-            raise ModelConfigError(
-                f"{source}: layer_types holds {', '.join(map(repr, unknown))}, which the "
-                f"estimator cannot price; supported: {', '.join(_LAYER_TYPES)}"
             )
         sliding = types.count("sliding_attention")
         if not sliding:
@@ -599,6 +632,9 @@ _EXTRA_ALIASES: dict[str, str] = {
     # DeepSeek-R1 is DeepSeek-V3's architecture (same config.json shapes), trained further
     "deepseek-ai/deepseek-r1": "deepseek-ai/DeepSeek-V3",
     "deepseek-r1": "deepseek-ai/DeepSeek-V3",
+    # DeepSeek-V3.1 too (same shapes; V3.2 adds sparse attention and is not priced)
+    "deepseek-ai/deepseek-v3.1": "deepseek-ai/DeepSeek-V3",
+    "deepseek-v3.1": "deepseek-ai/DeepSeek-V3",
     "mistral-7b": "mistralai/Mistral-7B-v0.1",
     "codellama-34b": "codellama/CodeLlama-34b-Instruct-hf",
     "codellama-34b-instruct": "codellama/CodeLlama-34b-Instruct-hf",

@@ -18,8 +18,8 @@ as the batch is, the sliding share with the batch clipped to the window:
 
 Both clips are exact for every sequence longer than the window and an upper bound on the
 first `window` tokens of a prompt (which score fewer keys): at most ``window^2 / 2`` pairs
-per prompt.  Memory is not windowed: the KV cache keeps every layer's keys (an upper bound;
-the engines' hybrid allocators free a sliding layer's blocks once they leave the window).
+per prompt.  The KV memory the sliding layers keep is the engine's (estimators/_memory.py
+`kv_cache_layout`: every key, a window of pages per request, or a window pool).
 """
 
 from __future__ import annotations

@@ -13,7 +13,12 @@ probability `alpha` given the ones before it, a step emits on average
 tokens per sequence.  The target's verify pass is priced as a prompt chunk of ``k + 1``
 tokens after the sequence's context (the estimator's prefill path: its GEMMs see
 ``n (k + 1)`` tokens, its attention ``k + 1`` queries over the KV), the drafter as `k` decode
-steps of `n` sequences.
+steps of `n` sequences.  Those ``k + 1`` tokens also count against the iteration's token
+budget (`verify_tokens`, `SchedulerConfig.decode_tokens`).  The drafter runs over every
+prompt chunk too (a draft model prefills its own KV; vLLM's EAGLE / MTP proposer and SGLang's
+draft extend run the head layers over the chunk's hidden states): its pass over the chunk
+(a draft model's prefill of it, or `draft_layers` layers and the LM head) adds to the
+iteration.
 
 The simulator steps a speculative decode once per verify step: `SpeculativeEstimator` prices
 a whole step (verify + `k` drafting steps), and every sequence of the step emits its own
@@ -115,6 +120,12 @@ class SpeculativeConfig:
             raise ValueError("speculative method 'draft' needs draft_model (and only it takes one)")
 
     @property
+    def verify_tokens(self) -> int:
+        """Query tokens of one sequence's verify step: its last token and the k proposals
+        (what the engines count against an iteration's token budget)."""
+        return self.num_speculative_tokens + 1
+
+    @property
     def tokens_per_step(self) -> float:
         """E: tokens a sequence emits per verify step, on average."""
         if self.acceptance_rates is None:
@@ -163,44 +174,61 @@ class SpeculativeEstimator:
 
     def batch_cost(self, batch: BatchShape) -> BatchCost:
         n = batch.num_decodes
-        if n == 0:
-            return self.target.batch_cost(batch)
-        q = self.config.num_speculative_tokens + 1
-        ctx = batch.decode_kv_tokens / n
-        verify = self.target.batch_cost(
-            BatchShape(
-                num_prefill_tokens=batch.num_prefill_tokens + n * q,
-                num_prefills=batch.num_prefills + n,
-                prefill_attn_pairs=batch.prefill_attn_pairs + n * q * (ctx + (q + 1) / 2),
-                prefill_kv_tokens=batch.prefill_kv_tokens + batch.decode_kv_tokens + n * q,
-            )
-        )
-        draft_s, draft_flops, draft_bytes = self._draft_step(batch)
         k = self.config.num_speculative_tokens
-        last = len(verify.stage_times) - 1
+        draft_s = draft_flops = draft_bytes = 0.0
+        if batch.num_prefill_tokens:  # the drafter's own pass over the prompt chunks
+            prompts = BatchShape(
+                num_prefill_tokens=batch.num_prefill_tokens,
+                num_prefills=batch.num_prefills,
+                prefill_attn_pairs=batch.prefill_attn_pairs,
+                prefill_kv_tokens=batch.prefill_kv_tokens,
+            )
+            draft_s, draft_flops, draft_bytes = self._drafter_pass(prompts)
+        if n == 0:
+            target = self.target.batch_cost(batch)
+        else:
+            q = self.config.verify_tokens
+            ctx = batch.decode_kv_tokens / n
+            target = self.target.batch_cost(
+                BatchShape(
+                    num_prefill_tokens=batch.num_prefill_tokens + n * q,
+                    num_prefills=batch.num_prefills + n,
+                    prefill_attn_pairs=batch.prefill_attn_pairs + n * q * (ctx + (q + 1) / 2),
+                    prefill_kv_tokens=batch.prefill_kv_tokens + batch.decode_kv_tokens + n * q,
+                )
+            )
+            decodes = BatchShape(num_decodes=n, decode_kv_tokens=batch.decode_kv_tokens)
+            step_s, step_flops, step_bytes = self._drafter_pass(decodes)
+            draft_s += k * step_s
+            draft_flops += k * step_flops
+            draft_bytes += k * step_bytes
+        if not draft_s:
+            return target
+        last = len(target.stage_times) - 1
         stages = tuple(
-            v + (k * draft_s if s == last else 0.0)  # the drafter runs by the LM head
-            for s, v in enumerate(verify.stage_times)
+            t + (draft_s if s == last else 0.0)  # the drafter runs by the LM head
+            for s, t in enumerate(target.stage_times)
         )
         return BatchCost(
             stage_times=stages,
-            pp_hop_time=verify.pp_hop_time,
-            cpu_overhead=verify.cpu_overhead,
-            flops=verify.flops + k * draft_flops,
-            bytes_moved=verify.bytes_moved + k * draft_bytes,
+            pp_hop_time=target.pp_hop_time,
+            cpu_overhead=target.cpu_overhead,
+            flops=target.flops + draft_flops,
+            bytes_moved=target.bytes_moved + draft_bytes,
         )
 
-    def _draft_step(self, batch: BatchShape) -> tuple[float, float, float]:
-        """(seconds, FLOPs, bytes) of one drafting step of the batch's decodes (no CPU
-        overhead: it runs inside the engine's step)."""
-        decodes = BatchShape(num_decodes=batch.num_decodes, decode_kv_tokens=batch.decode_kv_tokens)
+    def _drafter_pass(self, batch: BatchShape) -> tuple[float, float, float]:
+        """(seconds, FLOPs, bytes) of the drafter running `batch` once: one drafting step of
+        the decodes, or its pass over prompt chunks (the drafter keeps its own KV, or the
+        MTP / EAGLE head its hidden states, of every prompt token).  No CPU overhead: it
+        runs inside the engine's step."""
         if self.draft is not None:
-            c = self.draft.batch_cost(decodes)
+            c = self.draft.batch_cost(batch)
             return sum(c.stage_times), c.flops, c.bytes_moved
         # MTP / EAGLE: draft_layers layers of the target's shape, then its LM head (the last
         # stage's time beyond its layers and the embedding)
-        c = self.target.batch_cost(decodes)
-        ops = self.target.operator_times(decodes)
+        c = self.target.batch_cost(batch)
+        ops = self.target.operator_times(batch)
         layer = sum(t for name, t in ops.items() if name not in ("emb", "send_recv"))
         last = c.stage_times[-1]
         head = max(

@@ -488,6 +488,7 @@ def service_bound(
     # the KV a decode holds: running requests share a cached prefix's blocks, so only the
     # tokens the cache would not hold are its own
     held_kv = ((o - 1) * computed + (o - 1) * (o - 2) / 2) / per_step
+    held_kv += steps * cluster.window_kv_blocks * cluster.block_size  # sliding layers' window
     limits = (
         (computed + steps) / max_tokens,  # tokens
         (chunks + steps) / sched.batch_size,  # sequences
@@ -513,7 +514,7 @@ def service_bound(
     stages = stages - (1.0 - with_chunks) * ovh_prefill - (1.0 - with_decodes) * ovh_decode
     seconds = k * float(stages.max())
     # an admitted request holds a batch slot and its prompt's KV blocks until it finishes
-    prompt_blocks = np.sort(np.ceil(computed / cluster.block_size))
+    prompt_blocks = np.sort(np.ceil(computed / cluster.block_size) + cluster.window_kv_blocks)
     fit = int(np.searchsorted(np.cumsum(prompt_blocks), cluster.num_kv_blocks, side="right"))
     in_flight = max(1, min(sched.batch_size * cluster.pp, fit))
     return ServiceBound(seconds, k, in_flight, cluster.num_replicas, num, len(workload))

@@ -96,7 +96,12 @@ def render_summary(summary: dict, prepared: PreparedDeployment, workload_info: d
         f"({mem.kv_precision.value}) = {mem.kv_capacity_tokens:,} tokens "
         f"({mem.num_kv_blocks:,} blocks of {d.block_size})"
         + (f" per DP rank, {d.dp} ranks" if d.dp > 1 else "")
-        + mem.drafter_note(),
+        + mem.drafter_note()
+        + (
+            f"; sliding-window layers hold {mem.window_kv_blocks} blocks per running request"
+            if mem.window_kv_blocks
+            else ""
+        ),
     )
     head.add_row(
         "Workload",

@@ -90,6 +90,7 @@ def run_simulate(data: dict[str, Any]) -> None:
                 "kv_cache_bytes_per_gpu": memory.kv_bytes,
                 "kv_capacity_tokens": memory.kv_capacity_tokens,
                 "num_kv_blocks": memory.num_kv_blocks,
+                "window_kv_blocks_per_request": memory.window_kv_blocks,
                 **(
                     {"drafter": memory.drafter.label,
                      "drafter_weights_bytes_per_gpu": memory.drafter.weights_bytes,

@@ -19,10 +19,14 @@ class SpeculativeSpec(BaseModel):
     method: Literal["mtp", "eagle", "draft"] = Field(
         "mtp",
         description="mtp or eagle: draft_layers decoder layers of the model's shape draft "
-        "(DeepSeek's MTP module, EAGLE heads); draft: a separate draft_model.",
+        "(DeepSeek's MTP module, EAGLE heads); draft: a separate draft_model.  The drafter "
+        "also runs over every prompt chunk (its own prefill).",
     )
     num_speculative_tokens: PositiveInt = Field(
-        1, le=16, description="Tokens proposed per step (k); the model verifies k + 1."
+        1,
+        le=16,
+        description="Tokens proposed per step (k); the model verifies k + 1, which count "
+        "against the iteration's token budget beside prompt chunks.",
     )
     acceptance_rate: float = Field(
         0.7, ge=0.0, le=1.0,

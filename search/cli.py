@@ -418,7 +418,8 @@ def _choice(enum_values: list[str]) -> click.Choice:
     type=int,
     default=None,
     help="Disaggregated serving: replicas of a decode pool (--sku/--tp/--replicas are then "
-    "the prefill pool) [aggregated].",
+    "the prefill pool); a decode replica reserves a prompt's KV blocks before its transfer "
+    "starts and queues transfers it has no room for [aggregated].",
 )
 @click.option("--decode-sku", default=None, help="GPU of the decode pool [--sku].")
 @click.option("--decode-tp", type=int, default=None, help="TP of the decode pool [1].")
@@ -442,14 +443,15 @@ def _choice(enum_values: list[str]) -> click.Choice:
     type=_choice(["mtp", "eagle", "draft"]),
     default=None,
     help="Speculative decoding: mtp or eagle (draft layers of the model's shape), or draft "
-    "(--draft-model) [off].",
+    "(--draft-model); the drafter also runs over every prompt chunk [off].",
 )
 @click.option("--draft-model", default=None, help="The draft model of --speculative draft.")
 @click.option(
     "--num-speculative-tokens",
     type=int,
     default=None,
-    help="Tokens proposed per step (k) [1].",
+    help="Tokens proposed per step (k); each running decode's verify step counts k + 1 "
+    "tokens against the iteration's token budget [1].",
 )
 @click.option(
     "--acceptance-rate",

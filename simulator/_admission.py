@@ -41,7 +41,8 @@ def _fits(
     for i, (p, o) in enumerate(zip(prompts, outputs, strict=True)):
         req = Request(i, 0.0, p, o)
         out[i] = (
-            blocks_for(req.total_tokens, cluster.block_size) <= max_blocks
+            blocks_for(req.total_tokens, cluster.block_size) + cluster.window_kv_blocks
+            <= max_blocks
             and policy.rejection(req) is None
         )
     return out

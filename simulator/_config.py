@@ -58,6 +58,13 @@ class SchedulerConfig:
         `batch_wait_iters` iterations in a row or the iteration would hold at least
         `batch_wait_token_ratio` x the token budget (the held prompts' whole lengths plus
         the decodes), so that prefills batch up; an iteration without decodes never holds.
+    decode_tokens: query tokens each running decode counts against the iteration's token
+        budget: 1, or under speculative decoding the k + 1 positions its verify step runs
+        (`SpeculativeConfig.verify_tokens`): vLLM v1 schedules a running request's
+        ``num_tokens_with_spec - num_computed_tokens`` (its k draft tokens + 1) inside
+        max_num_batched_tokens, TensorRT-LLM's micro-batch scheduler counts a generation
+        request's draft tokens + 1 against max_num_tokens, so less prefill fits beside a
+        speculative decode batch.
     """
 
     kind: SchedulerKind = SchedulerKind.SARATHI
@@ -67,6 +74,7 @@ class SchedulerConfig:
     reserve_full_length: bool = False
     batch_wait_iters: int = 0
     batch_wait_token_ratio: float = 0.0
+    decode_tokens: int = 1
 
     def token_budget(self) -> int | None:
         """Tokens one iteration may hold, or None where the policy sets no limit."""
@@ -85,6 +93,9 @@ class ClusterConfig:
     pp: int = 1
     num_kv_blocks: int = 1024  # KV blocks per replica (from the memory planner)
     block_size: int = 16  # tokens per KV block
+    # blocks every running request holds beside its tokens' (its sliding-window layers'
+    # window under vLLM's paged layout; estimators `MemoryPlan.window_kv_blocks`)
+    window_kv_blocks: int = 0
     watermark: float = 0.01  # fraction of blocks kept free when admitting new prompts (vLLM)
     global_scheduler: GlobalSchedulerKind = GlobalSchedulerKind.ROUND_ROBIN
     # prefix caching (simulator/_prefix_cache.py), used when the workload carries prefix

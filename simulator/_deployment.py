@@ -201,10 +201,11 @@ class PreparedDeployment:
     decode_memory: MemoryPlan | None = None
 
     def simulation(self, workload: Workload, options: RunOptions | None = None) -> Simulation:
+        d = self.deployment
         return Simulation(
             workload,
             self.estimator,
-            self.deployment.scheduler,
+            replica_scheduler(d.scheduler, d.speculative),
             self.cluster,
             options,
             self.hardware,
@@ -213,6 +214,17 @@ class PreparedDeployment:
 
     def simulate(self, workload: Workload, options: RunOptions | None = None) -> SimulationResult:
         return SimulationResult(self.simulation(workload, options).run())
+
+
+def replica_scheduler(
+    scheduler: SchedulerConfig, speculative: SpeculativeConfig | None
+) -> SchedulerConfig:
+    """The scheduler as a replica runs it: under speculative decoding each running decode
+    counts its verify step's k + 1 tokens against the token budget
+    (`SchedulerConfig.decode_tokens`)."""
+    if speculative is None:
+        return scheduler
+    return replace(scheduler, decode_tokens=speculative.verify_tokens)
 
 
 def prepare(deployment: Deployment) -> PreparedDeployment:
@@ -258,6 +270,7 @@ def prepare(deployment: Deployment) -> PreparedDeployment:
         pp=d.pp,
         num_kv_blocks=memory.num_kv_blocks * d.dp,  # each DP rank its own KV cache
         block_size=d.block_size,
+        window_kv_blocks=memory.window_kv_blocks,
         global_scheduler=d.global_scheduler,
         prefix_cache=d.prefix_cache,
         prefix_cache_tokens=d.prefix_cache_tokens,
@@ -306,7 +319,7 @@ def _decode_pool(d: Deployment, prefill_memory: MemoryPlan) -> tuple[DecodePool,
     link = kv_link_gbps(d.sku, d.gpus_per_replica * d.num_replicas, pool)
     cluster = ClusterConfig(
         num_replicas=pool.num_replicas, num_kv_blocks=memory.num_kv_blocks * pool.dp,
-        block_size=d.block_size, prefix_cache=False,
+        block_size=d.block_size, window_kv_blocks=memory.window_kv_blocks, prefix_cache=False,
     )  # fmt: skip
     hardware = Hardware(
         gpus_per_replica=pool.gpus_per_replica,
@@ -320,8 +333,9 @@ def _decode_pool(d: Deployment, prefill_memory: MemoryPlan) -> tuple[DecodePool,
     layerwise = d.engine is not None and d.engine.kv_transfer_layerwise
     layers = d.model.num_layers // d.pp if layerwise else 0  # a prefill stage's layers
     first_token = d.engine.disagg_first_token if d.engine is not None else FIRST_TOKEN_PREFILL
+    scheduler = replica_scheduler(pool.scheduler, d.speculative)
     decode = DecodePool(
-        estimator, pool.scheduler, cluster, hardware, seconds_per_token, layers, first_token
+        estimator, scheduler, cluster, hardware, seconds_per_token, layers, first_token
     )
     return decode, memory
 

@@ -9,6 +9,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from itertools import chain
 
 import numpy as np
@@ -25,7 +26,7 @@ from simulator._events import BATCH_END as _BATCH_END
 from simulator._events import DISPATCH as _DISPATCH
 from simulator._events import TRANSFER as _TRANSFER
 from simulator._events import WAKE as _WAKE
-from simulator._kv_transfer import layerwise_transfer_wait
+from simulator._kv_transfer import TransferQueue, layerwise_transfer_wait
 from simulator._lane import Lane
 from simulator._policies import BatchPlan, make_policy
 from simulator._prefix_cache import PrefixCache
@@ -140,6 +141,7 @@ class Simulation:
                 cluster.watermark,
                 cluster.pp,
                 _prefix_cache(workload, cluster) if prefixes is not None else None,
+                window_kv_blocks=cluster.window_kv_blocks,
             )
             for r in range(cluster.num_replicas)
         ]
@@ -179,39 +181,57 @@ class Simulation:
         first = len(self.replicas)
         decoders = [
             Replica(first + r, self, make_policy(pool.scheduler), pool.estimator,
-                    c.num_kv_blocks, c.block_size, c.watermark, c.pp)
+                    c.num_kv_blocks, c.block_size, c.watermark, c.pp,
+                    window_kv_blocks=c.window_kv_blocks)
             for r in range(c.num_replicas)
         ]  # fmt: skip
         for replica in decoders:
             replica.hardware = pool.hardware
             replica.first_token_on_step = pool.first_token == FIRST_TOKEN_DECODE_STEP
+            start = partial(self._start_transfer, replica)
+            replica.transfers = TransferQueue(
+                replica.pool, replica.policy.config, start, replica.window_kv_blocks
+            )
         for replica in self.replicas:
             replica.hand_off = self._hand_off
         self._decoders = decoders
         self.replicas = self.replicas + decoders
 
     def _hand_off(self, req: Request, now: float) -> None:
-        """A prefill pool's request sends its KV cache to the least-loaded decode replica;
-        the client sees its first token now when the prefill pool emits it."""
+        """A prefill pool's request hands its KV cache to the least-loaded decode replica,
+        which reserves the blocks before the transfer starts, or queues the hand-off until
+        they fit (`TransferQueue`); the client sees its first token now when the prefill
+        pool emits it."""
         pool = self.decode_pool
         if pool.first_token == FIRST_TOKEN_PREFILL:
             req.first_token_at = now
         replica = min(self._decoders, key=lambda r: (r.outstanding, r.id))
         reason = replica.rejection(req)
         if reason is not None:  # a decode replica can never hold it: rejected, as on arrival
+            self.replicas[req.replica].kv_sent(req, now)
             req.rejected = f"decode pool: {reason}"
             req.replica = replica.id
             self.on_request_done(req, now)
             return
         replica.outstanding += 1  # from the hand-off on: the next request goes elsewhere
+        replica.transfers.offer(req, now, replica.waiting)
+
+    def _start_transfer(
+        self, replica: Replica, req: Request, now: float, at_hand_off: bool
+    ) -> None:
+        """`replica` reserved `req`'s KV blocks: its transfer starts now.  Layer by layer
+        it overlaps the prefill only when it starts at the hand-off; one that waited for
+        blocks sends the whole prompt's KV after."""
+        pool = self.decode_pool
         transfer = layerwise_transfer_wait(
             req.prefill_target * pool.transfer_seconds_per_token,
             now - req.scheduled_at,  # the prefill's span on its replica
-            pool.transfer_layers,
+            pool.transfer_layers if at_hand_off else 0,
         )
         arrive = now + transfer
         self._seq += 1
-        heapq.heappush(self._heap, (arrive, _TRANSFER, self._seq, replica, req, None))
+        source = self.replicas[req.replica]  # the prefill replica, holding the KV till then
+        heapq.heappush(self._heap, (arrive, _TRANSFER, self._seq, replica, req, source))
 
     def batch_end_horizon(self) -> tuple[float, bool]:
         """(t, at_t): a batch end scheduled now for a time before t, or at t when `at_t`, is
@@ -326,6 +346,7 @@ class Simulation:
                 elif kind == _ARRIVAL:
                     self._arrive(a, t)
                 elif kind == _TRANSFER:
+                    b.kv_sent(a, t)
                     replica.receive(a, t)
                 else:
                     replica.wake_at = -1.0

@@ -46,6 +46,7 @@ class Policy:
         self.config = config
         self.batch_size = config.batch_size
         self.token_budget = config.token_budget()
+        self.decode_tokens = config.decode_tokens  # budget tokens of one running decode
         if config.reserve_full_length:
             self.reserves_full_length = True
         self._batch_wait = config.batch_wait_iters > 0 or config.batch_wait_token_ratio > 0
@@ -108,7 +109,7 @@ class Policy:
         if not prompts:
             return False
         config = self.config
-        tokens = sum(prompts) + lane.num_decodes
+        tokens = sum(prompts) + lane.num_decodes * self.decode_tokens
         enough = tokens >= config.batch_wait_token_ratio * (self.token_budget or 0)
         if enough or self._held >= config.batch_wait_iters:
             self._held = 0
@@ -125,7 +126,8 @@ class SarathiPolicy(Policy):
 
     def plan(self, lane: Lane, replica: Replica) -> BatchPlan | None:
         replica.prepare_decodes(lane)
-        chunks = self._prompt_chunks(lane, replica, self.token_budget - lane.num_decodes)
+        decodes = lane.num_decodes * self.decode_tokens
+        chunks = self._prompt_chunks(lane, replica, self.token_budget - decodes)
         if not chunks and not lane.members:
             return None
         return BatchPlan(bool(lane.members), chunks)
@@ -160,7 +162,7 @@ class OrcaPolicy(Policy):
         replica.prepare_decodes(lane)
         budget = self.token_budget
         if budget is not None:
-            budget -= lane.num_decodes
+            budget -= lane.num_decodes * self.decode_tokens
         waiting = replica.waiting
         chunks: list[tuple[Request, int]] = []
         while waiting and lane.num_seqs < self.batch_size:

@@ -19,6 +19,7 @@ from estimators import (
 )
 from simulator._events import BATCH_END, WAKE
 from simulator._kv import BlockPool, blocks_for
+from simulator._kv_transfer import TransferQueue
 from simulator._lane import Lane, make_lane
 from simulator._policies import BatchPlan, Policy
 from simulator._prefix_cache import PrefixCache
@@ -48,6 +49,7 @@ class Replica:
         watermark: float,
         pp: int,
         prefix_cache: PrefixCache | None = None,
+        window_kv_blocks: int = 0,
     ) -> None:
         self.id = replica_id
         self.sim = sim
@@ -55,6 +57,7 @@ class Replica:
         self.estimator = estimator
         self.pool = BlockPool(num_kv_blocks, block_size, watermark)
         self.block_size = block_size
+        self.window_kv_blocks = window_kv_blocks  # held by every running request
         self.pp = pp
         # speculative decoding: lanes of bursts, each drawing its own under the run's seed
         spec = estimator.config if isinstance(estimator, SpeculativeEstimator) else None
@@ -78,6 +81,9 @@ class Replica:
         # a decode pool's replica that shows a transferred request's first token at the end
         # of its first step with it rather than when it admits it (FIRST_TOKEN_DECODE_STEP)
         self.first_token_on_step = False
+        # a decode pool's replica: the hand-offs it accepted, their KV blocks reserved here
+        # before the transfer, or waiting for room
+        self.transfers: TransferQueue | None = None
         self.hardware = sim.hardware  # its pool's GPUs (MFU, MBU)
         # the decode-only run being priced (`_run_decode_steps`): (its next step, the
         # lane's kv_base and decodes it was priced for, the lane, next() of its costs)
@@ -91,13 +97,18 @@ class Replica:
 
     def rejection(self, req: Request) -> str | None:
         """Why this replica can never serve `req`, or None."""
-        need = blocks_for(req.total_tokens, self.block_size)
+        need = self._request_blocks(req.total_tokens)
         if need > self.pool.max_request_blocks():
             return (
                 f"request needs {req.total_tokens} KV tokens ({need} blocks) but a replica "
                 f"holds at most {self.pool.max_request_blocks() * self.block_size}"
             )
         return self.policy.rejection(req)
+
+    def _request_blocks(self, kv_tokens: int) -> int:
+        """KV blocks a running request with `kv_tokens` cached tokens holds (its sliding
+        layers' window beside its tokens')."""
+        return blocks_for(kv_tokens, self.block_size) + self.window_kv_blocks
 
     def enqueue(self, req: Request, now: float) -> None:
         req.replica = self.id
@@ -126,24 +137,29 @@ class Replica:
         """Move the head of the waiting queue into `lane` if its KV blocks fit (a request
         whose KV came from a prefill pool joins the lane's decodes at once)."""
         pool = self.pool
-        need = blocks_for(req.prefill_target, self.block_size)
-        shared: tuple[int, ...] = ()
-        saved = 0
-        if req.prefilled and req.prefix is not None and self.prefix_cache is not None:
-            # its cached prefix: blocks other running requests hold cost it nothing
-            shared, saved = self.prefix_cache.reusable(req.prefix, req.prefilled)
-            need -= saved
-        if self.policy.reserves_full_length:
-            full = blocks_for(req.total_tokens, self.block_size) - saved
-            if not pool.can_admit(full):
+        if req.blocks:  # reserved here at the hand-off (`TransferQueue`): the prompt's
+            # blocks are the lane's now, the rest give way to its first step's below
+            pool.release(req.blocks - self._request_blocks(req.prefill_target))
+            req.blocks = 0
+        else:
+            need = self._request_blocks(req.prefill_target)
+            shared: tuple[int, ...] = ()
+            saved = 0
+            if req.prefilled and req.prefix is not None and self.prefix_cache is not None:
+                # its cached prefix: blocks other running requests hold cost it nothing
+                shared, saved = self.prefix_cache.reusable(req.prefix, req.prefilled)
+                need -= saved
+            if self.policy.reserves_full_length:
+                full = self._request_blocks(req.total_tokens) - saved
+                if not pool.can_admit(full):
+                    return False
+                pool.reserved += full - need
+            elif not pool.can_admit(need):
                 return False
-            pool.reserved += full - need
-        elif not pool.can_admit(need):
-            return False
-        pool.allocate(need)
-        if shared:
-            self.prefix_cache.hold(shared)
-            req.shared_prefix = shared
+            pool.allocate(need)
+            if shared:
+                self.prefix_cache.hold(shared)
+                req.shared_prefix = shared
         self.waiting.popleft()
         if math.isnan(req.scheduled_at):
             req.scheduled_at = self.now
@@ -157,7 +173,10 @@ class Replica:
                     req.first_token_at = emit  # now, at the iteration boundary
             lane.join(req, req.prefill_target, req.output_tokens - req.generated, emit)
             if lane.prepared_step == lane.step:  # the coming step's blocks prepare_decodes missed
-                pool.allocate(lane.step_blocks_of(req))
+                step_blocks = lane.step_blocks_of(req)
+                if self.policy.reserves_full_length:
+                    pool.reserved -= step_blocks  # out of its reserved length
+                pool.allocate(step_blocks)
             return True
         lane.prefilling.append(req)
         return True
@@ -637,8 +656,8 @@ class Replica:
                 req.generated += 1
                 if self.hand_off is not None and req.generated < req.output_tokens:
                     # prefill pool: the KV goes to a decode pool, which decides when the
-                    # client sees the first token
-                    self._release_kv(req, req.prefill_target)
+                    # client sees the first token; its blocks here stay until it has been
+                    # sent (`kv_sent`)
                     self.outstanding -= 1
                     self.hand_off(req, now)
                     continue
@@ -657,16 +676,30 @@ class Replica:
             return
         self.try_dispatch(now)
 
+    def kv_sent(self, req: Request, now: float) -> None:
+        """A prefill pool's replica: the KV of `req`, handed off, has reached the decode
+        pool (or will never go), so its blocks here are free, as the engines free them once
+        the transfer is done (SGLang's prefill server after the sender's completion, vLLM's
+        NixlConnector after the decode side's read, TensorRT-LLM's context server after the
+        transmission); a prompt that waited for them may start."""
+        self._release_kv(req, req.prefill_target)
+        if self.waiting and self.stage_free[0] <= now and self.wake_at != now:
+            self.wake_at = now
+            self.sim.schedule_wake(self, now, after_arrivals=True)
+
     def _finish(self, req: Request, kv_tokens: int, now: float) -> None:
         req.completed_at = now
         self._release_kv(req, kv_tokens)
         self.outstanding -= 1
+        transfers = self.transfers
+        if transfers is not None and transfers.waiting:  # hand-offs waiting for its blocks
+            transfers.retry(now, self.waiting)
         self.sim.on_request_done(req, now)
 
     def _release_kv(self, req: Request, kv_tokens: int) -> None:
         """Free the KV blocks of `req`'s `kv_tokens`: its own, and of its shared prefix
         blocks those it held the last reference to."""
-        blocks = blocks_for(kv_tokens, self.block_size)
+        blocks = self._request_blocks(kv_tokens)
         shared = req.shared_prefix
         if shared:
             cache = self.prefix_cache

@@ -31,6 +31,8 @@ _GPU_NAME_SKUS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("h200",), "h200"),
     (("h100", "pcie"), "h100-pcie"),
     (("h100",), "h100-sxm"),
+    (("gb200",), "gb200"),  # before b200: "NVIDIA GB200" holds "b200"
+    (("b300",), "b300"),
     (("b200",), "b200"),
     (("a100", "40gb"), "a100-40gb"),
     (("a100",), "a100-80gb"),

@@ -33,7 +33,8 @@ The two campaigns in the file differ in their prompt and output lengths (`source
 
 Only the points llmcap can represent are kept: aggregated mode, a model the catalog knows
 (dense, or a mixture of experts whose MoE TP x EP spans its attention DP x TP GPUs), a GPU the
-catalog knows, attention TP inside one node, 16-bit or FP8 weights, a recorded concurrency.
+catalog knows, attention TP inside one node that divides the heads, 16-bit or FP8 weights, a
+recorded concurrency.
 Every other row is counted under the reason it was skipped.  Disaggregated rows
 (`mode=disagg`: a prefill pool and a decode pool) are mapped by `_aic_disagg.py` when asked
 for (`select_points(modes=...)`), under the same rules per pool.
@@ -62,6 +63,8 @@ SYSTEM_TO_SKU: dict[str, str] = {
     "h100_sxm": "h100-sxm",
     "h200_sxm": "h200",
     "b200_sxm": "b200",
+    "b300_sxm": "b300",
+    "gb200": "gb200",  # the catalog's gb200 node is the NVL72 rack (its NVLink domain)
     "a100_sxm": "a100-80gb",
     "l40s": "l40s",
 }
@@ -310,6 +313,10 @@ def parallelism(
     node = max(n.gpus_per_node for n in load_catalog().get(basics.sku).nodes)
     if tp > node:
         return f"TP beyond one node ({prefix}tp_size > {node} GPUs)"
+    if load_model(basics.model).num_attention_heads % tp:
+        # e.g. GB200's public DeepSeek-R1 rows, TP 12-72 over 128 heads: a layout with
+        # attention DP and wide EP that the row does not record
+        return f"TP does not divide the attention heads ({prefix}tp_size)"
     ep = 1
     if basics.moe:
         ep = _int(row, f"{prefix}moe_ep_size", where, line, default=1)

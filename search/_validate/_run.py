@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -42,6 +43,8 @@ from workloads import Workload
 # - "vidur": every engine the same way, as before engine profiles: Vidur's 2024 vLLM profile
 #   with Sarathi-style chunked prefill under the engines' common 8192-token budget;
 # - NAME[@VERSION]: every point with that one profile.
+# A point whose engine version is no release (vLLM "nightly-<commit>", SGLang "nightly-dev")
+# runs under its engine's default profile, the newest.
 # The batch is always capped at the concurrency (the client never has more in flight).
 CHUNK_SIZE = 8192
 AUTO = "auto"
@@ -49,6 +52,7 @@ AUTO = "auto"
 REQUESTS_PER_SLOT = 10
 # the seed of the lengths drawn for a client that spreads them (`closed_loop_workload`)
 LENGTH_SEED = 0
+_RELEASE = re.compile(r"v?\d")  # a version that starts with a release number
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +106,8 @@ def engine_for(
         profile = load_engine(engines)
     else:
         version = point.engine_version.strip()
+        if not _RELEASE.match(version):  # a nightly or dev build (see above)
+            version = ""
         profile = load_engine(f"{point.engine}@{version}" if version else point.engine)
     changes = fold.allreduce.get(profile.name) if fold is not None else None
     if changes:

@@ -60,6 +60,9 @@ def test_gpu_names_map_to_catalog_skus():
     assert sku_for_gpu_name("NVIDIA A100-SXM4-80GB") == "a100-80gb"
     assert sku_for_gpu_name("NVIDIA L40S") == "l40s" and sku_for_gpu_name("NVIDIA L4") == "l4"
     assert sku_for_gpu_name("Intel(R) Xeon(R) Platinum") is None
+    assert sku_for_gpu_name("NVIDIA GB200") == "gb200"  # not b200, whose name it holds
+    assert sku_for_gpu_name("NVIDIA B300 SXM6 AC") == "b300"
+    assert sku_for_gpu_name("NVIDIA B200") == "b200"
     catalog = load_catalog()
     for name in ("NVIDIA H200", "NVIDIA B200", "NVIDIA A10G", "NVIDIA A40"):
         assert catalog.get(sku_for_gpu_name(name)) is not None

@@ -76,12 +76,39 @@ def test_a_token_costs_more_when_nothing_is_accepted_and_less_when_most_is(targe
     assert small < 0.5 < large
 
 
-def test_prompt_chunks_keep_their_price_and_the_rest_delegates(target):
-    spec = SpeculativeEstimator(target, SpeculativeConfig("mtp", 2, 0.8))
-    prompt = BatchShape(num_prefill_tokens=512, num_prefills=1, prefill_attn_pairs=512 * 513 / 2,
-                        prefill_kv_tokens=512)  # fmt: skip
-    assert spec.batch_cost(prompt) == target.batch_cost(prompt)
-    assert spec.layers_per_stage == target.layers_per_stage  # the target's attributes
+PROMPT = BatchShape(num_prefill_tokens=512, num_prefills=1, prefill_attn_pairs=512 * 513 / 2,
+                    prefill_kv_tokens=512)  # fmt: skip
+
+
+def test_a_prompt_chunk_adds_one_mtp_layer_over_its_tokens_per_draft_layer(target):
+    one = SpeculativeEstimator(target, SpeculativeConfig("mtp", 2, 0.8)).batch_cost(PROMPT)
+    two = SpeculativeEstimator(target, SpeculativeConfig("mtp", 2, 0.8, draft_layers=2))
+    plain = target.batch_cost(PROMPT)
+    ops = target.operator_times(PROMPT)
+    layer = sum(t for name, t in ops.items() if name not in ("emb", "send_recv"))
+    assert layer > 0
+    # a second head layer costs one more target layer over the chunk's 512 tokens
+    assert two.batch_cost(PROMPT).stage_times[0] - one.stage_times[0] == pytest.approx(layer)
+    # one layer and the LM head: more than a layer, less than two (32 layers in the model)
+    assert layer < one.stage_times[0] - plain.stage_times[0] < 2 * layer
+    assert one.cpu_overhead == plain.cpu_overhead  # inside the engine's step
+    assert one.flops > plain.flops
+    assert SpeculativeEstimator(target, SpeculativeConfig("mtp", 2, 0.8)).layers_per_stage == (
+        target.layers_per_stage
+    )  # the target's attributes
+
+
+def test_a_draft_model_prefills_the_chunk_beside_the_target(target):
+    sku = load_catalog().get("h100-sxm")
+    big = make_estimator("roofline", load_model("meta-llama/Llama-3.1-70B"), sku, 4,
+                         engine=load_engine("vllm"))  # fmt: skip
+    config = SpeculativeConfig("draft", 4, 0.0, draft_model="meta-llama/Llama-3.1-8B")
+    cost = SpeculativeEstimator(big, config, draft=target).batch_cost(PROMPT)
+    draft = target.batch_cost(PROMPT)
+    assert cost.stage_times[0] == pytest.approx(
+        big.batch_cost(PROMPT).stage_times[0] + draft.stage_times[0], rel=1e-12
+    )
+    assert cost.flops == pytest.approx(big.batch_cost(PROMPT).flops + draft.flops, rel=1e-12)
 
 
 def test_a_draft_model_prices_its_own_steps(target):

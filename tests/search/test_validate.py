@@ -104,7 +104,7 @@ def test_mapping_of_models_systems_and_precisions(overrides, model, sku, precisi
 def test_rows_that_cannot_be_simulated_are_counted_by_reason():
     rows = [
         row(mode="disagg"),
-        row(system="gb200"),
+        row(system="gb300"),
         row(gemm_quant_mode="nvfp4"),
         row(model_path="moonshotai/Kimi-K2-Instruct"),
         row(silicon_data_source="source_file=x.csv"),
@@ -115,7 +115,7 @@ def test_rows_that_cannot_be_simulated_are_counted_by_reason():
     assert len(selection.points) == 1 and selection.total_rows == 7
     assert selection.skipped == {
         "disaggregated (prefill/decode pools)": 1,
-        "GPU not in the catalog (gb200)": 1,
+        "GPU not in the catalog (gb300)": 1,
         "NVFP4 weights (modelled, not scored yet)": 1,
         "model not in the catalog (unknown architecture)": 1,
         "no concurrency recorded": 1,
@@ -188,9 +188,9 @@ def test_a_spreading_client_draws_lengths_in_its_range_and_a_fixed_one_does_not(
 def test_the_installed_dataset_loads_and_selects_the_dense_aggregated_points():
     selection = load_aic_silicon()
     assert selection.total_rows > 5000
-    assert len(selection.points) == 903  # aiconfigurator-core 0.12.0
+    assert len(selection.points) == 918  # aiconfigurator-core 0.12.0
     assert sum(selection.skipped.values()) + len(selection.points) == selection.total_rows
-    assert {p.sku for p in selection.points} == {"h100-sxm", "h200", "b200"}
+    assert {p.sku for p in selection.points} == {"h100-sxm", "h200", "b200", "gb200"}
     assert {p.engine for p in selection.points} == {"vllm", "sglang", "trtllm"}
     assert {p.model for p in selection.points} == {
         "meta-llama/Llama-3.1-8B",
@@ -230,7 +230,7 @@ def test_validate_on_a_small_fixed_subset(tmp_path):
     out = tmp_path / "val"
     result = invoke("validate", "--limit", "6", "--no-aic", "--workers", "1", "--out", str(out))
     assert result.exit_code == 0, result.output
-    assert "903 of 5221 rows can be simulated" in result.output
+    assert "918 of 5221 rows can be simulated" in result.output
     lines = result.output.splitlines()
     tpot = next(line for line in lines if line.startswith("TPOT MAPE "))
     ttft = next(line for line in lines if line.startswith("TTFT MAPE "))

@@ -90,7 +90,7 @@ def test_modes_select_the_aggregated_the_disaggregated_or_both():
 def test_disaggregated_rows_llmcap_cannot_represent_are_counted_by_reason():
     rows = [
         disagg(prefill_num_workers="", decode_num_workers=""),
-        disagg(system="gb200"),
+        disagg(system="gb300"),
         disagg(decode_tp_size="16", decode_attention_dp_size="1", decode_moe_ep_size="16"),
         disagg(decode_moe_ep_size="4"),
         disagg(prefill_pp_size="2"),
@@ -100,7 +100,7 @@ def test_disaggregated_rows_llmcap_cannot_represent_are_counted_by_reason():
     assert len(selection.points) == 1
     assert selection.skipped == {
         NO_WORKER_COUNTS: 1,
-        "GPU not in the catalog (gb200)": 1,
+        "GPU not in the catalog (gb300)": 1,
         "TP beyond one node (decode_tp_size > 8 GPUs)": 1,
         "MoE TP x EP differs from attention DP x TP": 1,
         "pipeline parallelism in a disaggregated pool": 1,
@@ -122,13 +122,14 @@ def test_a_bad_modes_option_exits_2_naming_it():
 @needs_aic
 def test_the_installed_disaggregated_points_and_a_subsets_error_bound():
     selection = load_aic_silicon("all", "disagg")
-    assert len(selection.points) == 59  # aiconfigurator-core 0.12.0: DeepSeek-V3/R1 FP8
-    assert selection.skipped[NO_WORKER_COUNTS] == 432
-    assert {p.sku for p in selection.points} == {"h200", "b200"}
-    # every sixth point, two requests per slot (a short run: less queueing than the
+    assert len(selection.points) == 92  # aiconfigurator-core 0.12.0: DeepSeek-V3/R1 FP8
+    assert selection.skipped[NO_WORKER_COUNTS] == 630  # 198 of them GB200 rows
+    assert {p.sku for p in selection.points} == {"h200", "b200", "gb200"}
+    # every sixth H200/B200 point (the 33 GB200 ones, scored since the catalog has GB200,
+    # are not in this guard), two requests per slot (a short run: less queueing than the
     # client's ten): TPOT within 25% MAPE (the full run: 16%), TTFT within 75% (the full
     # run: 58%, predicted too fast; README)
-    subset = selection.points[::6]
+    subset = [p for p in selection.points if p.sku != "gb200"][::6]
     results = simulate_points(subset, requests_per_slot=2, workers=1)
     assert all(r.ok for r in results)
     tpot = error_stats([r.predicted_tpot_ms for r in results],

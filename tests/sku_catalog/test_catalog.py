@@ -29,6 +29,8 @@ REQUIRED_IDS = (
     "a10g",
     "l4",
     "b200",
+    "b300",
+    "gb200",
     "a40",
 )
 
@@ -87,6 +89,8 @@ def test_builtins_have_the_required_ids(catalog: Catalog) -> None:
         ("l4", 24.2, 121, 242, "ada"),
         ("a10g", 24.1, 70, None, "ampere"),
         ("a40", 48.3, 150, None, "ampere"),
+        ("b300", 288.4, 2250, 4500, "blackwell"),
+        ("gb200", 198.7, 2500, 5000, "blackwell"),
     ],
 )
 def test_builtin_spec_values(
@@ -105,6 +109,33 @@ def test_b200_is_the_biggest(catalog: Catalog) -> None:
     assert 180 <= b200.memory_gb <= 195
     assert b200.fp16_tflops > catalog.get("h200").fp16_tflops
     assert b200.memory_bandwidth_tbps == pytest.approx(8.0, rel=0.05)
+
+
+def test_blackwell_generations(catalog: Catalog) -> None:
+    """B300 (Blackwell Ultra) adds memory and FP4 over B200, same 16-bit and FP8 peaks; the
+    GB200 superchip's GPU runs at a higher power and clock than the HGX B200."""
+    b200, b300, gb200 = (catalog.get(s) for s in ("b200", "b300", "gb200"))
+    assert b300.memory_gb / b200.memory_gb == pytest.approx(1.5, rel=0.01)
+    assert (b300.fp16_tflops, b300.fp8_tflops) == (b200.fp16_tflops, b200.fp8_tflops)
+    assert b300.fp4_tflops == pytest.approx(13_125) and b300.peak_flops(fp4=True) > 1.4 * (
+        b200.peak_flops(fp4=True)
+    )
+    assert gb200.peak_flops() / b200.peak_flops() == pytest.approx(2500 / 2250)
+    assert gb200.peak_flops(fp4=True) == 2 * gb200.peak_flops(fp8=True) == 1e16
+    for sku in (b300, gb200):
+        assert sku.memory_bandwidth_tbps == 8.0 and sku.power_w > b200.power_w
+
+
+def test_gb200_node_is_the_nvl72_nvlink_domain(catalog: Catalog) -> None:
+    """TP, EP and attention DP run over NVLink inside a node: an NVL72 rack is one."""
+    (node,) = catalog.get("gb200").nodes
+    assert node.gpus_per_node == 72
+    assert node.intra_node_link is LinkKind.NVSWITCH
+    assert node.intra_node_bandwidth_gbps == 900  # NVLink 5, each way
+    assert node.inter_node_bandwidth_gbps == 50  # one 400 Gb/s NIC a GPU between racks
+    b300 = catalog.get("b300").default_node
+    assert (b300.gpus_per_node, b300.intra_node_bandwidth_gbps) == (8, 900)
+    assert b300.inter_node_bandwidth_gbps == 100  # ConnectX-8, 800 Gb/s a GPU
 
 
 def test_builtin_values_are_sane(catalog: Catalog) -> None:
@@ -142,7 +173,8 @@ def test_node_shapes(catalog: Catalog) -> None:
 def test_relative_prices(catalog: Catalog) -> None:
     price = {sku.id: sku.price_per_gpu_hour for sku in catalog.skus()}
     assert price["a100-40gb"] < price["a100-80gb"] < price["h100-sxm"] < price["h200"]
-    assert price["h200"] < price["b200"]
+    assert price["h200"] < price["b200"] < price["b300"]  # all AWS on-demand list prices
+    assert "CoreWeave" in catalog.get("gb200").price_source  # no AWS on-demand GB200
     assert price["l4"] < price["l40s"]
 
 
