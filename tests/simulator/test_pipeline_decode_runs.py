@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from estimators import load_model, make_estimator
+from estimators import FIRST_TOKEN_DECODE_STEP, FIRST_TOKEN_PREFILL, load_model, make_estimator
 from simulator import (
     ClusterConfig,
     RunOptions,
@@ -17,6 +17,8 @@ from simulator import (
     SchedulerKind,
     Simulation,
 )
+from simulator._engine import DecodePool, Hardware
+from simulator._kv_transfer import TransferQueue
 from simulator._replica import Replica
 from sku_catalog import load_catalog
 from tests.simulator.conftest import (
@@ -32,7 +34,7 @@ def _every_event_through_the_loop(self: Replica, now: float) -> bool:
 
 
 def _run(monkeypatch, fast: bool, workload, estimator, scheduler, cluster, every, stop_after,
-         max_time):  # fmt: skip
+         max_time, decode_pool: DecodePool | None = None):  # fmt: skip
     """The simulation, what the progress hook saw at each call, and the batch ends that
     went through `Simulation.run`."""
     seen: list[tuple] = []
@@ -55,7 +57,8 @@ def _run(monkeypatch, fast: bool, workload, estimator, scheduler, cluster, every
         m.setattr(Replica, "on_batch_end", counted)
         if not fast:
             m.setattr(Replica, "_run_pipeline_decodes", _every_event_through_the_loop)
-        sim = Simulation(workload, estimator, scheduler, cluster, options).run()
+        sim = Simulation(workload, estimator, scheduler, cluster, options, None, decode_pool)
+        sim.run()
     return sim, seen, loop_batch_ends[0]
 
 
@@ -114,3 +117,39 @@ def test_pipeline_decode_runs_handled_at_once_change_nothing(monkeypatch, case, 
     most = replicas == 1 and blocks > 1000 and not 0 < every < 5
     assert fast_loop_ends < (0.5 if most else 1.0) * slow_loop_ends
     assert_case_exercised(fast, len(fast_seen), every, stop_after, max_time, blocks < 1000)
+
+
+@pytest.mark.parametrize(
+    ("decode_blocks", "first_token"), [(4000, FIRST_TOKEN_PREFILL), (160, FIRST_TOKEN_DECODE_STEP)]
+)
+def test_a_pipeline_decode_pool_is_the_same_either_way(monkeypatch, decode_blocks, first_token):
+    """Disaggregated serving into a decode pool of two stages: the hand-offs reserve its KV
+    blocks before their transfer, or wait for requests finishing there to free some."""
+    workload = poisson_workload(150, qps=6, seed=3, prompt=(20, 900), output=(1, 300))
+    prefill = SchedulerConfig(SchedulerKind.SARATHI, batch_size=32, chunk_size=512)
+    queued = [0]  # hand-offs that waited for the decode replica's blocks
+    offer = TransferQueue.offer
+
+    def counted_offer(self, req, now, replica_waiting):
+        before = len(self.waiting)
+        offer(self, req, now, replica_waiting)
+        queued[0] += len(self.waiting) > before
+
+    monkeypatch.setattr(TransferQueue, "offer", counted_offer)
+    runs = []
+    for fast in (True, False):
+        pool = DecodePool(
+            LinearEstimator(pp=2), SchedulerConfig(SchedulerKind.ORCA, batch_size=32),
+            ClusterConfig(pp=2, num_kv_blocks=decode_blocks, watermark=0.0), Hardware(),
+            transfer_seconds_per_token=2e-5, first_token=first_token,
+        )  # fmt: skip
+        runs.append(_run(monkeypatch, fast, workload, LinearEstimator(), prefill,
+                         ClusterConfig(num_kv_blocks=4000), 7, 10**9, None, pool))  # fmt: skip
+    (fast, fast_seen, fast_loop_ends), (slow, slow_seen, slow_loop_ends) = runs
+    assert_same_run(fast, slow)
+    assert fast_seen == slow_seen and fast._seq == slow._seq
+    assert [lane.step_end_times for lane in fast.lanes] == [
+        lane.step_end_times for lane in slow.lanes
+    ]
+    assert fast.completed == 150 and fast_loop_ends < slow_loop_ends
+    assert (queued[0] > 20) == (decode_blocks < 1000)
