@@ -270,6 +270,43 @@ def profiled_coverage(
     return system, eng, ref.version
 
 
+def routed_experts_curve(
+    est: RooflineEstimator, system: str, engine: str, version: str | None
+) -> tuple[str, Curve | None, str]:
+    """(table label, seconds of `est`'s routed experts over the tokens entering the MoE
+    layer, or None and why) from the MoE table of `system`, `engine` and `version`, at the
+    deployment's hidden size, expert width, top-k, experts, MoE TP and EP."""
+    moe, m = est._moe, est.model
+    moe_tp = (est.tp * est.dp) // est.ep
+    shape = (m.hidden_size, m.moe_intermediate_size, moe.top_k, moe.num_experts, moe_tp, est.ep)
+    try:
+        return moe_curve(system, engine, version, shape, moe_dtypes(m, est.precision))
+    except aic.AicDataMissing as exc:
+        return "", None, str(exc)
+
+
+def attach_eager_experts(est: RooflineEstimator, engine_version: str | None = None) -> str:
+    """Give a roofline estimator of a mixture of experts its engine's measured MoE table
+    for the iterations the engine runs eagerly (more tokens per attention-DP rank than its
+    CUDA graphs capture, `EngineProfile.graph_max_batch`), where the table's kernels,
+    timed outside CUDA graphs, run as they were timed; the smaller, graphed iterations
+    keep the roofline's experts.  Returns what it did, for the estimator's note."""
+    profile = est.engine
+    if est._moe is None or profile is None or profile.is_vidur:
+        return "no measured MoE table applies"
+    version = engine_version or profile.version
+    try:
+        system, engine, _ = profiled_coverage(est.sku, est.precision, profile.name, version)
+    except ProfiledDataMissing as exc:
+        return str(exc).removeprefix("profiled estimator: ")
+    label, curve, why = routed_experts_curve(est, system, engine, version)  # nearest to it
+    if curve is None:
+        return why
+    above = profile.graph_max_batch * est.dp
+    est.use_measured_experts(curve, above, label)
+    return f"routed experts above {above} tokens (eager iterations) from {label}"
+
+
 def _precision_missing(precision: Precision, label: str, dtypes: list[str]) -> ProfiledDataMissing:
     return ProfiledDataMissing(
         f"profiled estimator: no {Precision(precision).value} GEMM rows in {label}; "
@@ -461,20 +498,11 @@ class ProfiledEstimator(RooflineEstimator):
     def _attach_moe_table(self) -> None:
         """The routed experts' curve from the MoE table of these tables' system, engine
         and version (estimators/_aic_moe_mla.py); a fallback note where there is none."""
-        moe, m, source = self._moe, self.model, self.op_tables
+        source = self.op_tables
         if not isinstance(source, AicOpTables):
             self.fallbacks["moe_experts"] = f"{source.label} hold no MoE table"
             return
-        moe_tp = (self.tp * self.dp) // self.ep
-        shape = (m.hidden_size, m.moe_intermediate_size, moe.top_k, moe.num_experts, moe_tp,
-                 self.ep)  # fmt: skip
-        try:
-            label, curve, why = moe_curve(
-                source.system, source.engine, source.version, shape, moe_dtypes(m, self.precision)
-            )
-        except aic.AicDataMissing as exc:
-            self.fallbacks["moe_experts"] = str(exc)
-            return
+        label, curve, why = routed_experts_curve(self, source.system, source.engine, source.version)
         if curve is None:
             self.fallbacks["moe_experts"] = why
             return

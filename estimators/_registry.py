@@ -19,7 +19,7 @@ from typing import Any
 from estimators._contract import ExecutionTimeEstimator
 from estimators._engines import EngineProfile
 from estimators._mla import MlaRooflineEstimator
-from estimators._profiled import ProfiledDataMissing, ProfiledEstimator
+from estimators._profiled import ProfiledDataMissing, ProfiledEstimator, attach_eager_experts
 from estimators._profiled_mla import MlaProfiledEstimator
 from estimators._roofline import RooflineEstimator
 from estimators._types import ModelArchitecture, Precision
@@ -171,11 +171,14 @@ def _auto(
 ) -> ExecutionTimeEstimator:
     """The profiled backend where the tables (`tables`: engine_version, op_tables) cover
     the deployment, else the roofline with a warning.  Mixture-of-experts and latent-attention
-    models stay on the roofline: aiconfigurator's MoE kernels are timed outside CUDA graphs,
-    and priced from them the MoE validation points' TPOT error rises (29.5% -> 43.5%
-    MAPE); `--estimator profiled` still prices them from the tables."""
+    models stay on the roofline: aiconfigurator's MoE and MLA kernels are timed outside CUDA
+    graphs, and priced from them throughout, the MoE validation points' TPOT error rises
+    (29.5% -> 43.5% MAPE); `--estimator profiled` still prices them from the tables.  The
+    iterations an engine runs eagerly (more tokens than its CUDA graphs capture) run the
+    experts as the tables time them: there the roofline takes the routed experts from the
+    engine's MoE table (`attach_eager_experts`)."""
     if model.is_moe or model.is_mla:
-        reason = "its MoE and MLA tables validate worse than the roofline"
+        reason = "its MoE and MLA tables are timed outside CUDA graphs"
     else:
         try:
             est = _profiled(model, sku, tp, pp, precision, kv_precision, engine, **tables)
@@ -183,13 +186,15 @@ def _auto(
             return est
         except ProfiledDataMissing as exc:
             reason = str(exc).removeprefix("profiled estimator: ")
-    warnings.warn(
-        f"estimator auto: using the roofline; {reason}", EstimatorFallbackWarning, stacklevel=2
-    )
     roof = _roofline(
         model, sku, tp, pp, precision, kv_precision, engine, ep=tables.get("ep", 1),
         dp=tables.get("dp", 1),
     )  # fmt: skip
+    if model.is_moe and tables.get("op_tables") is None:
+        reason += "; " + attach_eager_experts(roof, tables.get("engine_version"))
+    warnings.warn(
+        f"estimator auto: using the roofline; {reason}", EstimatorFallbackWarning, stacklevel=2
+    )
     roof.selection_note = f"auto: roofline, {reason}"
     return roof
 

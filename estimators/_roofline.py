@@ -492,6 +492,8 @@ class RooflineEstimator:
 
     backend_name = "roofline"
     selection_note = ""  # why this backend was chosen, when `auto` chose it
+    # a measured routed-experts curve used above a token count (`use_measured_experts`)
+    _measured_experts: tuple[Any, float, str] | None = None
 
     def __init__(
         self,
@@ -763,7 +765,17 @@ class RooflineEstimator:
             by += nbytes
         act = rows * 3 * moe.width * a
         t += act * k.sec_per_byte["act"] + k.overhead["act"]
+        measured = self._measured_experts
+        if measured is not None and moe_m > measured[1]:
+            t = measured[0](moe_m)
         return t, fl, by + act
+
+    def use_measured_experts(self, curve: Any, above_tokens: float, label: str) -> None:
+        """Time the routed experts of iterations of more than `above_tokens` tokens (over
+        every attention-DP rank) from `curve` (seconds over the tokens entering the layer,
+        a measured table: `label`); FLOPs and bytes stay the roofline's count.  Call before
+        the first `batch_cost`."""
+        self._measured_experts = (curve, float(above_tokens), label)
 
     def _head_part(self, ns: int) -> tuple[float, float, float]:
         """(seconds, flops, bytes) of LM head + logits gather + sampling for `ns` sequences."""
@@ -1074,6 +1086,9 @@ class RooflineEstimator:
                 + f"({moe.local_experts:g} per GPU, {moe.width} wide), load skew {moe.skew:g}, "
                 f"{m.num_moe_layers} of {m.num_layers} layers MoE"
             )
+            if self._measured_experts is not None:
+                _, above, label = self._measured_experts
+                lines.append(f"  experts above {above:g} tokens: measured, {label}")
         e = self.engine
         if e is not None:
             lines.append(f"  engine: {e.describe()}")

@@ -479,7 +479,8 @@ def _choice(enum_values: list[str]) -> click.Choice:
     show_default=True,
     help="Cost model that times each iteration: roofline; profiled (measured operator tables "
     "of the llmcap[aic] extra, or --op-tables; exit 2 without data); auto (profiled where the "
-    "tables cover the GPU, precision and engine, else roofline with a warning).",
+    "tables cover the GPU, precision and engine, else roofline with a warning; MoE and MLA "
+    "models: roofline, with the engine's measured experts for eagerly run iterations).",
 )
 @click.option(
     "--op-tables",

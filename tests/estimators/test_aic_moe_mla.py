@@ -185,3 +185,46 @@ def test_mla_eager_folds_leave_the_held_out_tables_out(h200, v3):
     with mla_eager_table(mla_eager_fold(exclude_mla=True)):
         assert mla_prefill_eager_seconds("sglang", "h200") == 0.0
     assert mla_prefill_eager_seconds("sglang", "h200") == pytest.approx(packaged["h200"] * 1e-6)
+
+
+@pytest.mark.parametrize(
+    ("model_name", "engine"),
+    [("Qwen/Qwen3-235B-A22B", "sglang@0.5.9"), ("deepseek-ai/DeepSeek-V3", "trtllm")],
+)
+def test_auto_takes_eager_iterations_experts_from_the_table_and_graphed_ones_from_the_roofline(
+    model_name, engine
+):
+    import warnings
+
+    model, sku, profile = load_model(model_name), load_catalog().get("h200"), load_engine(engine)
+    kwargs = dict(tp=8, precision=Precision.FP8, engine=profile, engine_version=profile.version)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        auto = make_estimator("auto", model, sku, **kwargs)
+    roof = make_estimator("roofline", model, sku, tp=8, precision=Precision.FP8, engine=profile)
+    prof = make_estimator("profiled", model, sku, **kwargs)
+    graphed = profile.graph_max_batch  # the engine replays CUDA graphs up to this batch
+    assert f"routed experts above {graphed} tokens" in auto.selection_note
+    assert "moe_perf.parquet" in auto.describe()
+    for tokens in (1, 64, graphed):  # graphed: the roofline's experts
+        assert auto._routed_experts(tokens) == roof._routed_experts(tokens)
+    for tokens in (graphed + 1, 2048, 8192):  # eager: the table's, as the profiled backend's
+        assert auto._routed_experts(tokens)[0] == prof._routed_experts(tokens)[0]
+        assert auto._routed_experts(tokens)[1:] == roof._routed_experts(tokens)[1:]
+    # the tables time the experts of a long prefill far above the roofline's grouped GEMMs
+    assert auto._routed_experts(8192)[0] > 1.5 * roof._routed_experts(8192)[0]
+
+
+def test_auto_attaches_no_table_without_an_engine_that_has_one():
+    import warnings
+
+    model, sku = load_model("Qwen/Qwen3-235B-A22B"), load_catalog().get("h200")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        vidur = make_estimator("auto", model, sku, tp=8, precision=Precision.FP8)
+        a40 = make_estimator(
+            "auto", model, load_catalog().get("a40"), tp=8, engine=load_engine("vllm")
+        )
+    for est in (vidur, a40):
+        assert est._measured_experts is None
+        assert "routed experts above" not in est.selection_note
