@@ -9,7 +9,11 @@ to show how close the default bisection gets.  With --filters the capacity must 
 meet the Vidur-paper filters (as `slo.capacity_meets_filters: true` does).
 
     python benchmarks/capacity_speed.py [--requests 2000] [--fine] [--filters] [--only TEXT]
-        [--probes] [--json]
+        [--probes] [--json] [--pipeline-events-through-loop]
+
+--pipeline-events-through-loop times pipeline-parallel replicas without their decode run
+(`Replica._run_pipeline_decodes`): every event through the event loop and the policy, as
+before it, for a comparison under the same machine load (the results are the same).
 """
 
 from __future__ import annotations
@@ -121,7 +125,15 @@ def main() -> None:
         help="run only the configurations whose name contains TEXT (repeatable)",
     )  # fmt: skip
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--pipeline-events-through-loop", action="store_true",
+        help="pipeline replicas without their decode run (for comparison)",
+    )  # fmt: skip
     args = parser.parse_args()
+    if args.pipeline_events_through_loop:
+        from simulator._replica import Replica
+
+        Replica._run_pipeline_decodes = lambda self, now: False
 
     workload = build_workload(
         {"source": args.source}, num_requests=args.requests, qps=1.0, concurrency=None,

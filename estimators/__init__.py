@@ -12,7 +12,9 @@ from estimators._contract import (
     BatchShape,
     DecodeStepCost,
     ExecutionTimeEstimator,
+    PipelineStepCost,
     decode_steps,
+    pipeline_decode_steps,
     priced_decode_steps,
 )
 from estimators._digest import cost_model_digest
@@ -123,6 +125,7 @@ __all__ = [
     "ModelConfigError",
     "OpTablesMeta",
     "ParallelismError",
+    "PipelineStepCost",
     "Precision",
     "PrecisionError",
     "ProfiledDataMissing",
@@ -157,6 +160,7 @@ __all__ = [
     "mla_eager_table",
     "model_shapes",
     "packaged_roofline_table",
+    "pipeline_decode_steps",
     "plan_memory",
     "priced_decode_steps",
     "profiled_coverage",

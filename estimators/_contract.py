@@ -13,6 +13,8 @@ Between two changes of a batch, a replica runs decode-only iterations that diffe
 one more KV token per sequence.  `decode_steps` prices such a run lazily, one step per
 `next()`, without a `BatchShape` or `BatchCost` per step; an estimator may provide its own
 (`RooflineEstimator.decode_steps`), which must give exactly what `batch_cost` gives.
+`pipeline_decode_steps` does the same with every pipeline stage's time and the hop between
+stages, for a replica of several stages.
 """
 
 from __future__ import annotations
@@ -74,11 +76,10 @@ def priced_decode_steps(
     estimator: ExecutionTimeEstimator, num_decodes: int, decode_kv_tokens: int
 ) -> Iterator[DecodeStepCost]:
     """The default `decode_steps`: each step priced by `estimator.batch_cost`."""
-    kv = decode_kv_tokens
-    while True:
-        cost = estimator.batch_cost(BatchShape(num_decodes=num_decodes, decode_kv_tokens=kv))
-        yield cost.cpu_overhead, cost.stage_times[0], cost.flops, cost.bytes_moved
-        kv += num_decodes
+    for host, stages, _, flops, nbytes in priced_pipeline_decode_steps(
+        estimator, num_decodes, decode_kv_tokens
+    ):
+        yield host, stages[0], flops, nbytes
 
 
 def decode_steps(
@@ -93,3 +94,32 @@ def decode_steps(
     if own is None:
         return priced_decode_steps(estimator, num_decodes, decode_kv_tokens)
     return own(num_decodes, decode_kv_tokens)
+
+
+# One decode-only iteration as `pipeline_decode_steps` yields it: (cpu_overhead, stage_times,
+# pp_hop_time, flops, bytes_moved), the `BatchCost` fields a pipeline-parallel replica reads.
+PipelineStepCost = tuple[float, tuple[float, ...], float, float, float]
+
+
+def priced_pipeline_decode_steps(
+    estimator: ExecutionTimeEstimator, num_decodes: int, decode_kv_tokens: int
+) -> Iterator[PipelineStepCost]:
+    """The default `pipeline_decode_steps`: each step priced by `estimator.batch_cost`."""
+    kv = decode_kv_tokens
+    while True:
+        c = estimator.batch_cost(BatchShape(num_decodes=num_decodes, decode_kv_tokens=kv))
+        yield c.cpu_overhead, c.stage_times, c.pp_hop_time, c.flops, c.bytes_moved
+        kv += num_decodes
+
+
+def pipeline_decode_steps(
+    estimator: ExecutionTimeEstimator, num_decodes: int, decode_kv_tokens: int
+) -> Iterator[PipelineStepCost]:
+    """`decode_steps` with every stage's time and the hop between stages: the estimator's
+    own ``pipeline_decode_steps`` when its class has one (looked up on the class, so that
+    a wrapper forwarding attributes to another estimator does not lend it that one's),
+    else `priced_pipeline_decode_steps`."""
+    own = getattr(type(estimator), "pipeline_decode_steps", None)
+    if own is None:
+        return priced_pipeline_decode_steps(estimator, num_decodes, decode_kv_tokens)
+    return own(estimator, num_decodes, decode_kv_tokens)

@@ -56,7 +56,14 @@ import numpy as np
 import yaml
 
 from estimators._attention_dp import busiest_rank
-from estimators._contract import BatchCost, BatchShape, DecodeStepCost, priced_decode_steps
+from estimators._contract import (
+    BatchCost,
+    BatchShape,
+    DecodeStepCost,
+    PipelineStepCost,
+    priced_decode_steps,
+    priced_pipeline_decode_steps,
+)
 from estimators._engines import EngineProfile
 from estimators._moe import MoeShape, all_to_all_seconds
 from estimators._sliding_window import windowed_attention
@@ -100,6 +107,26 @@ _CACHE_LIMIT = 1 << 18  # entries of the token-level cache before it is cleared
 
 # cached token-level part: (stage base seconds, pp hop, cpu overhead, flops, bytes)
 _Entry = tuple[tuple[float, ...], float, float, float, float]
+
+
+def _add_to_stages(base: tuple[float, ...], a: float) -> tuple[float, ...]:
+    """`base` with `a` added to each stage's time, as `batch_cost` adds attention."""
+    return tuple([b + a for b in base])
+
+
+# the same for two and four stages, written out: a third of the time, on the hot path
+_ADD_TO_STAGES = {
+    2: lambda base, a: (base[0] + a, base[1] + a),
+    4: lambda base, a: (base[0] + a, base[1] + a, base[2] + a, base[3] + a),
+}
+
+
+def _priced_run(est: Any, nd: int, dkv: int, every_stage: bool) -> Iterator[tuple]:
+    """`batch_cost`'s decode steps, as `pipeline_decode_steps` yields them or, without
+    `every_stage`, as `decode_steps` does."""
+    if every_stage:
+        return priced_pipeline_decode_steps(est, nd, dkv)
+    return priced_decode_steps(est, nd, dkv)
 
 
 # --------------------------------------------------------------------------- constants
@@ -671,6 +698,7 @@ class RooflineEstimator:
         # `decode_steps`: whether it still mirrors `batch_cost`, and the batch sizes checked
         self._decode_steps_mirror = True
         self._decode_steps_checked: set[int] = set()
+        self._pipeline_steps_checked: set[int] = set()  # `pipeline_decode_steps`'s
         self._layer_cache: dict[int, tuple[float, float, float]] = {}
         self._seq_cache: dict[int, tuple[float, float, float]] = {}
 
@@ -950,16 +978,21 @@ class RooflineEstimator:
         so every value equals `batch_cost`'s exactly.  The first step of each batch size is
         also priced by `batch_cost` and compared: should `batch_cost` ever do what this does
         not mirror (a subclass, a new parallelism), every run falls back to it."""
-        nd = num_decodes
+        return self._decode_run(num_decodes, decode_kv_tokens, False)
+
+    def pipeline_decode_steps(
+        self, num_decodes: int, decode_kv_tokens: int
+    ) -> Iterator[PipelineStepCost]:
+        """`decode_steps` with every stage's time and the hop between stages (see
+        `estimators.pipeline_decode_steps`), exact and checked in the same way."""
+        return self._decode_run(num_decodes, decode_kv_tokens, True)
+
+    def _decode_run(self, nd: int, dkv: int, every_stage: bool) -> Iterator[tuple]:
+        """`decode_steps`, or with `every_stage` `pipeline_decode_steps`."""
         if nd <= 0 or not self._decode_steps_mirror:
-            yield from priced_decode_steps(self, nd, decode_kv_tokens)
+            yield from _priced_run(self, nd, dkv, every_stage)
             return
-        entry = self._cache.get((nd << 24) | nd)
-        if entry is None:
-            entry = self._token_entry(nd, nd)
-        base, _, cpu, flops, nbytes = entry
-        if self._engine_cpu is not None:
-            cpu = self._engine_host_time(True, nd, cpu)
+        base, hop, cpu, flops, nbytes = self._decode_entry(nd)
         base0 = base[0]
         layers = self.layers_per_stage
         scale = self.tp * self.model.num_layers
@@ -968,23 +1001,38 @@ class RooflineEstimator:
         q_bytes = nd * self._q_row2
         decode_attn = self._decode_attn  # the backend's hook (measured tables when profiled)
         overlap = self._overlap
-        dkv = decode_kv_tokens
-        checked = nd in self._decode_steps_checked
+        checked_sizes = self._pipeline_steps_checked if every_stage else self._decode_steps_checked
+        add_to_stages = _ADD_TO_STAGES.get(len(base), _add_to_stages)
+        checked = nd in checked_sizes
         while True:
-            stage = base0 + layers * decode_attn(nd, dkv)
+            a = layers * decode_attn(nd, dkv)
+            stage = base0 + a  # the first stage's time, as `batch_cost` adds it up
             host = (cpu - stage if cpu > stage else 0.0) if overlap else cpu
             moved = nbytes + scale * (dkv * kv_row + q_bytes)
-            step = host, stage, flops + flops_per_kv * dkv, moved
+            if every_stage:
+                step = host, add_to_stages(base, a), hop, flops + flops_per_kv * dkv, moved
+            else:
+                step = host, stage, flops + flops_per_kv * dkv, moved
             if not checked:
-                c = self.batch_cost(BatchShape(num_decodes=nd, decode_kv_tokens=dkv))
-                if step != (c.cpu_overhead, c.stage_times[0], c.flops, c.bytes_moved):
+                if step != next(_priced_run(self, nd, dkv, every_stage)):
                     self._decode_steps_mirror = False
-                    yield from priced_decode_steps(self, nd, dkv)
+                    yield from _priced_run(self, nd, dkv, every_stage)
                     return
-                self._decode_steps_checked.add(nd)
+                checked_sizes.add(nd)
                 checked = True
             yield step
             dkv += nd
+
+    def _decode_entry(self, nd: int) -> _Entry:
+        """The token-level part of a decode-only step of `nd` sequences (`_token_entry`),
+        with the engine profile's host time when it has one."""
+        entry = self._cache.get((nd << 24) | nd)
+        if entry is None:
+            entry = self._token_entry(nd, nd)
+        if self._engine_cpu is None:
+            return entry
+        base, hop, cpu, flops, nbytes = entry
+        return base, hop, self._engine_host_time(True, nd, cpu), flops, nbytes
 
     def _engine_host_time(self, decode_only: bool, num_seqs: int, fallback: float) -> float:
         """Seconds of host work of one iteration under the engine profile."""

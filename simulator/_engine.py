@@ -21,6 +21,11 @@ from estimators import (
     ExecutionTimeEstimator,
 )
 from simulator._config import ClusterConfig, RunOptions, SchedulerConfig
+from simulator._events import ARRIVAL as _ARRIVAL
+from simulator._events import BATCH_END as _BATCH_END
+from simulator._events import DISPATCH as _DISPATCH
+from simulator._events import TRANSFER as _TRANSFER
+from simulator._events import WAKE as _WAKE
 from simulator._kv_transfer import TransferQueue, layerwise_transfer_wait
 from simulator._lane import Lane
 from simulator._policies import BatchPlan, make_policy
@@ -29,13 +34,6 @@ from simulator._replica import Replica
 from simulator._request import Request
 from simulator._routing import make_router
 from workloads import Workload
-
-# event priorities at equal times: batch ends free resources before new work arrives
-_BATCH_END = 0
-_WAKE = 1
-_ARRIVAL = 2
-_DISPATCH = 3  # a wake-up after the arrivals of the same instant
-_TRANSFER = 4  # a prompt's KV cache reaches the decode pool
 
 
 @dataclass(frozen=True, slots=True)

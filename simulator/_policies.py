@@ -37,6 +37,10 @@ class Policy:
     """Base policy; subclasses implement `plan`."""
 
     reserves_full_length = False  # admit only with blocks for the whole request reserved
+    # with nothing waiting and no prompt being chunked, `plan` is `replica.prepare_decodes`
+    # then the lane's decodes alone, or None for a lane without decodes, which it also
+    # prepares (marks its coming step's blocks allocated) unless this is False
+    prepares_empty_lanes = True
 
     def __init__(self, config: SchedulerConfig) -> None:
         self.config = config
@@ -210,6 +214,7 @@ class StaticPolicy(Policy):
     """
 
     reserves_full_length = True
+    prepares_empty_lanes = False
 
     def plan(self, lane: Lane, replica: Replica) -> BatchPlan | None:
         if lane.members:

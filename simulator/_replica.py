@@ -5,15 +5,19 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Callable
+from heapq import heappop, heappush
 from typing import TYPE_CHECKING
 
 from estimators import (
     AcceptedTokens,
     BatchShape,
     ExecutionTimeEstimator,
+    PipelineStepCost,
     SpeculativeEstimator,
     decode_steps,
+    pipeline_decode_steps,
 )
+from simulator._events import BATCH_END, WAKE
 from simulator._kv import BlockPool, blocks_for
 from simulator._kv_transfer import TransferQueue
 from simulator._lane import Lane, make_lane
@@ -84,6 +88,10 @@ class Replica:
         # the decode-only run being priced (`_run_decode_steps`): (its next step, the
         # lane's kv_base and decodes it was priced for, the lane, next() of its costs)
         self._decode_run: tuple | None = None
+        # the same for each lane of a pipeline (`_run_pipeline_decodes`), by lane id
+        self._lane_runs: dict[int, tuple] = {}
+        self._decodes_only = BatchPlan(True, [])
+        self._lane_after = {lane: (i + 1) % pp for i, lane in enumerate(self.lanes)}  # next_lane
 
     # -- admission ---------------------------------------------------------
 
@@ -198,12 +206,14 @@ class Replica:
 
     # -- dispatch ----------------------------------------------------------
 
-    def try_dispatch(self, now: float) -> None:
+    def try_dispatch(self, now: float, first: int = 0) -> None:
+        """Dispatch what the policy plans for the idle lanes, in turn from `next_lane` (the
+        `first` ones already visited), while stage 0 is free."""
         self.now = now
         stage_free = self.stage_free
         lanes = self.lanes
         n = len(lanes)
-        for k in range(n):
+        for k in range(first, n):
             if stage_free[0] > now:
                 break
             lane = lanes[(self.next_lane + k) % n]
@@ -268,7 +278,7 @@ class Replica:
         self.sim.schedule_batch_end(self, lane, plan, end)
 
     def _run_decode_steps(self, lane: Lane, plan: BatchPlan, now: float) -> bool:
-        """`try_dispatch` for a one-lane replica when every policy's plan is the lane's
+        """`try_dispatch` for a one-lane replica (pp == 1) when every policy's plan is the lane's
         decodes alone: nothing waiting, no prompt being chunked, and the step's new KV
         blocks free (no preemption).  Dispatches the decode step as `prepare_decodes` and
         `_dispatch` would, reusing `plan` (decodes only), and returns True; False, with
@@ -286,8 +296,7 @@ class Replica:
         need = phase[-step % block_size]  # lane.blocks_needed()
         sim = self.sim
         if (
-            self.pp != 1
-            or self.bursts
+            self.bursts
             or self.waiting
             or lane.prefilling
             or not lane.members
@@ -377,6 +386,253 @@ class Replica:
         sim.schedule_batch_end(self, lane, plan, end)
         return True
 
+    def _run_pipeline_decodes(self, now: float) -> bool:
+        """`try_dispatch` for a pipeline-parallel replica (pp > 1) when every policy's plan
+        is each lane's decodes alone (nothing waiting, no prompt being chunked: see
+        `Policy.prepares_empty_lanes`), then the replica's own events that follow while
+        each is the one `Simulation.run` would pop next.  Returns True, or False with
+        nothing done when those conditions do not hold.
+
+        Why it is exact.  The replica's own events (its lanes' batch ends, its stage-0
+        wake-ups) leave the event heap for two queues here, each in the heap's order:
+        batch ends by dispatch, since a batch cannot overtake the one before it on any
+        stage (its end on the last stage is no earlier), and wake-ups by creation, since
+        stage 0 frees up no earlier each time.  New ones take the sequence numbers the
+        heap would give them, so every event keeps its key (time, kind, sequence number).
+        The earlier of the two queues' heads is handled here while it comes before the
+        heap's first entry, the next open-loop arrival and the time limit, and not after
+        the progress hook's turn (each one counts in its countdown): the order and times
+        `run` would handle them in.  Each is handled as `on_batch_end` (decodes alone) or a
+        wake-up would handle it, with `try_dispatch`'s visit of the lanes inlined: the same
+        state changes in the same order, each step's stage times from
+        `pipeline_decode_steps`, which equal `batch_cost`'s.  The queues go back to the
+        heap, with their keys, when this stops.  A lane whose coming step needs more KV
+        blocks than are free (a preemption) stops it too, and `try_dispatch` then asks the
+        policy.  What this saves: the heap, the policy's plan of every lane visited, the
+        `BatchShape` and `BatchCost` of every step, the event loop's dispatch by kind.
+        While one lane decodes and the others are empty (a pipeline at low load), its steps
+        need neither queue: each is its dispatch, a wake-up that dispatches nothing, and
+        its end, handled at once when both come next."""
+        sim = self.sim
+        if self.bursts or self.waiting or sim.stage_spans is not None:
+            return False
+        lanes = self.lanes
+        for lane in lanes:
+            if lane.prefilling:  # also: no batch in flight carries a prompt chunk
+                return False
+        heap = sim._heap
+        # the events made here, kept off the heap: (time, sequence number, lane) of the
+        # batches dispatched, and (time, sequence number, None) of stage-0 wake-ups
+        ends: deque[tuple] = deque()
+        wakes: deque[tuple] = deque()
+        n = len(lanes)
+        last = n - 1  # `empty` when one lane has decodes
+        after = self._lane_after
+        stage_free = self.stage_free
+        later_stages = range(1, self.pp)
+        pool = self.pool
+        block_size = self.block_size
+        reserves = self.policy.reserves_full_length
+        prepares_empty = self.policy.prepares_empty_lanes
+        rows = sim.batches.rows
+        replica_id = self.id
+        countdown = sim.events_to_progress
+        seq = sim._seq  # the heap's sequence numbers, given here to the events made here
+        busy = self.busy_time
+        prices: dict[Lane, Callable[[], PipelineStepCost]] = {}  # each lane's run of steps
+        # idle lanes with decodes (a visit dispatches one), lanes without decodes (idle),
+        # and whether a visit would still mark one of those prepared: with none of the
+        # three, visiting the lanes changes nothing
+        ready = empty = 0
+        unprepared = False
+        for lane in lanes:
+            if not lane.members:
+                empty += 1
+                unprepared |= prepares_empty and lane.prepared_step != lane.step
+            elif not lane.in_flight:
+                ready += 1
+        only_ready: Lane | None = None  # the one lane a visit would dispatch, when known
+        limit = sim._next_arrival  # an own event at this time still goes first
+        if sim._max_time < limit:
+            limit = sim._max_time
+        t = now
+        visit = True
+        while True:
+            if visit:  # `try_dispatch(t)`: the lanes in turn from `next_lane`
+                k = 0 if ready or unprepared else n
+                while stage_free[0] <= t:
+                    if only_ready is not None:  # the others' visits would change nothing
+                        lane = only_ready
+                        only_ready = None
+                        visited = 0
+                        k = n
+                    else:
+                        if k == n:
+                            break
+                        lane = lanes[(self.next_lane + k) % n]
+                        visited = k
+                        k += 1
+                        if lane.in_flight:
+                            continue
+                        if not lane.members:
+                            if prepares_empty:  # the policy's plan: nothing to run
+                                lane.prepared_step = lane.step
+                            continue
+                    step = lane.step
+                    need = lane.phase[-step % block_size]  # `prepare_decodes`
+                    if need:
+                        if need > pool.total - pool.used:  # a preemption: the policy decides
+                            self.busy_time = busy
+                            sim._seq = seq
+                            sim.now = t
+                            self._end_pipeline_run(ends, wakes, prices)
+                            sim.events_to_progress = countdown
+                            self.try_dispatch(t, visited)  # the rest of this visit
+                            return True
+                        if reserves:
+                            pool.reserved -= need
+                        pool.allocate(need)
+                    lane.prepared_step = step
+                    # `_dispatch` of the decodes, priced by the lane's `pipeline_decode_steps`
+                    price = prices.get(lane)
+                    if price is None:
+                        price = prices[lane] = self._lane_price(lane)
+                    host, stage_times, hop, flops, nbytes = price()
+                    free_at = t + host + stage_times[0]
+                    busy += free_at - t
+                    stage_free[0] = end = free_at
+                    for s in later_stages:
+                        start = end + hop
+                        if stage_free[s] > start:
+                            start = stage_free[s]
+                        end = start + stage_times[s]
+                        stage_free[s] = end
+                    lane.in_flight = True
+                    ready -= 1
+                    nd = len(lane.members)
+                    rows.append((replica_id, t, end, 0, 0, nd, pool.used, flops, nbytes))
+                    seq += 1
+                    self.next_lane = after[lane]
+                    if (
+                        empty == last
+                        and not (ends or wakes or unprepared)
+                        and t < free_at < end <= limit
+                        and self.wake_at != free_at
+                        and not 0 < countdown < 3
+                        and not (heap and heap[0] < (end, BATCH_END, seq))
+                        and not lane.first_token_due
+                        and lane.finish_heap[0][0] > step
+                    ):
+                        # the only lane with decodes: its wake-up when stage 0 frees up
+                        # (which dispatches nothing) and its end, which finishes no member,
+                        # come next; handled at once, they lead to its next step
+                        seq += 1
+                        countdown -= 2
+                        self.wake_at = -1.0
+                        t = end
+                        lane.in_flight = False
+                        lane.step_end_times.append(t)
+                        lane.step = step + 1
+                        ready = 1
+                        only_ready = lane
+                        k = n
+                        continue
+                    ends.append((end, seq, lane))
+                if unprepared:
+                    unprepared = any(not x.members and x.prepared_step != x.step for x in lanes)
+                free_at = stage_free[0]
+                if free_at > t and self.wake_at != free_at and (ready or empty):
+                    self.wake_at = free_at  # come back when stage 0 frees up for an idle lane
+                    seq += 1
+                    wakes.append((free_at, seq, None))
+            # the next event: the first of the two queues' heads and the heap's first entry,
+            # handled here if it is the replica's own batch end or wake-up
+            if wakes:
+                queue = wakes
+                kind = WAKE
+                if ends and ends[0][0] <= wakes[0][0]:
+                    queue = ends
+                    kind = BATCH_END
+            elif ends:
+                queue = ends
+                kind = BATCH_END
+            elif heap:
+                queue = None
+            else:
+                break
+            if heap:
+                top = heap[0]
+                if queue is None or top < (queue[0][0], kind, queue[0][1]):
+                    if top[3] is not self or top[1] > WAKE:
+                        break
+                    queue = None
+                    kind = top[1]
+            at = queue[0][0] if queue is not None else top[0]
+            if at > limit or countdown == 1:
+                break  # an arrival, the end of the run, or the progress hook comes first
+            countdown -= 1
+            lane = queue.popleft()[2] if queue is not None else heappop(heap)[4]
+            t = at  # the clocks, `sim.now` and `self.now`, are set when this stops
+            if kind == WAKE:
+                self.wake_at = -1.0
+                # the visit changes nothing when no lane is ready and stage 0 is free
+                visit = ready or unprepared or stage_free[0] > t
+                continue
+            visit = True
+            lane.in_flight = False
+            step = lane.step
+            if lane.first_token_due or lane.finish_heap[0][0] <= step:
+                done = lane.complete_step(t)
+                if done:
+                    prices.pop(lane, None)  # other members: another run of steps
+                    sim._seq = seq
+                    sim.now = t
+                    for req in done:
+                        self._finish(req, req.total_tokens, t)
+                    seq = sim._seq  # a closed loop's arrivals
+                if not lane.members:
+                    empty += 1
+                    unprepared |= prepares_empty
+                    only_ready = None
+                    continue
+            else:  # `lane.complete_step` when no member finishes
+                lane.step_end_times.append(t)
+                lane.step = step + 1
+            ready += 1
+            only_ready = lane if ready == 1 and not unprepared else None
+        self.busy_time = busy
+        sim._seq = seq
+        sim.now = self.now = t
+        self._end_pipeline_run(ends, wakes, prices)
+        sim.events_to_progress = countdown
+        return True
+
+    def _lane_price(self, lane: Lane) -> Callable[[], PipelineStepCost]:
+        """`next()` of the costs of `lane`'s coming decode steps: the run priced before, if
+        it is still the lane's (same members, this step next), else a new one."""
+        nd = len(lane.members)
+        run = self._lane_runs.get(lane.id)
+        if run is not None and run[0] == lane.step and run[1] == lane.kv_base and run[2] == nd:
+            return run[3]
+        return pipeline_decode_steps(
+            self.estimator, nd, lane.kv_base + nd * lane.step
+        ).__next__
+
+    def _end_pipeline_run(
+        self, ends: deque[tuple], wakes: deque[tuple], prices: dict[Lane, Callable]
+    ) -> None:
+        """Put `_run_pipeline_decodes`'s queues of own events back on the event heap, and
+        keep its lanes' runs of steps for the next time."""
+        heap = self.sim._heap
+        plan = self._decodes_only
+        for t, seq, lane in ends:
+            heappush(heap, (t, BATCH_END, seq, self, lane, plan))
+        for t, seq, _ in wakes:
+            heappush(heap, (t, WAKE, seq, self, None, None))
+        for lane, price in prices.items():  # next: the step after the one dispatched last
+            step = lane.step + 1 if lane.in_flight else lane.step
+            self._lane_runs[lane.id] = (step, lane.kv_base, len(lane.members), price)
+
     # -- completion --------------------------------------------------------
 
     def on_batch_end(self, lane: Lane, plan: BatchPlan, now: float) -> None:
@@ -413,7 +669,10 @@ class Replica:
                 else:
                     lane.join(req, req.prefill_target, req.output_tokens - req.generated, now)
             lane.prefilling = [r for r in lane.prefilling if r.prefilled < r.prefill_target]
-        elif self._run_decode_steps(lane, plan, now):  # decodes alone: no policy to ask
+        elif self.pp == 1:
+            if self._run_decode_steps(lane, plan, now):  # decodes alone: no policy to ask
+                return
+        elif self._run_pipeline_decodes(now):
             return
         self.try_dispatch(now)
 

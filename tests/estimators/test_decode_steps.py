@@ -1,8 +1,8 @@
-"""`decode_steps`, the simulator's price of a run of decode-only iterations, must give
-exactly what `batch_cost` gives step by step, for every backend: the roofline (with and
-without an engine profile's host work and overlap, TP and PP), the profiled backend on
-aiconfigurator's tables and on Vidur's, speculative decoding, and an estimator that has
-only `batch_cost`."""
+"""`decode_steps`, the simulator's price of a run of decode-only iterations, and
+`pipeline_decode_steps`, the same with every pipeline stage's time, must give exactly what
+`batch_cost` gives step by step, for every backend: the roofline (with and without an engine
+profile's host work and overlap, TP and PP), the profiled backend on aiconfigurator's tables
+and on Vidur's, speculative decoding, and an estimator that has only `batch_cost`."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from estimators import (
     load_engine,
     load_model,
     make_estimator,
+    pipeline_decode_steps,
     priced_decode_steps,
 )
 from estimators import _aic_tables as aic
@@ -43,10 +44,21 @@ def step_by_step(est, num_decodes: int, kv_tokens: int) -> list[tuple[float, ...
     return out
 
 
+def pipeline_step_by_step(est, num_decodes: int, kv_tokens: int) -> list[tuple]:
+    out = []
+    for j in range(STEPS):
+        shape = BatchShape(num_decodes=num_decodes, decode_kv_tokens=kv_tokens + num_decodes * j)
+        c = est.batch_cost(shape)
+        out.append((c.cpu_overhead, c.stage_times, c.pp_hop_time, c.flops, c.bytes_moved))
+    return out
+
+
 def assert_exact(est) -> None:
     for nd, kv in RUNS:
         got = list(islice(decode_steps(est, nd, kv), STEPS))
         assert got == step_by_step(est, nd, kv)  # exact, not approximately
+        got = list(islice(pipeline_decode_steps(est, nd, kv), STEPS))
+        assert got == pipeline_step_by_step(est, nd, kv)
 
 
 def assert_own_pricing(est) -> None:
@@ -60,6 +72,7 @@ def assert_own_pricing(est) -> None:
     est.batch_cost = no_batch_cost
     try:
         assert len(list(islice(decode_steps(est, 17, 17 * 900), 50))) == 50
+        assert len(list(islice(pipeline_decode_steps(est, 17, 17 * 900), 50))) == 50
     finally:
         del est.batch_cost
 
@@ -73,6 +86,7 @@ def _model(name: str = "meta-llama/Llama-2-7b-hf"):
     [
         ("a100-80gb", 1, 1, None),
         ("a100-80gb", 2, 2, None),
+        ("a100-80gb", 1, 4, "vllm"),  # four stages, host work overlapped with the first
         ("h100-sxm", 4, 1, "vllm"),  # engine host work overlapped with the GPU step
         ("h100-sxm", 1, 1, "sglang"),
         ("h100-sxm", 2, 1, "trtllm"),
@@ -139,6 +153,8 @@ def test_speculative_prices_its_own_verify_steps_not_the_targets():
     # a verify step of 4 tokens per sequence and 3 draft steps, per emitted token: not the
     # target's decode step, which `SpeculativeEstimator.__getattr__` would hand out
     assert next(decode_steps(spec, 8, 8 * 1000)) != next(decode_steps(target, 8, 8 * 1000))
+    spec_steps = pipeline_decode_steps(spec, 8, 8 * 1000)  # looked up on its class
+    assert next(spec_steps) != next(pipeline_decode_steps(target, 8, 8 * 1000))
 
 
 def test_a_batch_cost_it_does_not_mirror_makes_the_roofline_fall_back():
@@ -179,3 +195,8 @@ def test_an_estimator_with_only_batch_cost_is_priced_step_by_step_as_consumed():
     assert got[1] == (2e-4, 1e-3 + 1e-8 * 33, 9.0, 165.0)  # the first stage's time
     est.shapes.clear()
     assert list(islice(priced_decode_steps(est, 3, 30), 4)) == got
+    est.shapes.clear()
+    stages = list(islice(pipeline_decode_steps(est, 3, 30), 2))
+    assert [s.decode_kv_tokens for s in est.shapes] == [30, 33]
+    t = 1e-3 + 1e-8 * 33
+    assert stages[1] == (2e-4, (t, 2 * t), 1e-5, 9.0, 165.0)  # every stage, and the hop

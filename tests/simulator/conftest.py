@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from estimators import BatchCost, BatchShape
+from simulator import Simulation, request_arrays
 from workloads import Workload
 
 
@@ -60,3 +61,31 @@ def poisson_workload(n: int, qps: float, seed: int = 0, prompt=(50, 600), output
 @pytest.fixture
 def linear() -> LinearEstimator:
     return LinearEstimator()
+
+
+def assert_same_run(a: Simulation, b: Simulation) -> None:
+    """Two runs of one simulation (by two code paths) made the same batch log, ended at the
+    same time in the same way, and gave every request the same times and token segments."""
+    assert a.batches.rows == b.batches.rows
+    assert (a.now, a.completed, a.stopped_early) == (b.now, b.completed, b.stopped_early)
+    x, y = request_arrays(a), request_arrays(b)
+    for column in ("scheduled", "first_token", "completed", "preemptions", "replica"):
+        assert np.array_equal(x[column], y[column], equal_nan=True), column
+    assert [r.segments for r in a.requests] == [r.segments for r in b.requests]
+
+
+def assert_case_exercised(
+    sim: Simulation, hook_calls: int, every: int, stop_after: int | None,
+    max_time: float | None, preempts: bool, num_requests: int = 150,
+) -> None:  # fmt: skip
+    """A run of the fast-path tests did what its case is named after: decode-only batches
+    (more than 100), progress-hook calls, a stop by the hook, a time limit, preemptions."""
+    assert sum(1 for r in sim.batches.rows if r[4] == 0) > 100
+    if every:
+        assert hook_calls >= 3
+    if stop_after:
+        assert sim.stopped_early and sim.completed < num_requests
+    if max_time:
+        assert sim.completed < num_requests and sim.now <= max_time
+    if preempts:
+        assert sum(r.preemptions for r in sim.requests) > 0

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pytest
 
 from estimators import load_model, make_estimator
@@ -17,10 +16,14 @@ from simulator import (
     SchedulerConfig,
     SchedulerKind,
     Simulation,
-    request_arrays,
 )
 from sku_catalog import load_catalog
-from tests.simulator.conftest import LinearEstimator, poisson_workload
+from tests.simulator.conftest import (
+    LinearEstimator,
+    assert_case_exercised,
+    assert_same_run,
+    poisson_workload,
+)
 
 
 def _no_inline(self: Simulation) -> tuple[float, bool]:
@@ -80,26 +83,13 @@ def test_decode_runs_handled_at_once_change_nothing(case, estimator):
             _run(workload, est, scheduler, cluster, every, stop_after or 10**9, max_time, inline)
         )
     (fast, fast_seen), (slow, slow_seen) = runs
-    assert fast.batches.rows == slow.batches.rows
+    assert_same_run(fast, slow)
     assert fast_seen == slow_seen
-    assert (fast.now, fast.completed, fast.stopped_early) == (
-        slow.now, slow.completed, slow.stopped_early
-    )  # fmt: skip
-    a, b = request_arrays(fast), request_arrays(slow)
-    for column in ("scheduled", "first_token", "completed", "preemptions", "replica"):
-        assert np.array_equal(a[column], b[column], equal_nan=True), column
-    assert [r.segments for r in fast.requests] == [r.segments for r in slow.requests]
     # the cases exercise what they are named after, with batch ends that skipped the heap
     # (each heap event takes one sequence number)
     assert fast._seq < slow._seq
-    assert sum(1 for r in fast.batches.rows if r[4] == 0) > 100  # decode-only batches
     if case in ("sarathi", "orca_progress_every_7"):
         assert fast._seq < 0.5 * slow._seq
-    if every:
-        assert len(fast_seen) >= 3
-    if stop_after:
-        assert fast.stopped_early and fast.completed < 150
-    if max_time:
-        assert fast.completed < 150 and fast.now <= max_time
-    if case == "sarathi_kv_pressure":
-        assert sum(r.preemptions for r in fast.requests) > 0
+    assert_case_exercised(
+        fast, len(fast_seen), every, stop_after, max_time, case == "sarathi_kv_pressure"
+    )
