@@ -417,7 +417,6 @@ class ProfiledEstimator(RooflineEstimator):
             curves = [gemm_curve(cube, *dense[name]) for name in ("mlp_up_proj", "mlp_down_proj")]
             if all(c is not None for c in curves):
                 self._dense_mlp_curves = curves  # type: ignore[assignment]
-        self._moe_curve: Curve | None = None
         if self._moe is not None:
             self._attach_moe_table()
 
@@ -496,8 +495,9 @@ class ProfiledEstimator(RooflineEstimator):
         return gemm_curve(cube, n, k) or regressed_gemm_curve(cube, n, k)
 
     def _attach_moe_table(self) -> None:
-        """The routed experts' curve from the MoE table of these tables' system, engine
-        and version (estimators/_aic_moe_mla.py); a fallback note where there is none."""
+        """The routed experts of every iteration from the MoE table of these tables'
+        system, engine and version (estimators/_aic_moe_mla.py; FLOPs and bytes stay the
+        roofline's count); a fallback note where there is none."""
         source = self.op_tables
         if not isinstance(source, AicOpTables):
             self.fallbacks["moe_experts"] = f"{source.label} hold no MoE table"
@@ -507,7 +507,7 @@ class ProfiledEstimator(RooflineEstimator):
             self.fallbacks["moe_experts"] = why
             return
         self.tables.append(label)
-        self._moe_curve = curve
+        self.use_measured_experts(curve, 0.0, label)
 
     # ---------------------------------------------------------------- operators
 
@@ -538,14 +538,6 @@ class ProfiledEstimator(RooflineEstimator):
         if self.tp > 1:  # under EP or attention DP one (the MoE exchange is `_moe_part`'s)
             t += self.operator_counts["all_reduce"] * self.all_reduce_time(self._act_row_bytes * m)
         return t
-
-    def _routed_experts(self, moe_m: float) -> tuple[float, float, float]:
-        """The MoE table's time for `moe_m` tokens where measured (FLOPs and bytes stay
-        the roofline's count)."""
-        t, fl, by = super()._routed_experts(moe_m)
-        if self._moe_curve is not None and moe_m > 0:
-            t = self._moe_curve(moe_m)
-        return t, fl, by
 
     def _dense_mlp_seconds(self, m: float) -> float:
         if not self._dense_mlp_curves:

@@ -776,8 +776,8 @@ class RooflineEstimator:
 
     def _routed_experts(self, moe_m: float) -> tuple[float, float, float]:
         """(seconds, flops, bytes) of one MoE layer's routed experts (grouped GEMMs and
-        their activation) on the busiest GPU for `moe_m` tokens: the `_moe_part` hook that
-        backends with measured expert tables override."""
+        their activation) on the busiest GPU for `moe_m` tokens; the time from a measured
+        table instead where one is attached (`use_measured_experts`)."""
         moe = self._moe
         k = self._k_experts
         rows = moe.rows(moe_m)

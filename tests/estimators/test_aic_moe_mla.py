@@ -11,7 +11,6 @@ from estimators import load_engine, load_model, make_estimator
 from estimators._aic_moe_mla import DEFAULT_DISTRIBUTION, mla_bmm_curve, mla_grid, moe_curve
 from estimators._contract import BatchShape, decode_steps
 from estimators._profiled_mla import MlaProfiledEstimator
-from estimators._roofline import RooflineEstimator
 from estimators._types import Precision
 from sku_catalog import load_catalog
 
@@ -91,9 +90,10 @@ def test_profiled_moe_layer_is_the_roofline_with_the_tables_experts(h200):
     assert any("moe/trtllm/" in t for t in est.tables)
     _, want, _ = moe_curve(est.system, "trtllm", "1.0.0rc3", (4096, 1536, 8, 128, 1, 4),
                            ("fp8", "fp8_block"))  # fmt: skip
+    roofline = make_estimator("roofline", qwen, h200, 4, 1, Precision.FP8, engine=eng, ep=4)
     for tokens in (8.0, 300.0, 4096.0):
         t, fl, by = est._routed_experts(tokens)
-        roof = RooflineEstimator._routed_experts(est, tokens)
+        roof = roofline._routed_experts(tokens)
         assert t == pytest.approx(want(tokens)) and t != pytest.approx(roof[0], rel=0.05)
         assert (fl, by) == roof[1:]  # FLOPs and bytes stay the roofline's count
 
@@ -128,7 +128,7 @@ def test_missing_moe_table_falls_back_to_the_roofline(h200):
     tables = Path(estimators.__file__).parent / "data" / "op_tables" / "h200" / "qwen3-32b"
     qwen = load_model("Qwen/Qwen3-235B-A22B")
     est = make_estimator("profiled", qwen, h200, 8, 1, Precision.BF16, op_tables=tables, ep=8)
-    assert est._moe_curve is None and "moe_experts" in est.fallbacks
+    assert est._measured_experts is None and "moe_experts" in est.fallbacks
     roof = make_estimator("roofline", qwen, h200, 8, 1, Precision.BF16, ep=8)
     assert est._routed_experts(512.0) == roof._routed_experts(512.0)
 
