@@ -9,7 +9,7 @@ from collections import deque
 from collections.abc import Callable
 
 from simulator._config import SchedulerConfig
-from simulator._kv import BlockPool, blocks_for
+from simulator._kv import BlockPool
 from simulator._request import Request
 
 
@@ -48,8 +48,7 @@ class TransferQueue:
     """
 
     __slots__ = (
-        "block_size", "decode_tokens", "pool", "reserves_full_length", "start", "waiting",
-        "window_kv_blocks",
+        "decode_tokens", "pool", "request_blocks", "reserves_full_length", "start", "waiting",
     )  # fmt: skip
 
     def __init__(
@@ -57,12 +56,12 @@ class TransferQueue:
         pool: BlockPool,
         scheduler: SchedulerConfig,
         start: Callable[[Request, float, bool], None],
-        window_kv_blocks: int = 0,
+        request_blocks: Callable[[int], int],
     ) -> None:
         self.pool = pool
-        self.block_size = pool.block_size
-        # blocks a running request holds for its sliding-window layers (`Replica`'s)
-        self.window_kv_blocks = window_kv_blocks
+        # the blocks a running request with so many cached tokens holds on the replica
+        # (`Replica._request_blocks`: its sliding-window layers' window too)
+        self.request_blocks = request_blocks
         # the decode replica's admission rule, and the tokens one decode step writes
         self.reserves_full_length = scheduler.reserve_full_length
         self.decode_tokens = scheduler.decode_tokens
@@ -89,10 +88,10 @@ class TransferQueue:
 
     def _reserve(self, req: Request) -> bool:
         pool = self.pool
-        window = self.window_kv_blocks
-        prompt = blocks_for(req.prefill_target, self.block_size) + window
+        request_blocks = self.request_blocks
+        prompt = request_blocks(req.prefill_target)
         if self.reserves_full_length:
-            full = blocks_for(req.total_tokens, self.block_size) + window
+            full = request_blocks(req.total_tokens)
             if not pool.can_admit(full):
                 return False
             pool.reserved += full - prompt
@@ -101,7 +100,7 @@ class TransferQueue:
             # the prompt's KV and the slots of its first decode step (SGLang pre-allocates
             # decode tokens beside the prompt), so that admitting it never overfills
             first_step = min(req.prefill_target + self.decode_tokens, req.total_tokens)
-            held = blocks_for(first_step, self.block_size) + window
+            held = request_blocks(first_step)
             if not pool.can_admit(held):
                 return False
         pool.allocate(held)
