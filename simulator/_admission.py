@@ -6,7 +6,7 @@ import numpy as np
 
 from simulator._config import ClusterConfig, SchedulerConfig
 from simulator._deployment import PreparedDeployment
-from simulator._kv import BlockPool, blocks_for
+from simulator._kv import BlockPool
 from simulator._policies import make_policy
 from simulator._request import Request
 
@@ -35,14 +35,15 @@ def _fits(
 ) -> np.ndarray:
     """Which requests one replica of `cluster` running `scheduler` can ever hold."""
     policy = make_policy(scheduler)
-    pool = BlockPool(cluster.num_kv_blocks, cluster.block_size, cluster.watermark)
+    pool = BlockPool(
+        cluster.num_kv_blocks, cluster.block_size, cluster.watermark, cluster.window_kv_blocks
+    )
     max_blocks = pool.max_request_blocks()
     out = np.empty(len(prompts), dtype=bool)
     for i, (p, o) in enumerate(zip(prompts, outputs, strict=True)):
         req = Request(i, 0.0, p, o)
         out[i] = (
-            blocks_for(req.total_tokens, cluster.block_size) + cluster.window_kv_blocks
-            <= max_blocks
+            pool.request_blocks(req.total_tokens) <= max_blocks
             and policy.rejection(req) is None
         )
     return out

@@ -189,9 +189,7 @@ class Simulation:
             replica.hardware = pool.hardware
             replica.first_token_on_step = pool.first_token == FIRST_TOKEN_DECODE_STEP
             start = partial(self._start_transfer, replica)
-            replica.transfers = TransferQueue(
-                replica.pool, replica.policy.config, start, replica._request_blocks
-            )
+            replica.transfers = TransferQueue(replica.pool, replica.policy.config, start)
         for replica in self.replicas:
             replica.hand_off = self._hand_off
         self._decoders = decoders

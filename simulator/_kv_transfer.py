@@ -48,7 +48,7 @@ class TransferQueue:
     """
 
     __slots__ = (
-        "decode_tokens", "pool", "request_blocks", "reserves_full_length", "start", "waiting",
+        "decode_tokens", "pool", "reserves_full_length", "start", "waiting",
     )  # fmt: skip
 
     def __init__(
@@ -56,12 +56,8 @@ class TransferQueue:
         pool: BlockPool,
         scheduler: SchedulerConfig,
         start: Callable[[Request, float, bool], None],
-        request_blocks: Callable[[int], int],
     ) -> None:
         self.pool = pool
-        # the blocks a running request with so many cached tokens holds on the replica
-        # (`Replica._request_blocks`: its sliding-window layers' window too)
-        self.request_blocks = request_blocks
         # the decode replica's admission rule, and the tokens one decode step writes
         self.reserves_full_length = scheduler.reserve_full_length
         self.decode_tokens = scheduler.decode_tokens
@@ -88,7 +84,7 @@ class TransferQueue:
 
     def _reserve(self, req: Request) -> bool:
         pool = self.pool
-        request_blocks = self.request_blocks
+        request_blocks = pool.request_blocks  # its sliding-window layers' window too
         prompt = request_blocks(req.prefill_target)
         if self.reserves_full_length:
             full = request_blocks(req.total_tokens)

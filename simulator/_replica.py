@@ -18,7 +18,7 @@ from estimators import (
     pipeline_decode_steps,
 )
 from simulator._events import BATCH_END, WAKE
-from simulator._kv import BlockPool, blocks_for
+from simulator._kv import BlockPool
 from simulator._kv_transfer import TransferQueue
 from simulator._lane import Lane, make_lane
 from simulator._policies import BatchPlan, Policy
@@ -55,9 +55,8 @@ class Replica:
         self.sim = sim
         self.policy = policy
         self.estimator = estimator
-        self.pool = BlockPool(num_kv_blocks, block_size, watermark)
+        self.pool = BlockPool(num_kv_blocks, block_size, watermark, window_kv_blocks)
         self.block_size = block_size
-        self.window_kv_blocks = window_kv_blocks  # held by every running request
         self.pp = pp
         # speculative decoding: lanes of bursts, each drawing its own under the run's seed
         spec = estimator.config if isinstance(estimator, SpeculativeEstimator) else None
@@ -97,18 +96,13 @@ class Replica:
 
     def rejection(self, req: Request) -> str | None:
         """Why this replica can never serve `req`, or None."""
-        need = self._request_blocks(req.total_tokens)
+        need = self.pool.request_blocks(req.total_tokens)
         if need > self.pool.max_request_blocks():
             return (
                 f"request needs {req.total_tokens} KV tokens ({need} blocks) but a replica "
                 f"holds at most {self.pool.max_request_blocks() * self.block_size}"
             )
         return self.policy.rejection(req)
-
-    def _request_blocks(self, kv_tokens: int) -> int:
-        """KV blocks a running request with `kv_tokens` cached tokens holds (its sliding
-        layers' window beside its tokens')."""
-        return blocks_for(kv_tokens, self.block_size) + self.window_kv_blocks
 
     def enqueue(self, req: Request, now: float) -> None:
         req.replica = self.id
@@ -139,10 +133,10 @@ class Replica:
         pool = self.pool
         if req.blocks:  # reserved here at the hand-off (`TransferQueue`): the prompt's
             # blocks are the lane's now, the rest give way to its first step's below
-            pool.release(req.blocks - self._request_blocks(req.prefill_target))
+            pool.release(req.blocks - self.pool.request_blocks(req.prefill_target))
             req.blocks = 0
         else:
-            need = self._request_blocks(req.prefill_target)
+            need = self.pool.request_blocks(req.prefill_target)
             shared: tuple[int, ...] = ()
             saved = 0
             if req.prefilled and req.prefix is not None and self.prefix_cache is not None:
@@ -150,7 +144,7 @@ class Replica:
                 shared, saved = self.prefix_cache.reusable(req.prefix, req.prefilled)
                 need -= saved
             if self.policy.reserves_full_length:
-                full = self._request_blocks(req.total_tokens) - saved
+                full = self.pool.request_blocks(req.total_tokens) - saved
                 if not pool.can_admit(full):
                     return False
                 pool.reserved += full - need
@@ -699,7 +693,7 @@ class Replica:
     def _release_kv(self, req: Request, kv_tokens: int) -> None:
         """Free the KV blocks of `req`'s `kv_tokens`: its own, and of its shared prefix
         blocks those it held the last reference to."""
-        blocks = self._request_blocks(kv_tokens)
+        blocks = self.pool.request_blocks(kv_tokens)
         shared = req.shared_prefix
         if shared:
             cache = self.prefix_cache

@@ -43,24 +43,16 @@ def test_every_running_request_holds_its_window_and_gives_it_back():
 
 def test_a_decode_replica_reserves_the_window_with_a_hand_off():
     from collections import deque
-    from functools import partial
-    from types import SimpleNamespace
 
     from simulator._kv import BlockPool
     from simulator._kv_transfer import TransferQueue
-    from simulator._replica import Replica
     from simulator._request import Request
 
-    pool = BlockPool(16, 16, 0.0)
+    pool = BlockPool(16, 16, 0.0, window_blocks=9)
     started: list[Request] = []
-    # the decode replica's rule: a request's tokens' blocks and 9 for its window
-    request_blocks = partial(
-        Replica._request_blocks, SimpleNamespace(block_size=16, window_kv_blocks=9)
-    )
     queue = TransferQueue(
-        pool, SchedulerConfig(SchedulerKind.SARATHI), lambda r, now, at: started.append(r),
-        request_blocks,
-    )  # fmt: skip
+        pool, SchedulerConfig(SchedulerKind.SARATHI), lambda r, now, at: started.append(r)
+    )
     first, second = Request(0, 0.0, 33, 10), Request(1, 0.0, 33, 10)
     for req in (first, second):
         req.prefill_target = req.prompt_tokens
