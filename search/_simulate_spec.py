@@ -82,6 +82,9 @@ class SimulateSpec(BaseModel):
     # batch waiting (TensorRT-LLM batch_wait_timeout_iters / batch_wait_max_tokens_ratio)
     batch_wait_iters: NonNegativeInt = 0
     batch_wait_token_ratio: float = Field(0.0, ge=0.0, le=1.0)
+    # decode iterations between the scheduler's polls for new requests (SGLang
+    # scheduler_recv_interval; 1: every iteration)
+    recv_interval: PositiveInt = 1
     global_scheduler: GlobalSchedulerKind = GlobalSchedulerKind.ROUND_ROBIN
     precision: Precision = Precision.BF16
     # the routed experts' weight precision (None: the checkpoint's own, else `precision`)
@@ -199,6 +202,7 @@ class SimulateSpec(BaseModel):
             scheduler,
             batch_wait_iters=self.batch_wait_iters,
             batch_wait_token_ratio=self.batch_wait_token_ratio,
+            recv_interval=self.recv_interval,
         )
 
 

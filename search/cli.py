@@ -368,6 +368,15 @@ def _choice(enum_values: list[str]) -> click.Choice:
     "held prompts and the decodes reach this share of the token budget.",
 )
 @click.option(
+    "--recv-interval",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Decode iterations between the scheduler's polls for new requests (SGLang's "
+    "--scheduler-recv-interval): a request arriving while batches run waits for the next "
+    "poll, after a prefill or every N decode iterations (1: every iteration).",
+)
+@click.option(
     "--global-scheduler",
     type=_choice(["round_robin", "lor", "random", "cache_aware"]),
     default="round_robin",

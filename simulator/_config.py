@@ -65,6 +65,13 @@ class SchedulerConfig:
         max_num_batched_tokens, TensorRT-LLM's micro-batch scheduler counts a generation
         request's draft tokens + 1 against max_num_tokens, so less prefill fits beside a
         speculative decode batch.
+    recv_interval: how often the scheduler takes in newly arrived requests (SGLang's
+        scheduler_recv_interval; 1: before every iteration, as every engine does by
+        default).  Above 1, a request that arrives while batches run is held until the
+        scheduler polls: after an iteration with prompt tokens, and otherwise after every
+        `recv_interval` decode iterations (SGLang's SchedulerRecvSkipper weighs a decode or
+        verify iteration 1 and any other 1000 against the interval); an idle replica takes
+        it in at once.
     """
 
     kind: SchedulerKind = SchedulerKind.SARATHI
@@ -75,6 +82,7 @@ class SchedulerConfig:
     batch_wait_iters: int = 0
     batch_wait_token_ratio: float = 0.0
     decode_tokens: int = 1
+    recv_interval: int = 1
 
     def token_budget(self) -> int | None:
         """Tokens one iteration may hold, or None where the policy sets no limit."""

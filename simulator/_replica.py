@@ -69,6 +69,11 @@ class Replica:
         self.next_lane = 0
         self.stage_free = [0.0] * pp
         self.waiting: deque[Request] = deque()
+        # requests routed here that the scheduler has not taken in yet: it polls for new
+        # ones only every `recv_interval` decode iterations (`SchedulerConfig.recv_interval`)
+        self.recv_interval = policy.config.recv_interval
+        self.held: list[Request] = []
+        self._polled_at = 0  # the decode iterations (`_decode_iterations`) at its last poll
         self.outstanding = 0  # routed here and not finished
         self.now = 0.0
         self.wake_at = -1.0  # pending wake-up for a free stage 0 (PP)
@@ -106,16 +111,45 @@ class Replica:
 
     def enqueue(self, req: Request, now: float) -> None:
         req.replica = self.id
+        self.outstanding += 1
+        if self.recv_interval > 1:
+            if any(lane.in_flight for lane in self.lanes):
+                self.held.append(req)  # until the scheduler's next poll (`_poll`)
+                return
+            self._polled_at = self._decode_iterations()  # idle: it polls at once
+        self._take_in(req)
+        # dispatch after every arrival of this instant is queued, so they can batch together
+        if self.stage_free[0] <= now and self.wake_at != now:
+            self.wake_at = now
+            self.sim.schedule_wake(self, now, after_arrivals=True)
+
+    def _take_in(self, req: Request) -> None:
+        """The scheduler takes in a new request: it waits for its prompt to be admitted,
+        after the part of it the prefix cache holds."""
         req.prefill_target = req.prompt_tokens
         cache = self.prefix_cache
         if cache is not None and req.prefix is not None:
             req.cached_tokens = req.prefilled = cache.match(req.prefix, req.prompt_tokens)
         self.waiting.append(req)
-        self.outstanding += 1
-        # dispatch after every arrival of this instant is queued, so they can batch together
-        if self.stage_free[0] <= now and self.wake_at != now:
-            self.wake_at = now
-            self.sim.schedule_wake(self, now, after_arrivals=True)
+
+    def _decode_iterations(self) -> int:
+        return sum(lane.step for lane in self.lanes)
+
+    def _poll(self, plan: BatchPlan) -> None:
+        """After a batch, the scheduler of `SchedulerConfig.recv_interval` > 1 takes in the
+        held requests if it polls now: after a batch with prompt tokens, after every
+        `recv_interval` decode iterations since its last poll (it polls on that count even
+        with nothing held), or when nothing is left to run."""
+        iterations = self._decode_iterations()
+        if (
+            plan.prefills
+            or (iterations - self._polled_at) % self.recv_interval == 0
+            or not (self.waiting or any(lane.num_seqs for lane in self.lanes))
+        ):
+            self._polled_at = iterations
+            for req in self.held:
+                self._take_in(req)
+            self.held.clear()
 
     def receive(self, req: Request, now: float) -> None:
         """A request whose prompt a prefill pool computed arrives with its KV cache (a
@@ -292,6 +326,7 @@ class Replica:
         if (
             self.bursts
             or self.waiting
+            or self.held
             or lane.prefilling
             or not lane.members
             or need > pool.total - pool.used
@@ -408,7 +443,7 @@ class Replica:
         need neither queue: each is its dispatch, a wake-up that dispatches nothing, and
         its end, handled at once when both come next."""
         sim = self.sim
-        if self.bursts or self.waiting or sim.stage_spans is not None:
+        if self.bursts or self.waiting or self.held or sim.stage_spans is not None:
             return False
         lanes = self.lanes
         for lane in lanes:
@@ -663,11 +698,16 @@ class Replica:
                 else:
                     lane.join(req, req.prefill_target, req.output_tokens - req.generated, now)
             lane.prefilling = [r for r in lane.prefilling if r.prefilled < r.prefill_target]
-        elif self.pp == 1:
-            if self._run_decode_steps(lane, plan, now):  # decodes alone: no policy to ask
+            if self.recv_interval > 1:
+                self._poll(plan)  # after a batch with prompt tokens, it polls
+        else:
+            if self.held:
+                self._poll(plan)
+            if self.pp == 1:
+                if self._run_decode_steps(lane, plan, now):  # decodes alone: no policy to ask
+                    return
+            elif self._run_pipeline_decodes(now):
                 return
-        elif self._run_pipeline_decodes(now):
-            return
         self.try_dispatch(now)
 
     def kv_sent(self, req: Request, now: float) -> None:

@@ -145,6 +145,8 @@ class ValidationPoint:
     # docstring): TensorRT-LLM's batch waiting, as `SchedulerConfig` fields
     batch_wait_iters: int = 0
     batch_wait_token_ratio: float = 0.0
+    # ... and SGLang's scheduler_recv_interval (`SchedulerConfig.recv_interval`)
+    recv_interval: int = 1
     # disaggregated serving (`_aic_disagg.py`): the fields above (tp, pp, dp, ep) are then
     # the prefill pool's, `replicas` its workers and `batch_size` its batch cap per attention
     # DP rank (0: not recorded); `decode` the decode pool's shape
@@ -405,7 +407,7 @@ def _map_row(row: dict[str, str], where: str, line: int) -> ValidationPoint | st
         return shape
     tp, pp, dp, ep = shape
     point = measured_point(row, basics, where, line, tp=tp, pp=pp, dp=dp, ep=ep)
-    options = _server_options(point.source, point.engine, point.isl, point.osl, tp)
+    options = _server_options(point, tp, dp)
     return replace(point, **options) if options else point
 
 
@@ -446,12 +448,20 @@ def measured_point(
 LENGTH_RATIO = {"benchmark-db": 0.8, "aic-collection": 1.0}
 
 
-def _server_options(source: str, engine: str, isl: int, osl: int, tp: int) -> dict[str, Any]:
+def _server_options(point: ValidationPoint, tp: int, dp: int) -> dict[str, Any]:
     """The options a campaign's server ran with beyond its engine's defaults (module
     docstring): InferenceMAX launches TensorRT-LLM for 1k/1k below TP 8 with batch waiting
-    (batch_wait_timeout_iters 20, batch_wait_max_tokens_ratio 0.9)."""
-    if source == "benchmark-db" and engine == "trtllm" and isl == osl == 1024 and tp < 8:
+    (batch_wait_timeout_iters 20, batch_wait_max_tokens_ratio 0.9), and SGLang on Blackwell
+    (its DeepSeek-R1 scripts for B200, which the B300 ones reuse; not its H200 script) with
+    `--scheduler-recv-interval` 30 from concurrency 16, else 10 (always 10 for FP8 at TP 4);
+    SGLang's skipper refuses attention DP, which those scripts never set."""
+    if point.source != "benchmark-db":
+        return {}
+    if point.engine == "trtllm" and point.isl == point.osl == 1024 and tp < 8:
         return {"batch_wait_iters": 20, "batch_wait_token_ratio": 0.9}
+    if point.engine == "sglang" and dp == 1 and point.sku in ("b200", "b300"):
+        fp8_tp4 = point.precision is Precision.FP8 and tp < 8
+        return {"recv_interval": 30 if point.concurrency >= 16 and not fp8_tp4 else 10}
     return {}
 
 

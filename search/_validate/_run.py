@@ -146,13 +146,13 @@ def deployment_for(
     model = point_model(point)
     d = engine_deployment(engine, sku, model, point.tp, point.pp, point.precision,
                           max_batch=point.concurrency, dp=point.dp)  # fmt: skip
-    if point.batch_wait_iters or point.batch_wait_token_ratio:  # the server's own options
-        scheduler = replace(
-            d.scheduler,
-            batch_wait_iters=point.batch_wait_iters,
-            batch_wait_token_ratio=point.batch_wait_token_ratio,
-        )
-        d = replace(d, scheduler=scheduler)
+    scheduler = replace(  # the server's own options
+        d.scheduler,
+        batch_wait_iters=point.batch_wait_iters,
+        batch_wait_token_ratio=point.batch_wait_token_ratio,
+        recv_interval=point.recv_interval,
+    )
+    d = replace(d, scheduler=scheduler)
     return replace(d, ep=point.ep) if point.ep != 1 else d
 
 

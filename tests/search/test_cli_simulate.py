@@ -222,3 +222,18 @@ def test_batch_waiting_holds_prompts_back_and_costs_ttft():
     # a prompt arriving while others decode waits up to 20 decode steps
     assert held["latency_s"]["ttft"]["p50"] > plain["latency_s"]["ttft"]["p50"] + 0.02
     assert held["requests"]["completed"] == plain["requests"]["completed"] == 80
+
+
+def test_a_recv_interval_delays_new_requests_and_zero_is_refused():
+    args = ["simulate", "--model", "meta-llama/Llama-3.1-8B", "--sku", "h100-sxm",
+            "--engine", "sglang", "--num-requests", "80", "--qps", "4", "--json"]  # fmt: skip
+    plain = json.loads(invoke(*args).output)
+    result = invoke(*args, "--recv-interval", "30")
+    assert result.exit_code == 0, result.output
+    polled = json.loads(result.output)
+    # a request arriving while others decode waits up to 30 decode steps for the next poll
+    assert polled["latency_s"]["ttft"]["p50"] > plain["latency_s"]["ttft"]["p50"] + 0.02
+    assert polled["requests"]["completed"] == 80
+    refused = invoke(*args, "--recv-interval", "0")
+    assert refused.exit_code == 2
+    assert "--recv-interval" in refused.output and "Traceback" not in refused.output

@@ -219,6 +219,30 @@ def test_the_public_tensorrt_llm_1k_1k_points_below_tp8_batch_their_prompts():
     assert (scheduler.batch_wait_iters, scheduler.batch_wait_token_ratio) == (20, 0.9)
 
 
+def test_the_public_sglang_blackwell_points_poll_for_requests_as_their_scripts_set():
+    def interval(concurrency, **fields):
+        source = f"db-dump/x; silicon_concurrency={concurrency}"
+        fields = {"backend": "sglang", "backend_version": "0.5.9", "system": "b200_sxm",
+                  "tp_size": "8", **fields}  # fmt: skip
+        [point] = select_points([row(silicon_data_source=source, **fields)]).points
+        return point.recv_interval
+
+    assert [interval(c) for c in (4, 8, 16, 64)] == [10, 10, 30, 30]
+    assert interval(64, system="b300_sxm") == 30
+    assert interval(64, tp_size="4") == 10  # FP8 at TP 4: always 10
+    assert interval(64, tp_size="4", gemm_quant_mode="nvfp4") == 30
+    assert interval(64, system="h200_sxm") == 1  # its H200 script sets none
+    assert interval(64, backend="vllm", backend_version="0.12.0") == 1
+    own = row(backend="sglang", backend_version="0.5.9", system="b200_sxm", tp_size="8")
+    [point] = select_points([own]).points  # NVIDIA's own runs
+    assert point.recv_interval == 1
+    source = "db-dump/x; silicon_concurrency=32"
+    [point] = select_points([row(silicon_data_source=source, backend="sglang",
+                                 backend_version="0.5.9", system="b200_sxm",
+                                 tp_size="8")]).points  # fmt: skip
+    assert deployment_for(point).scheduler.recv_interval == 30
+
+
 def test_a_spreading_client_draws_lengths_in_its_range_and_a_fixed_one_does_not():
     [point] = select_points([row(silicon_data_source="db-dump/x; silicon_concurrency=50")]).points
     spread = closed_loop_workload(point, requests_per_slot=10)

@@ -282,3 +282,66 @@ def test_batch_waiting_holds_prompts_while_decodes_run(monkeypatch):
     assert held[1] > plain[1] + 3 * LinearEstimator().base
     # a ratio the held tokens already reach releases them at once
     assert ttfts(batch_wait_iters=3, batch_wait_token_ratio=0.05)[1] == pytest.approx(plain[1])
+
+
+def test_a_recv_interval_takes_new_requests_in_every_n_decode_iterations():
+    """SGLang's scheduler_recv_interval: a request arriving while A decodes is taken in at
+    the end of the first decode iteration whose count since the scheduler's last poll (A's
+    prefill) is a multiple of the interval; one arriving at an idle replica at once; and a
+    batch with prompt tokens makes the scheduler poll, restarting the count."""
+    workload = make_workload([100, 200, 300], [60, 30, 5], arrivals=[0.0, 0.035, 0.2])
+
+    def simulated(interval):
+        return run(workload, SchedulerKind.SGLANG, chunk_size=512, recv_interval=interval)
+
+    plain, polled = simulated(1), simulated(4)
+    assert polled.requests[0].first_token_at == pytest.approx(plain.requests[0].first_token_at)
+    a_tokens = request_token_times(polled, 0)  # [prefill end, decode 1 end, decode 2 end, ...]
+    a_lane = polled.lanes[0]
+    b = polled.requests[1]
+    first_after = next(j for j, t in enumerate(a_tokens) if t >= b.arrival)
+    taken = next(j for j in range(first_after, len(a_tokens)) if j % 4 == 0)
+    assert taken > first_after  # really held past the first iteration boundary
+    assert b.scheduled_at == pytest.approx(a_tokens[taken])
+    assert plain.requests[1].scheduled_at == pytest.approx(
+        request_token_times(plain, 0)[first_after]
+    )
+    # B's prefill restarts the count: C waits for the 4th decode iteration after it
+    c = polled.requests[2]
+    b_prefill_end = b.first_token_at
+    steps_after = [t for t in a_lane.step_end_times if t > b_prefill_end]
+    ends = [t for i, t in enumerate(steps_after, 1) if i % 4 == 0 and t >= c.arrival]
+    assert c.scheduled_at == pytest.approx(ends[0])
+    assert polled.completed == 3
+
+
+def test_a_held_request_is_taken_in_once_nothing_is_left_to_run():
+    # B arrives while A decodes its last steps; the interval is longer than A's decodes, so
+    # the scheduler polls when it goes idle, at A's end
+    workload = make_workload([100, 100], [4, 3], arrivals=[0.0, 0.012])
+    sim = run(workload, SchedulerKind.SGLANG, chunk_size=512, recv_interval=100)
+    a, b = sim.requests
+    assert b.arrival < a.completed_at
+    assert b.scheduled_at == pytest.approx(a.completed_at)
+    assert sim.completed == 2
+
+
+def test_recv_interval_one_changes_nothing():
+    workload = poisson_workload(200, 20, prompt=(50, 600))
+    for kind in (SchedulerKind.SGLANG, SchedulerKind.SARATHI, SchedulerKind.VLLM):
+        plain = run(workload, kind, chunk_size=512)
+        explicit = run(workload, kind, chunk_size=512, recv_interval=1)
+        assert [r.first_token_at for r in plain.requests] == [
+            r.first_token_at for r in explicit.requests
+        ]
+
+
+@pytest.mark.parametrize("pp", [1, 2])
+def test_a_recv_interval_delays_first_tokens_in_a_closed_loop(pp):
+    outputs = np.random.default_rng(0).integers(20, 60, 120).tolist()  # clients out of step
+    workload = make_workload([300] * 120, outputs, concurrency=16)
+    plain = run(workload, SchedulerKind.SGLANG, pp=pp, chunk_size=2048)
+    polled = run(workload, SchedulerKind.SGLANG, pp=pp, chunk_size=2048, recv_interval=10)
+    assert plain.completed == polled.completed == 120
+    ttft = [np.mean([r.first_token_at - r.arrival for r in s.requests]) for s in (plain, polled)]
+    assert ttft[1] > ttft[0] + 2 * LinearEstimator().base  # several decode steps more
