@@ -25,10 +25,9 @@ The two campaigns in the file differ in their prompt and output lengths (`source
   staggers the clients, so prefills rarely queue behind each other as they would if every
   request had the same length and the first wave's clients stayed in step.  Its launch
   scripts also set server options: vLLM's max-num-batched-tokens 8192 and max-num-seqs C
-  (the engine's own limits with the batch capped at C, as every point is run), and for
-  TensorRT-LLM at 1k/1k below TP 8 batch waiting (batch_wait_timeout_iters 20,
-  batch_wait_max_tokens_ratio 0.9: prompts held back up to 20 decode iterations so that
-  prefills batch up, `ValidationPoint.batch_wait_iters`).
+  (the engine's own limits with the batch capped at C, as every point is run), and the
+  batch waiting and request polling of `_launch_scripts.py`, which also names the runs
+  made with speculative decoding that the rows do not record (skipped).
 - `aic-collection`, NVIDIA's own runs: the listed lengths, fixed.
 
 Only the points llmcap can represent are kept: aggregated mode, a model the catalog knows
@@ -53,6 +52,7 @@ from importlib import resources
 from typing import Any
 
 from estimators import ModelArchitecture, Precision, load_model
+from search._validate._launch_scripts import server_options, speculative_run
 from sku_catalog import load_catalog
 
 PACKAGE = "aiconfigurator_core"
@@ -407,7 +407,10 @@ def _map_row(row: dict[str, str], where: str, line: int) -> ValidationPoint | st
         return shape
     tp, pp, dp, ep = shape
     point = measured_point(row, basics, where, line, tp=tp, pp=pp, dp=dp, ep=ep)
-    options = _server_options(point, tp, dp)
+    speculative = speculative_run(point)
+    if speculative is not None:
+        return speculative
+    options = server_options(point, tp, dp)
     return replace(point, **options) if options else point
 
 
@@ -446,23 +449,6 @@ def measured_point(
 
 # each campaign's client length spread (`ValidationPoint.length_ratio`; module docstring)
 LENGTH_RATIO = {"benchmark-db": 0.8, "aic-collection": 1.0}
-
-
-def _server_options(point: ValidationPoint, tp: int, dp: int) -> dict[str, Any]:
-    """The options a campaign's server ran with beyond its engine's defaults (module
-    docstring): InferenceMAX launches TensorRT-LLM for 1k/1k below TP 8 with batch waiting
-    (batch_wait_timeout_iters 20, batch_wait_max_tokens_ratio 0.9), and SGLang on Blackwell
-    (its DeepSeek-R1 scripts for B200, which the B300 ones reuse; not its H200 script) with
-    `--scheduler-recv-interval` 30 from concurrency 16, else 10 (always 10 for FP8 at TP 4);
-    SGLang's skipper refuses attention DP, which those scripts never set."""
-    if point.source != "benchmark-db":
-        return {}
-    if point.engine == "trtllm" and point.isl == point.osl == 1024 and tp < 8:
-        return {"batch_wait_iters": 20, "batch_wait_token_ratio": 0.9}
-    if point.engine == "sglang" and dp == 1 and point.sku in ("b200", "b300"):
-        fp8_tp4 = point.precision is Precision.FP8 and tp < 8
-        return {"recv_interval": 30 if point.concurrency >= 16 and not fp8_tp4 else 10}
-    return {}
 
 
 # the benchmark dumps that the file names by their own file name (module docstring)

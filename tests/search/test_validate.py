@@ -243,6 +243,48 @@ def test_the_public_sglang_blackwell_points_poll_for_requests_as_their_scripts_s
     assert deployment_for(point).scheduler.recv_interval == 30
 
 
+def deepseek_row(engine: str, version: str, concurrency: int, **fields: str) -> dict[str, str]:
+    fields = {"model_path": "deepseek-ai/DeepSeek-R1", "backend": engine,
+              "backend_version": version, "system": "b200_sxm", "moe_quant_mode": "fp8_block",
+              "tp_size": "8", "moe_tp_size": "8", "moe_ep_size": "1", **fields}  # fmt: skip
+    return row(silicon_data_source=f"db-dump/x; silicon_concurrency={concurrency}", **fields)
+
+
+def test_the_public_deepseek_points_take_their_scripts_batch_waiting():
+    def wait(concurrency, **fields):
+        rows = [deepseek_row("trtllm", "1.2.0rc6.post2", concurrency, osl="1024", **fields)]
+        [point] = select_points(rows, models="moe").points
+        return point.batch_wait_iters, point.batch_wait_token_ratio
+
+    assert wait(64) == (40, 0.8)  # dsr1_fp8_b200_trt's DELAY_BATCHING
+    assert wait(32) == (0, 0.0)
+    assert wait(64, isl="8192") == (0, 0.0)
+    assert wait(64, gemm_quant_mode="nvfp4", moe_quant_mode="nvfp4") == (0, 0.0)
+    # the Llama-3.1-70B script's rule is its own: DeepSeek at TP 4 does not batch-wait
+    assert wait(8, tp_size="4", moe_tp_size="4") == (0, 0.0)
+
+
+def test_the_public_deepseek_runs_with_unrecorded_mtp_are_skipped():
+    rows = [
+        deepseek_row("trtllm", "1.2.0rc6.post3", 8),  # only the -mtp configs run this image
+        deepseek_row("trtllm", "1.2.0rc6.post2", 8),
+        deepseek_row("sglang", "0.5.9", 128),  # the plain configuration stops at 64
+        deepseek_row("sglang", "0.5.9", 64),
+        deepseek_row("sglang", "0.5.9", 128, gemm_quant_mode="nvfp4", moe_quant_mode="nvfp4"),
+    ]
+    selection = select_points(rows, models="moe")
+    kept = [(p.engine, p.engine_version, p.concurrency) for p in selection.points]
+    assert kept == [("trtllm", "1.2.0rc6.post2", 8), ("sglang", "0.5.9", 64),
+                    ("sglang", "0.5.9", 128)]  # fmt: skip
+    assert sorted(selection.skipped) == [
+        "speculative (MTP) run, acceptance not recorded (SGLang -mtp concurrency)",
+        "speculative (MTP) run, acceptance not recorded (TensorRT-LLM -mtp image)",
+    ]
+    own = select_points([{**rows[0], "silicon_data_source": "aic; silicon_concurrency=8"}],
+                        models="moe")  # fmt: skip
+    assert len(own.points) == 1  # NVIDIA's own runs are what their rows say
+
+
 def test_a_spreading_client_draws_lengths_in_its_range_and_a_fixed_one_does_not():
     [point] = select_points([row(silicon_data_source="db-dump/x; silicon_concurrency=50")]).points
     spread = closed_loop_workload(point, requests_per_slot=10)
@@ -446,7 +488,7 @@ def test_aiconfigurator_answers_deepseek_points_it_has_tables_for():
     from search._validate._aic_estimate import estimate_point
 
     points = load_aic_silicon(models="moe").points
-    wanted = {("sglang", "0.5.9"), ("trtllm", "1.2.0rc6.post3")}
+    wanted = {("sglang", "0.5.9"), ("trtllm", "1.2.0rc6.post2")}
     picked = {}
     for point in points:
         key = (point.engine, point.engine_version)
