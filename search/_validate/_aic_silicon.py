@@ -18,7 +18,8 @@ The two campaigns in the file differ in their prompt and output lengths (`source
   its earlier copy `source_file=2026-03-25.csv`, whose records carry the same fields
   (measured date, image, wip) and 756 of whose 1,353 rows repeat a later dump's measurement
   to the last digit: Llama-3.1-70B, DeepSeek-R1, gpt-oss and others at 1k/1k, 1k/8k and
-  8k/1k on H100/H200/B200), ran InferenceMAX's client
+  8k/1k on H100/H200/B200; a measurement counts once, its copies are skipped as repeats),
+  ran InferenceMAX's client
   (`benchmark_serving.py --dataset-name random --random-range-ratio 0.8 --num-prompts 10C
   --max-concurrency C --request-rate inf --ignore-eos`): each request's prompt and output
   length is drawn uniformly from [int(0.8 L), L] for the listed L.  The spread matters: it
@@ -178,6 +179,10 @@ class PoolShape:
 
 
 MODEL_KINDS = ("dense", "moe", "all")  # `select_points(models=...)`
+# the skip reason of a row repeating a kept row's measurement: the same deployment, workload
+# and measured TTFT and TPOT to the last digit (the benchmark's dumps copy their rows)
+REPEATED = "repeat of another row's measurement"
+
 MODES = ("agg", "disagg", "all")  # `select_points(modes=...)`
 
 
@@ -290,6 +295,7 @@ def select_points(
     from search._validate._aic_disagg import map_disagg_row
 
     selection = Selection(points=[], total_rows=len(rows))
+    measured: set[ValidationPoint] = set()  # each kept measurement, without its row id
     for line, row in enumerate(rows, start=2):
         disagg = row["mode"] != "agg"
         if disagg and modes == "agg":
@@ -304,6 +310,11 @@ def select_points(
         if point is not None and models != "all" and point.moe != (models == "moe"):
             kind = "mixture-of-experts" if point.moe else "dense"
             point_or_reason = f"{kind} model (not in --models {models})"
+        if point is not None and not isinstance(point_or_reason, str):
+            measurement = replace(point, id="")
+            if measurement in measured:  # a later dump's copy of the same measurement
+                point_or_reason = REPEATED
+            measured.add(measurement)
         if isinstance(point_or_reason, str):
             selection.skipped[point_or_reason] += 1
         else:

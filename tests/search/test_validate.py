@@ -285,6 +285,16 @@ def test_the_public_deepseek_runs_with_unrecorded_mtp_are_skipped():
     assert len(own.points) == 1  # NVIDIA's own runs are what their rows say
 
 
+def test_a_measurement_copied_into_another_dump_counts_once():
+    first = row(id="a", silicon_data_source="db-dump/x; silicon_concurrency=8")
+    copy = row(id="b", silicon_data_source="source_file=2026-04-06.csv; silicon_concurrency=8")
+    other = row(id="c", silicon_data_source="db-dump/y; silicon_concurrency=8",
+                silicon_tpot_ms="9.4")  # same deployment, another measurement  # fmt: skip
+    selection = select_points([first, copy, other])
+    assert [p.id for p in selection.points] == ["a", "c"]
+    assert selection.skipped == {_aic_silicon.REPEATED: 1}
+
+
 def test_a_spreading_client_draws_lengths_in_its_range_and_a_fixed_one_does_not():
     [point] = select_points([row(silicon_data_source="db-dump/x; silicon_concurrency=50")]).points
     spread = closed_loop_workload(point, requests_per_slot=10)
