@@ -409,10 +409,47 @@ def parallelism(
     return tp, pp, dp, ep
 
 
+def dump_layout(row: dict[str, str], engine: str, node_gpus: int) -> dict[str, str]:
+    """The row with the parallel layout it ran, where a later benchmark dump (`db-dump/...`,
+    `source_file=2026-04-06.csv`) records it multiplied by the expert parallelism E, as
+    every one of its 69 rows whose measurement `source_file=2026-03-25.csv` also holds
+    shows against that copy's layout (the rule is checked by
+    tests/search/test_validate.py on the installed file):
+
+    - TP x EP: tp_size = T x E, moe_tp_size = T, moe_ep_size = E -> TP T, MoE TP T / E, EP E;
+    - attention DP x EP: attention_dp_size = D x E, moe_tp_size = D -> DP D, MoE TP D / E;
+    - vLLM's expert parallelism over its TP group (it runs no attention DP there):
+      attention_dp_size = T, moe_tp_size = 1, moe_ep_size = T x T -> TP T, EP T.
+
+    The first two are recognised by more GPUs than one node holds (the benchmark runs on one
+    node), the third by its vLLM attention DP.  Other rows are returned as they are."""
+    try:
+        tp, dp, moe_tp, ep = (
+            int(float(row.get(name) or 1))
+            for name in ("tp_size", "attention_dp_size", "moe_tp_size", "moe_ep_size")
+        )
+    except ValueError:
+        return row  # the checks of `parallelism` name the field
+    fields: dict[str, int] | None = None
+    if engine == "vllm" and dp > 1 and moe_tp == 1 and ep == dp * dp and tp == dp:
+        fields = {"attention_dp_size": 1, "moe_ep_size": dp}
+    elif tp * dp > node_gpus and ep > 1 and moe_tp % ep == 0 and moe_tp <= node_gpus:
+        if dp == 1 and tp == moe_tp * ep:
+            fields = {"tp_size": moe_tp, "moe_tp_size": moe_tp // ep}
+        elif tp == 1 and dp == moe_tp * ep:
+            fields = {"attention_dp_size": moe_tp, "moe_tp_size": moe_tp // ep}
+    if fields is None:
+        return row
+    return {**row, **{name: str(value) for name, value in fields.items()}}
+
+
 def _map_row(row: dict[str, str], where: str, line: int) -> ValidationPoint | str:
     basics = row_basics(row)
     if isinstance(basics, str):
         return basics
+    if _source(row["silicon_data_source"] or "") == "benchmark-db":
+        node = max(n.gpus_per_node for n in load_catalog().get(basics.sku).nodes)
+        row = dump_layout(row, basics.engine, node)
     shape = parallelism(row, "", basics, where, line)
     if isinstance(shape, str):
         return shape

@@ -295,6 +295,55 @@ def test_a_measurement_copied_into_another_dump_counts_once():
     assert selection.skipped == {_aic_silicon.REPEATED: 1}
 
 
+LAYOUT = ("tp_size", "attention_dp_size", "moe_tp_size", "moe_ep_size")
+
+
+@pytest.mark.parametrize(
+    ("engine", "recorded", "ran"),
+    [
+        ("sglang", ("64", "1", "8", "8"), ("8", "1", "1", "8")),  # TP 8, EP 8
+        ("trtllm", ("16", "1", "4", "4"), ("4", "1", "1", "4")),  # TP 4, EP 4
+        ("trtllm", ("1", "64", "8", "8"), ("1", "8", "1", "8")),  # attention DP 8, EP 8
+        ("vllm", ("4", "4", "1", "16"), ("4", "1", "1", "4")),  # vLLM TP 4 with EP
+        ("vllm", ("2", "2", "1", "4"), ("2", "1", "1", "2")),
+        ("trtllm", ("8", "1", "1", "8"), ("8", "1", "1", "8")),  # as it ran: unchanged
+        ("trtllm", ("1", "8", "1", "8"), ("1", "8", "1", "8")),
+        ("sglang", ("8", "1", "8", "1"), ("8", "1", "8", "1")),
+    ],
+)
+def test_a_later_dump_s_layout_multiplied_by_ep_is_the_one_that_ran(engine, recorded, ran):
+    decoded = _aic_silicon.dump_layout(dict(zip(LAYOUT, recorded, strict=True)), engine, 8)
+    assert tuple(decoded[name] for name in LAYOUT) == ran
+
+
+@needs_aic
+def test_the_layout_rule_matches_every_copy_the_earliest_dump_holds():
+    _, rows = _aic_silicon.read_silicon_csv()
+    measurement = ("backend", "model_path", "system", "isl", "osl", "silicon_ttft_ms",
+                   "silicon_tpot_ms")  # fmt: skip
+
+    def key(r):
+        found = _aic_silicon._CONCURRENCY.search(r["silicon_data_source"])
+        return (*(r[k] for k in measurement), found and found.group(1))
+
+    def layout(r):
+        return tuple(int(float(r[name] or 1)) for name in LAYOUT)
+
+    earliest = {key(r): r for r in rows if r["mode"] == "agg"
+                and r["silicon_data_source"].startswith("source_file=2026-03-25.csv")}  # fmt: skip
+    compared = 0
+    for r in rows:
+        later = r["silicon_data_source"].startswith(("db-dump", "source_file=2026-04-06.csv"))
+        if r["mode"] != "agg" or not later:
+            continue
+        decoded = _aic_silicon.dump_layout(r, r["backend"], 8)
+        copy = earliest.get(key(r))
+        if decoded is not r and copy is not None:
+            assert layout(decoded) == layout(copy)
+            compared += 1
+    assert compared == 69
+
+
 def test_a_spreading_client_draws_lengths_in_its_range_and_a_fixed_one_does_not():
     [point] = select_points([row(silicon_data_source="db-dump/x; silicon_concurrency=50")]).points
     spread = closed_loop_workload(point, requests_per_slot=10)
