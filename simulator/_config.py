@@ -72,6 +72,12 @@ class SchedulerConfig:
         `recv_interval` decode iterations (SGLang's SchedulerRecvSkipper weighs a decode or
         verify iteration 1 and any other 1000 against the interval); an idle replica takes
         it in at once.
+    schedule_ahead: the engine forms the next batch while the current one runs (vLLM v1's
+        async scheduling, SGLang's and TensorRT-LLM's overlap schedulers: the CPU schedules
+        and launches batch N + 1 before batch N's results are back), so a request arriving
+        during batch N is first scheduled in batch N + 2, one batch later than under a
+        scheduler that forms each batch when the previous one ends.  Set from the engine
+        profile's `overlap`.
     """
 
     kind: SchedulerKind = SchedulerKind.SARATHI
@@ -83,6 +89,7 @@ class SchedulerConfig:
     batch_wait_token_ratio: float = 0.0
     decode_tokens: int = 1
     recv_interval: int = 1
+    schedule_ahead: bool = False
 
     def token_budget(self) -> int | None:
         """Tokens one iteration may hold, or None where the policy sets no limit."""

@@ -185,6 +185,7 @@ def engine_scheduler(
             else None  # vidur: the policy's own default (vLLM 4096, Orca no limit)
         ),
         reserve_full_length=engine.reserves_kv_full_length,
+        schedule_ahead=engine.overlap and not engine.is_vidur,
     )
 
 

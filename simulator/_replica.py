@@ -69,10 +69,15 @@ class Replica:
         self.next_lane = 0
         self.stage_free = [0.0] * pp
         self.waiting: deque[Request] = deque()
-        # requests routed here that the scheduler has not taken in yet: it polls for new
-        # ones only every `recv_interval` decode iterations (`SchedulerConfig.recv_interval`)
-        self.recv_interval = policy.config.recv_interval
-        self.held: list[Request] = []
+        # requests routed here that the scheduler has not taken in yet (`_poll`), each with
+        # the end of the batch in flight when it arrived: a scheduler polls for new ones
+        # every `recv_interval` decode iterations, and one that forms the next batch while a
+        # batch runs (`schedule_ahead`) has no room for them before the batch after the next
+        config = policy.config
+        self.recv_interval = config.recv_interval
+        self.schedule_ahead = config.schedule_ahead
+        self.holds = self.recv_interval > 1 or self.schedule_ahead
+        self.held: list[tuple[float, Request]] = []
         self._polled_at = 0  # the decode iterations (`_decode_iterations`) at its last poll
         self.outstanding = 0  # routed here and not finished
         self.now = 0.0
@@ -112,9 +117,9 @@ class Replica:
     def enqueue(self, req: Request, now: float) -> None:
         req.replica = self.id
         self.outstanding += 1
-        if self.recv_interval > 1:
+        if self.holds:
             if any(lane.in_flight for lane in self.lanes):
-                self.held.append(req)  # until the scheduler's next poll (`_poll`)
+                self.held.append((self.stage_free[0], req))  # until a poll takes it (`_poll`)
                 return
             self._polled_at = self._decode_iterations()  # idle: it polls at once
         self._take_in(req)
@@ -135,21 +140,29 @@ class Replica:
     def _decode_iterations(self) -> int:
         return sum(lane.step for lane in self.lanes)
 
-    def _poll(self, plan: BatchPlan) -> None:
-        """After a batch, the scheduler of `SchedulerConfig.recv_interval` > 1 takes in the
-        held requests if it polls now: after a batch with prompt tokens, after every
-        `recv_interval` decode iterations since its last poll (it polls on that count even
-        with nothing held), or when nothing is left to run."""
+    def _poll(self, plan: BatchPlan, now: float) -> None:
+        """After a batch ending `now`, the scheduler takes in held requests if it polls now:
+        after a batch with prompt tokens, after every `recv_interval` decode iterations since
+        its last poll (it polls on that count even with nothing held), or when nothing is
+        left to run.  Under `schedule_ahead` the batch that follows was formed while this one
+        ran, so it takes in only the requests that arrived before this batch (the batch in
+        flight at their arrival ended before `now`); the others wait for the next batch end,
+        unless nothing is left to run."""
         iterations = self._decode_iterations()
-        if (
-            plan.prefills
-            or (iterations - self._polled_at) % self.recv_interval == 0
-            or not (self.waiting or any(lane.num_seqs for lane in self.lanes))
+        idle = not (self.waiting or any(lane.num_seqs for lane in self.lanes))
+        if not (
+            plan.prefills or idle or (iterations - self._polled_at) % self.recv_interval == 0
         ):
-            self._polled_at = iterations
-            for req in self.held:
-                self._take_in(req)
-            self.held.clear()
+            return
+        self._polled_at = iterations
+        held = self.held
+        if self.schedule_ahead and not idle:
+            self.held = [entry for entry in held if entry[0] >= now]
+            held = [entry for entry in held if entry[0] < now]
+        else:
+            self.held = []
+        for _, req in held:
+            self._take_in(req)
 
     def receive(self, req: Request, now: float) -> None:
         """A request whose prompt a prefill pool computed arrives with its KV cache (a
@@ -698,11 +711,11 @@ class Replica:
                 else:
                     lane.join(req, req.prefill_target, req.output_tokens - req.generated, now)
             lane.prefilling = [r for r in lane.prefilling if r.prefilled < r.prefill_target]
-            if self.recv_interval > 1:
-                self._poll(plan)  # after a batch with prompt tokens, it polls
+            if self.holds:
+                self._poll(plan, now)  # after a batch with prompt tokens, it polls
         else:
             if self.held:
-                self._poll(plan)
+                self._poll(plan, now)
             if self.pp == 1:
                 if self._run_decode_steps(lane, plan, now):  # decodes alone: no policy to ask
                     return

@@ -345,3 +345,34 @@ def test_a_recv_interval_delays_first_tokens_in_a_closed_loop(pp):
     assert plain.completed == polled.completed == 120
     ttft = [np.mean([r.first_token_at - r.arrival for r in s.requests]) for s in (plain, polled)]
     assert ttft[1] > ttft[0] + 2 * LinearEstimator().base  # several decode steps more
+
+
+def test_a_scheduler_forming_batches_ahead_schedules_an_arrival_one_batch_later():
+    """vLLM's async scheduling, SGLang's and TensorRT-LLM's overlap schedulers form batch
+    N + 1 while batch N runs: B, arriving during one of A's decode steps, is scheduled at
+    the end of the step after it, one step later than with batches formed at each end; a
+    request arriving at an idle replica is scheduled at once either way."""
+    workload = make_workload([100, 200], [40, 10], arrivals=[0.0, 0.035])
+
+    def simulated(ahead):
+        return run(workload, SchedulerKind.SGLANG, chunk_size=512, schedule_ahead=ahead)
+
+    plain, ahead = simulated(False), simulated(True)
+    assert ahead.requests[0].scheduled_at == plain.requests[0].scheduled_at == 0.0
+    a_tokens = request_token_times(ahead, 0)  # A's step ends
+    first_after = next(j for j, t in enumerate(a_tokens) if t >= 0.035)
+    assert plain.requests[1].scheduled_at == pytest.approx(a_tokens[first_after])
+    assert ahead.requests[1].scheduled_at == pytest.approx(a_tokens[first_after + 1])
+    assert ahead.completed == 2
+
+
+def test_the_engines_with_overlap_schedulers_form_batches_ahead():
+    from estimators import load_engine
+    from simulator._deployment import engine_scheduler
+    from sku_catalog import load_catalog
+
+    h100 = load_catalog().get("h100-sxm")
+    ahead = {name: engine_scheduler(load_engine(name), h100).schedule_ahead
+             for name in ("vllm", "sglang", "trtllm", "vidur")}  # fmt: skip
+    assert ahead == {"vllm": True, "sglang": True, "trtllm": True, "vidur": False}
+    assert not engine_scheduler(load_engine("vllm@0.11.0"), h100).schedule_ahead
