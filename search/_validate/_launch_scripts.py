@@ -52,8 +52,9 @@ these values):
   --mem-fraction-static 0.82``, at TP 4 8192, 32 and 0.95.  FP4 (`dsr1_fp4_b200`):
   fp8_e4m3, 16384, 256 and 0.85.  H200 (`dsr1_fp8_h200`): chunked prefill 32768, 512
   running requests at 1k/1k else 256, 0.82; its KV cache stays 16-bit.
-- vLLM gpt-oss 0.15.1 on B200 (`gptoss_fp4_b200`): ``kv-cache-dtype: fp8``,
-  ``--max-num-seqs 512`` (its 8192 batched tokens and 0.9 are vLLM's own).
+- vLLM gpt-oss on B200 (`gptoss_fp4_b200` and its older `_docker` and `_slurm` twins):
+  ``kv-cache-dtype: fp8``, ``--max-num-seqs 512`` (its 8192 batched tokens and 0.9 are
+  vLLM's own); the H100/H200 scripts keep vLLM's KV dtype.
 - vLLM MiniMax-M2.5 FP8 on H200 (`minimaxm2.5_fp8_h200`): ``--gpu-memory-utilization
   0.95`` in every version of the script; its later version (the 0.18 image) adds
   ``--kv-cache-dtype fp8``, ``--max-num-seqs 512`` and ``--max-num-batched-tokens`` 16384
@@ -201,7 +202,7 @@ def _sglang_deepseek(point: ValidationPoint, gpus: int) -> ScriptLimits | None:
 
 
 def _vllm_gpt_oss(point: ValidationPoint, gpus: int) -> ScriptLimits | None:
-    if point.sku == "b200" and point.engine_version == "0.15.1":  # gptoss_fp4_b200
+    if point.sku == "b200":  # gptoss_fp4_b200
         return ScriptLimits(Precision.FP8, batch_cap=512)
     return None
 

@@ -319,6 +319,9 @@ def test_the_public_points_keep_the_kv_cache_dtype_their_scripts_set():
     assert kv(public_point("trtllm", "gpt-oss-dev", 64, "gpt-oss", system="h200_sxm")) == (
         None, bf16, bf16)  # fmt: skip
     assert kv(public_point("vllm", "0.15.1", 64, "gpt-oss")) == (fp8, fp8, fp8)
+    assert kv(public_point("vllm", "", 64, "gpt-oss")) == (fp8, fp8, fp8)  # every B200 script
+    assert kv(public_point("vllm", "0.18.0", 64, "gpt-oss", system="h200_sxm")) == (
+        None, bf16, bf16)  # fmt: skip
     # NVIDIA's own runs are what their rows say: the engine's default
     own = {**deepseek_row("sglang", "0.5.9", 32),
            "silicon_data_source": "aic; silicon_concurrency=32"}  # fmt: skip
