@@ -27,8 +27,9 @@ The two campaigns in the file differ in their prompt and output lengths (`source
   request had the same length and the first wave's clients stayed in step.  Its launch
   scripts also set server options: vLLM's max-num-batched-tokens 8192 and max-num-seqs C
   (the engine's own limits with the batch capped at C, as every point is run), and the
-  batch waiting and request polling of `_launch_scripts.py`, which also names the runs
-  made with speculative decoding that the rows do not record (skipped).
+  batch waiting, request polling, KV-cache dtype, token budgets, batch caps and memory
+  fractions of `_launch_scripts.py`, which also names the runs made with speculative
+  decoding that the rows do not record (skipped).
 - `aic-collection`, NVIDIA's own runs: the listed lengths, fixed.
 
 Only the points llmcap can represent are kept: aggregated mode, a model the catalog knows
@@ -148,6 +149,14 @@ class ValidationPoint:
     batch_wait_token_ratio: float = 0.0
     # ... and SGLang's scheduler_recv_interval (`SchedulerConfig.recv_interval`)
     recv_interval: int = 1
+    # ... and the engine's memory plan and limits (`_launch_scripts.launch_limits`): the
+    # KV-cache dtype (None: the engine's default for the weights), each attention DP rank's
+    # token budget and batch cap under the engine's own names (0: the engine's own, the
+    # batch capped at the concurrency) and the engine's memory fraction (0: its own)
+    kv_cache_dtype: Precision | None = None
+    token_budget: int = 0
+    batch_cap: int = 0
+    memory_fraction: float = 0.0
     # disaggregated serving (`_aic_disagg.py`): the fields above (tp, pp, dp, ep) are then
     # the prefill pool's, `replicas` its workers and `batch_size` its batch cap per attention
     # DP rank (0: not recorded); `decode` the decode pool's shape
@@ -199,7 +208,8 @@ def kv_precision_for(engine: str, precision: Precision) -> Precision:
     """The KV-cache precision each engine uses by default with these weights.
 
     TensorRT-LLM serves FP8 (ModelOpt) checkpoints with an FP8 KV cache; vLLM and SGLang
-    keep a 16-bit KV cache unless told otherwise (`--kv-cache-dtype`).
+    keep a 16-bit KV cache unless told otherwise (`--kv-cache-dtype`).  Where a point's
+    launch script sets the dtype, that wins (`_launch_scripts.launch_limits`).
     """
     if precision.low:  # FP8 or NVFP4 weights
         return Precision.FP8 if engine == "trtllm" else Precision.BF16

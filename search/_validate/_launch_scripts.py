@@ -26,10 +26,47 @@ an acceptance nobody recorded either, so llmcap cannot reproduce them (`speculat
   attention DP).
 - SGLang DeepSeek-R1 FP8 on B200 from concurrency 128: the plain configuration stops at
   concurrency 64; only `dsr1_fp8_b200_mtp` (EAGLE, 2 steps, 3 draft tokens) goes to 512.
+
+The scripts also set the engine's memory plan and batching limits (`launch_limits`): the
+KV-cache dtype (`kv_cache_dtype`, over the engine's default for the weights), the token
+budget per iteration and the batch cap of each attention DP rank, under the engine's own
+names (`token_budget`, `batch_cap`: SGLang's chunked_prefill_size / max_running_requests,
+TensorRT-LLM's max_num_tokens / max_batch_size, vLLM's max_num_batched_tokens /
+max_num_seqs), and its memory fraction (`memory_fraction`: SGLang's mem_fraction_static and
+vLLM's gpu_memory_utilization, of the GPU's memory; TensorRT-LLM's free_gpu_memory_fraction,
+of the memory left free; each what the engine profile's memory plan takes).  A batch cap
+below the concurrency makes requests queue, as they did.  Read from the scripts
+(`benchmarks/single_node/<name>.sh` and the older `benchmarks/<name>.sh`, which agree on
+these values):
+
+- TensorRT-LLM DeepSeek-R1 on B200 and H200 (`dsr1_fp8_b200_trt`, `dsr1_fp4_b200_trt`,
+  `dsr1_fp8_h200_trt`): ``kv_cache_config.dtype: fp8``; ``max_num_tokens`` the
+  concurrency plus the prompt length plus 64 rounded up to 64, at least 8192;
+  ``free_gpu_memory_fraction`` 0.8 on B200 (FP8 at 1k/8k from concurrency 256: 0.7, at
+  8k/1k on 4 GPUs: 0.75), 0.75 on H200.
+- TensorRT-LLM gpt-oss (`gptoss_fp4_b200_trt`, `gptoss_fp4_h200_trt`): ``max_num_tokens``
+  20000, ``free_gpu_memory_fraction`` 0.85; on B200 ``kv_cache_config.dtype: fp8`` and
+  ``--max_batch_size 512`` (H200: dtype auto, the batch cap the concurrency).
+- SGLang DeepSeek-R1 FP8 on B200 (`dsr1_fp8_b200`; B300 reuses it): ``--kv-cache-dtype
+  fp8_e4m3``; at TP 8 ``--chunked-prefill-size 32768 --max-running-requests 128
+  --mem-fraction-static 0.82``, at TP 4 8192, 32 and 0.95.  FP4 (`dsr1_fp4_b200`):
+  fp8_e4m3, 16384, 256 and 0.85.  H200 (`dsr1_fp8_h200`): chunked prefill 32768, 512
+  running requests at 1k/1k else 256, 0.82; its KV cache stays 16-bit.
+- vLLM gpt-oss on B200 (`gptoss_fp4_b200` and its older `_docker` and `_slurm` twins):
+  ``kv-cache-dtype: fp8``, ``--max-num-seqs 512`` (its 8192 batched tokens and 0.9 are
+  vLLM's own); the H100/H200 scripts keep vLLM's KV dtype.
+- vLLM MiniMax-M2.5 FP8 on H200 (`minimaxm2.5_fp8_h200`): ``--gpu-memory-utilization
+  0.95`` in every version of the script; its later version (the 0.18 image) adds
+  ``--kv-cache-dtype fp8``, ``--max-num-seqs 512`` and ``--max-num-batched-tokens`` 16384
+  up to concurrency 32, 32768 above.  Which script version the 0.16 runs used is not
+  recorded: they take only the fraction.  FP8 on B200/B300 (`minimaxm2.5_fp8_b200`):
+  0.95.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from estimators import Precision
@@ -39,6 +76,8 @@ if TYPE_CHECKING:
 
 LLAMA_70B = "meta-llama/Llama-3.1-70B"
 DEEPSEEK = "deepseek-ai/DeepSeek-V3"  # the built-in architecture of DeepSeek-R1 and -V3
+GPT_OSS = "openai/gpt-oss-120b"
+MINIMAX = "MiniMaxAI/MiniMax-M2.5"
 BLACKWELL_SGLANG = ("b200", "b300")  # the GPUs of SGLang's DeepSeek-R1 B200 scripts
 TRTLLM_MTP_VERSIONS = ("1.2.0rc6.post3",)
 
@@ -49,6 +88,11 @@ def server_options(point: ValidationPoint, tp: int, dp: int) -> dict[str, Any]:
     `tp` is the attention TP degree, `dp` the attention DP one."""
     if point.source != "benchmark-db":
         return {}
+    return {**_scheduling_options(point, tp, dp), **launch_limits(point, tp, dp)}
+
+
+def _scheduling_options(point: ValidationPoint, tp: int, dp: int) -> dict[str, Any]:
+    """Batch waiting and request polling (module docstring)."""
     one_k = point.isl == point.osl == 1024
     if point.engine == "trtllm":
         if point.model == LLAMA_70B and one_k and tp < 8:
@@ -77,3 +121,109 @@ def speculative_run(point: ValidationPoint) -> str | None:
     if point.engine == "sglang" and point.sku == "b200" and fp8 and point.concurrency >= 128:
         return "speculative (MTP) run, acceptance not recorded (SGLang -mtp concurrency)"
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptLimits:
+    """What one launch script sets of the engine's memory plan and batching limits (module
+    docstring); a zero or None field is the engine's own."""
+
+    kv_cache_dtype: Precision | None = None
+    token_budget: int = 0  # per attention DP rank, under the engine's own name
+    batch_cap: int = 0  # per attention DP rank
+    memory_fraction: float = 0.0
+
+    def fields(self) -> dict[str, Any]:
+        """As `ValidationPoint` fields; the script's KV-cache dtype is the point's KV
+        precision too, over the engine's guessed default (`kv_precision_for`)."""
+        found: dict[str, Any] = {}
+        if self.kv_cache_dtype is not None:
+            found["kv_cache_dtype"] = found["kv_precision"] = self.kv_cache_dtype
+        if self.token_budget:
+            found["token_budget"] = self.token_budget
+        if self.batch_cap:
+            found["batch_cap"] = self.batch_cap
+        if self.memory_fraction:
+            found["memory_fraction"] = self.memory_fraction
+        return found
+
+
+def launch_limits(point: ValidationPoint, tp: int, dp: int) -> dict[str, Any]:
+    """The `ValidationPoint` fields of the KV-cache dtype, token budget, batch cap and
+    memory fraction `point`'s launch script set (module docstring); {} where it set none.
+    `tp` x `dp` is the script's TP (the GPUs of one server)."""
+    rule = _LIMIT_RULES.get((point.engine, point.model))
+    limits = rule(point, tp * dp) if rule is not None else None
+    return limits.fields() if limits is not None else {}
+
+
+def trtllm_deepseek_max_num_tokens(concurrency: int, isl: int) -> int:
+    """``MAX_NUM_TOKENS`` of the DeepSeek-R1 TensorRT-LLM scripts: ``(CONC + ISL + 64 + 63)
+    / 64 * 64``, at least 8192."""
+    return max(8192, (concurrency + isl + 64 + 63) // 64 * 64)
+
+
+def _trtllm_deepseek(point: ValidationPoint, gpus: int) -> ScriptLimits | None:
+    if point.sku == "h200":  # dsr1_fp8_h200_trt
+        fraction = 0.75
+    elif point.sku != "b200":
+        return None
+    elif point.precision is not Precision.FP8:  # dsr1_fp4_b200_trt
+        fraction = 0.8
+    elif (point.isl, point.osl) == (1024, 8192) and point.concurrency >= 256:
+        fraction = 0.7  # dsr1_fp8_b200_trt
+    elif (point.isl, point.osl) == (8192, 1024) and gpus == 4:
+        fraction = 0.75
+    else:
+        fraction = 0.8
+    tokens = trtllm_deepseek_max_num_tokens(point.concurrency, point.isl)
+    return ScriptLimits(Precision.FP8, tokens, memory_fraction=fraction)
+
+
+def _trtllm_gpt_oss(point: ValidationPoint, gpus: int) -> ScriptLimits | None:
+    if point.sku == "b200":  # gptoss_fp4_b200_trt
+        return ScriptLimits(Precision.FP8, 20000, 512, 0.85)
+    if point.sku == "h200":  # gptoss_fp4_h200_trt: kv dtype auto
+        return ScriptLimits(None, 20000, point.concurrency, 0.85)
+    return None
+
+
+def _sglang_deepseek(point: ValidationPoint, gpus: int) -> ScriptLimits | None:
+    if point.sku in BLACKWELL_SGLANG:
+        if point.precision is not Precision.FP8:  # dsr1_fp4_b200
+            return ScriptLimits(Precision.FP8, 16384, 256, 0.85)
+        if gpus < 8:  # dsr1_fp8_b200 at TP 4
+            return ScriptLimits(Precision.FP8, 8192, 32, 0.95)
+        return ScriptLimits(Precision.FP8, 32768, 128, 0.82)
+    if point.sku == "h200":  # dsr1_fp8_h200
+        running = 512 if point.isl == point.osl == 1024 else 256
+        return ScriptLimits(None, 32768, running, 0.82)
+    return None
+
+
+def _vllm_gpt_oss(point: ValidationPoint, gpus: int) -> ScriptLimits | None:
+    if point.sku == "b200":  # gptoss_fp4_b200
+        return ScriptLimits(Precision.FP8, batch_cap=512)
+    return None
+
+
+def _vllm_minimax(point: ValidationPoint, gpus: int) -> ScriptLimits | None:
+    if point.precision is not Precision.FP8:
+        return None
+    if point.sku == "h200":  # minimaxm2.5_fp8_h200
+        if point.engine_version.startswith("0.18"):  # its later version
+            tokens = 16384 if point.concurrency <= 32 else 32768
+            return ScriptLimits(Precision.FP8, tokens, 512, 0.95)
+        return ScriptLimits(memory_fraction=0.95)
+    if point.sku in ("b200", "b300"):  # minimaxm2.5_fp8_b200
+        return ScriptLimits(memory_fraction=0.95)
+    return None
+
+
+_LIMIT_RULES: dict[tuple[str, str], Callable[[ValidationPoint, int], ScriptLimits | None]] = {
+    ("trtllm", DEEPSEEK): _trtllm_deepseek,
+    ("trtllm", GPT_OSS): _trtllm_gpt_oss,
+    ("sglang", DEEPSEEK): _sglang_deepseek,
+    ("vllm", GPT_OSS): _vllm_gpt_oss,
+    ("vllm", MINIMAX): _vllm_minimax,
+}

@@ -147,13 +147,31 @@ def deployment_for(
     d = engine_deployment(engine, sku, model, point.tp, point.pp, point.precision,
                           max_batch=point.concurrency, dp=point.dp)  # fmt: skip
     scheduler = replace(  # the server's own options
-        d.scheduler,
+        script_limits(d.scheduler, point),
         batch_wait_iters=point.batch_wait_iters,
         batch_wait_token_ratio=point.batch_wait_token_ratio,
         recv_interval=point.recv_interval,
     )
-    d = replace(d, scheduler=scheduler)
+    d = replace(d, scheduler=scheduler, kv_precision=point.kv_cache_dtype,
+                gpu_memory_utilization=point.memory_fraction or None)  # fmt: skip
     return replace(d, ep=point.ep) if point.ep != 1 else d
+
+
+def script_limits(scheduler: SchedulerConfig, point: ValidationPoint) -> SchedulerConfig:
+    """`scheduler` (the engine's own policy and limits) with the token budget and batch cap
+    the point's launch script set for each attention DP rank (`_launch_scripts.py`): the
+    budget where the engine keeps its own (the chunk size of a chunking policy, else the
+    token limit), the batch still capped at the concurrency."""
+    changes: dict[str, int] = {}
+    if point.token_budget:
+        budget = point.token_budget * point.dp
+        if scheduler.kind.chunked:
+            changes["chunk_size"] = budget
+        if scheduler.max_tokens is not None:
+            changes["max_tokens"] = budget
+    if point.batch_cap:
+        changes["batch_size"] = min(point.batch_cap * point.dp, point.concurrency)
+    return replace(scheduler, **changes) if changes else scheduler
 
 
 def point_model(point: ValidationPoint) -> ModelArchitecture:

@@ -19,8 +19,10 @@ from search._validate import (
     parse_rows,
     select_points,
 )
+from search._validate._launch_scripts import trtllm_deepseek_max_num_tokens
 from search._validate._run import closed_loop_workload, deployment_for
 from search.cli import cli
+from simulator import prepare
 
 HAVE_AIC = importlib.util.find_spec("aiconfigurator_core") is not None
 needs_aic = pytest.mark.skipif(
@@ -342,6 +344,108 @@ def test_the_layout_rule_matches_every_copy_the_earliest_dump_holds():
             assert layout(decoded) == layout(copy)
             compared += 1
     assert compared == 69
+
+
+def public_point(engine: str, version: str, concurrency: int, model: str = "deepseek",
+                 **fields: str):
+    """The one point of a public benchmark row of DeepSeek-R1, gpt-oss or MiniMax-M2.5."""
+    if model == "deepseek":
+        return select_points([deepseek_row(engine, version, concurrency, **fields)],
+                             models="moe").points[0]  # fmt: skip
+    checkpoint = {"gpt-oss": ("openai/gpt-oss-120b", "nvfp4"),
+                  "minimax": ("MiniMaxAI/MiniMax-M2.5", "fp8")}[model]  # fmt: skip
+    fields = {"model_path": checkpoint[0], "backend": engine, "backend_version": version,
+              "system": "b200_sxm", "gemm_quant_mode": checkpoint[1],
+              "moe_quant_mode": checkpoint[1], "tp_size": "4", "moe_tp_size": "4",
+              "moe_ep_size": "1", **fields}  # fmt: skip
+    source = f"db-dump/x; silicon_concurrency={concurrency}"
+    return select_points([row(silicon_data_source=source, **fields)], models="moe").points[0]
+
+
+def test_the_public_points_keep_the_kv_cache_dtype_their_scripts_set():
+    def kv(point):
+        deployment = deployment_for(point)
+        return point.kv_cache_dtype, point.kv_precision, deployment.resolved_kv_precision()
+
+    fp8, bf16 = Precision.FP8, Precision.BF16
+    # SGLang's DeepSeek-R1 B200 scripts: --kv-cache-dtype fp8_e4m3 (the engine's own: 16-bit)
+    assert kv(public_point("sglang", "0.5.9", 32)) == (fp8, fp8, fp8)
+    assert kv(public_point("sglang", "0.5.9", 32, gemm_quant_mode="nvfp4",
+                           moe_quant_mode="nvfp4")) == (fp8, fp8, fp8)  # fmt: skip
+    assert kv(public_point("sglang", "0.5.9", 32, system="h200_sxm")) == (None, bf16, bf16)
+    # TensorRT-LLM gpt-oss: fp8 on B200, auto (its 16-bit weights' dtype) on H200
+    assert kv(public_point("trtllm", "1.2.0rc2.post2", 256, "gpt-oss")) == (fp8, fp8, fp8)
+    assert kv(public_point("trtllm", "gpt-oss-dev", 64, "gpt-oss", system="h200_sxm")) == (
+        None, bf16, bf16)  # fmt: skip
+    assert kv(public_point("vllm", "0.15.1", 64, "gpt-oss")) == (fp8, fp8, fp8)
+    assert kv(public_point("vllm", "", 64, "gpt-oss")) == (fp8, fp8, fp8)  # every B200 script
+    assert kv(public_point("vllm", "0.18.0", 64, "gpt-oss", system="h200_sxm")) == (
+        None, bf16, bf16)  # fmt: skip
+    # NVIDIA's own runs are what their rows say: the engine's default
+    own = {**deepseek_row("sglang", "0.5.9", 32),
+           "silicon_data_source": "aic; silicon_concurrency=32"}  # fmt: skip
+    [point] = select_points([own], models="moe").points
+    assert kv(point) == (None, bf16, bf16)
+
+
+def test_tensorrt_llm_deepseek_scripts_size_max_num_tokens_from_concurrency_and_prompt():
+    assert trtllm_deepseek_max_num_tokens(4, 1024) == 8192  # at least 8192
+    assert trtllm_deepseek_max_num_tokens(64, 8192) == 8320  # (64 + 8192 + 127) // 64 * 64
+    assert trtllm_deepseek_max_num_tokens(256, 8192) == 8512
+    point = public_point("trtllm", "1.2.0rc6.post2", 64, isl="8192", osl="1024")
+    assert (point.token_budget, point.memory_fraction) == (8320, 0.8)
+    assert deployment_for(point).scheduler.chunk_size == 8320  # chunked context under it
+    tp4 = public_point("trtllm", "1.2.0rc6.post2", 32, isl="8192", osl="1024", tp_size="4",
+                       moe_tp_size="4")  # fmt: skip
+    assert tp4.memory_fraction == 0.75  # dsr1_fp8_b200_trt at 8k/1k on 4 GPUs
+    h200 = public_point("trtllm", "1.1.0rc2.post2", 16, system="h200_sxm")
+    assert (h200.token_budget, h200.memory_fraction) == (8192, 0.75)
+
+
+def test_the_public_points_take_their_scripts_token_budget_and_batch_cap():
+    sglang = deployment_for(public_point("sglang", "0.5.9", 64)).scheduler
+    assert (sglang.chunk_size, sglang.batch_size) == (32768, 64)  # 128 running, 64 clients
+    # at TP 4 the script runs at most 32 requests: the rest of 64 clients queue
+    tp4 = public_point("sglang", "0.5.9", 64, isl="8192", tp_size="4", moe_tp_size="4")
+    assert (tp4.token_budget, tp4.batch_cap, tp4.memory_fraction) == (8192, 32, 0.95)
+    assert deployment_for(tp4).scheduler.batch_size == 32
+    h200 = public_point("sglang", "0.5.9", 64, system="h200_sxm")
+    assert deployment_for(h200).scheduler.chunk_size == 32768  # the engine's own: 8192
+    # TensorRT-LLM gpt-oss: 20000 tokens per attention DP rank
+    gpt_oss = public_point("trtllm", "1.2.0rc2.post2", 256, "gpt-oss", tp_size="1",
+                           moe_tp_size="1")  # fmt: skip
+    assert deployment_for(gpt_oss).scheduler.chunk_size == 20000
+    ranks = replace(gpt_oss, dp=2, ep=2)
+    assert deployment_for(ranks).scheduler.chunk_size == 40000
+    # vLLM MiniMax-M2.5 on H200 (the script's later version, the 0.18 image)
+    def minimax(concurrency, version="0.18.0"):
+        point = public_point("vllm", version, concurrency, "minimax", system="h200_sxm")
+        return point.token_budget, deployment_for(point).scheduler.chunk_size
+
+    assert minimax(32) == (16384, 16384)
+    assert minimax(64) == (32768, 32768)
+    assert minimax(64, "0.16.0") == (0, 8192)  # vLLM's own
+    # a script that sets none keeps the engine's limits
+    plain = public_point("vllm", "0.18.0", 64, "gpt-oss", system="h200_sxm")
+    assert (plain.token_budget, plain.batch_cap, plain.memory_fraction) == (0, 0, 0.0)
+
+
+def test_the_public_points_plan_memory_with_their_scripts_fraction():
+    point = public_point("sglang", "0.5.9", 64)
+    plan = prepare(deployment_for(point)).memory
+    assert plan.memory_fraction_name == "mem_fraction_static"
+    assert plan.gpu_memory_utilization == 0.82
+    default = prepare(deployment_for(replace(point, memory_fraction=0.0))).memory
+    assert default.gpu_memory_utilization != 0.82
+    # SGLang's fraction is of the GPU's memory: the KV cache grows by the difference
+    grown = (0.82 - default.gpu_memory_utilization) * plan.gpu_memory_bytes
+    assert plan.kv_bytes - default.kv_bytes == pytest.approx(grown, rel=1e-6)
+    trtllm = public_point("trtllm", "1.2.0rc2.post2", 64, "gpt-oss")
+    plan = prepare(deployment_for(trtllm)).memory
+    assert (plan.memory_fraction_name, plan.gpu_memory_utilization) == (
+        "free_gpu_memory_fraction", 0.85)  # fmt: skip
+    assert public_point("vllm", "0.16.0", 8, "minimax", system="h200_sxm").memory_fraction == (
+        0.95)  # fmt: skip
 
 
 def test_a_spreading_client_draws_lengths_in_its_range_and_a_fixed_one_does_not():
