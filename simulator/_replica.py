@@ -73,7 +73,7 @@ class Replica:
         # ones only every `recv_interval` decode iterations (`SchedulerConfig.recv_interval`)
         self.recv_interval = policy.config.recv_interval
         self.held: list[Request] = []
-        self._polled_at = 0  # the decode iterations (`_decode_iterations`) at its last poll
+        self._polled_at = 0  # the decode iterations (`decode_iterations`) at its last poll
         self.outstanding = 0  # routed here and not finished
         self.now = 0.0
         self.wake_at = -1.0  # pending wake-up for a free stage 0 (PP)
@@ -116,7 +116,7 @@ class Replica:
             if any(lane.in_flight for lane in self.lanes):
                 self.held.append(req)  # until the scheduler's next poll (`_poll`)
                 return
-            self._polled_at = self._decode_iterations()  # idle: it polls at once
+            self._polled_at = self.decode_iterations()  # idle: it polls at once
         self._take_in(req)
         # dispatch after every arrival of this instant is queued, so they can batch together
         if self.stage_free[0] <= now and self.wake_at != now:
@@ -132,7 +132,8 @@ class Replica:
             req.cached_tokens = req.prefilled = cache.match(req.prefix, req.prompt_tokens)
         self.waiting.append(req)
 
-    def _decode_iterations(self) -> int:
+    def decode_iterations(self) -> int:
+        """Decode iterations (lane steps) the replica has completed."""
         return sum(lane.step for lane in self.lanes)
 
     def _poll(self, plan: BatchPlan) -> None:
@@ -140,7 +141,7 @@ class Replica:
         held requests if it polls now: after a batch with prompt tokens, after every
         `recv_interval` decode iterations since its last poll (it polls on that count even
         with nothing held), or when nothing is left to run."""
-        iterations = self._decode_iterations()
+        iterations = self.decode_iterations()
         if (
             plan.prefills
             or (iterations - self._polled_at) % self.recv_interval == 0
