@@ -156,8 +156,9 @@ class Policy:
         the ranks, least loaded first, and a full rank has no seat), and "every rank has
         generation requests" as at least `attention_dp` decodes.  The count is kept in the
         replica's decode iterations (`Replica.decode_iterations`), which also run without
-        asking the policy while nothing waits; a policy that runs prompts without decodes
-        (vLLM, SGLang) counts those iterations as 0.
+        asking the policy while nothing waits, so SGLang's prefill-only iterations do not
+        count.  As batch waiting, it applies to the chunking policies (Sarathi, SGLang:
+        `_prompt_chunks`), TensorRT-LLM's being Sarathi.
         """
         config = self.config
         dp = config.attention_dp
