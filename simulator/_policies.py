@@ -153,8 +153,12 @@ class Policy:
         One simulated replica batches for all `attention_dp` ranks, so this reads "every
         rank has context requests" as at least `attention_dp` prompts ready to join
         (`_ready_prompts`: one per rank, as TensorRT-LLM's router spreads new requests over
-        the ranks, least loaded first, and a full rank has no seat), and "every rank has
-        generation requests" as at least `attention_dp` decodes.  The count is kept in the
+        the ranks, least loaded first, and a full rank has no seat; lenient where two
+        prompts go to one rank, which then count for two), and "every rank has
+        generation requests" as at least `attention_dp` decodes: TensorRT-LLM pads a rank
+        with no request at all with a dummy generation request, so what fails the test is
+        a rank whose only requests are prompts, where the router sends a new prompt while
+        fewer requests decode than there are ranks.  The count is kept in the
         replica's decode iterations (`Replica.decode_iterations`), which also run without
         asking the policy while nothing waits, so SGLang's prefill-only iterations do not
         count.  As batch waiting, it applies to the chunking policies (Sarathi, SGLang:
