@@ -82,6 +82,10 @@ class SimulateSpec(BaseModel):
     # batch waiting (TensorRT-LLM batch_wait_timeout_iters / batch_wait_max_tokens_ratio)
     batch_wait_iters: NonNegativeInt = 0
     batch_wait_token_ratio: float = Field(0.0, ge=0.0, le=1.0)
+    # TensorRT-LLM's attention-DP balance (attention_dp_config: enable_balance,
+    # timeout_iters, batching_wait_iters; both 0: off); needs dp > 1
+    adp_balance_timeout_iters: NonNegativeInt = 0
+    adp_balance_batching_wait_iters: NonNegativeInt = 0
     # decode iterations between the scheduler's polls for new requests (SGLang
     # scheduler_recv_interval; 1: every iteration)
     recv_interval: PositiveInt = 1
@@ -139,6 +143,16 @@ class SimulateSpec(BaseModel):
             raise ValueError(
                 "decode pool: scheduler 'static' cannot take requests mid-batch; use "
                 "sarathi, vllm, orca or sglang"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _adp_balance_under_attention_dp(self) -> SimulateSpec:
+        balance = self.adp_balance_timeout_iters or self.adp_balance_batching_wait_iters
+        if balance and self.dp == 1:
+            raise ValueError(
+                "adp_balance_timeout_iters / adp_balance_batching_wait_iters balance the "
+                "ranks of attention data parallelism: they need dp > 1, got dp 1"
             )
         return self
 
@@ -202,6 +216,8 @@ class SimulateSpec(BaseModel):
             scheduler,
             batch_wait_iters=self.batch_wait_iters,
             batch_wait_token_ratio=self.batch_wait_token_ratio,
+            adp_balance_timeout_iters=self.adp_balance_timeout_iters,
+            adp_balance_batching_wait_iters=self.adp_balance_batching_wait_iters,
             recv_interval=self.recv_interval,
         )
 

@@ -368,6 +368,23 @@ def _choice(enum_values: list[str]) -> click.Choice:
     "held prompts and the decodes reach this share of the token budget.",
 )
 @click.option(
+    "--adp-balance-timeout-iters",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Attention-DP balance (TensorRT-LLM's attention_dp_config timeout_iters, with "
+    "enable_balance): under --dp > 1, hold new prompts back until every DP rank has one, "
+    "at most until this many iterations have been counted (0 with no batching wait: off).",
+)
+@click.option(
+    "--adp-balance-batching-wait-iters",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Attention-DP balance (TensorRT-LLM's attention_dp_config batching_wait_iters): "
+    "once every DP rank has a prompt and all decode, hold them this many iterations more.",
+)
+@click.option(
     "--recv-interval",
     type=click.IntRange(min=1),
     default=1,

@@ -58,6 +58,15 @@ class SchedulerConfig:
         `batch_wait_iters` iterations in a row or the iteration would hold at least
         `batch_wait_token_ratio` x the token budget (the held prompts' whole lengths plus
         the decodes), so that prefills batch up; an iteration without decodes never holds.
+        Off under attention DP (`attention_dp` > 1): TensorRT-LLM's executor ignores it there.
+    attention_dp: the attention data-parallel ranks of the replica this policy batches for
+        (`Deployment.dp`; the deployment sets it: `replica_scheduler`).  One simulated
+        replica batches for all its ranks at once (estimators/_attention_dp.py).
+    adp_balance_timeout_iters, adp_balance_batching_wait_iters: TensorRT-LLM's attention-DP
+        balance (``attention_dp_config: {enable_balance: true, timeout_iters,
+        batching_wait_iters}``; both 0: off, and off without attention DP), which holds
+        prompts back until every rank has one (`simulator._policies.Policy`); TensorRT-LLM's
+        defaults under ``enable_balance`` alone are 50 and 10.
     decode_tokens: query tokens each running decode counts against the iteration's token
         budget: 1, or under speculative decoding the k + 1 positions its verify step runs
         (`SpeculativeConfig.verify_tokens`): vLLM v1 schedules a running request's
@@ -90,6 +99,9 @@ class SchedulerConfig:
     decode_tokens: int = 1
     recv_interval: int = 1
     schedule_ahead: bool = False
+    attention_dp: int = 1
+    adp_balance_timeout_iters: int = 0
+    adp_balance_batching_wait_iters: int = 0
 
     def token_budget(self) -> int | None:
         """Tokens one iteration may hold, or None where the policy sets no limit."""

@@ -206,7 +206,7 @@ class PreparedDeployment:
         return Simulation(
             workload,
             self.estimator,
-            replica_scheduler(d.scheduler, d.speculative),
+            replica_scheduler(d.scheduler, d.speculative, d.dp),
             self.cluster,
             options,
             self.hardware,
@@ -218,11 +218,14 @@ class PreparedDeployment:
 
 
 def replica_scheduler(
-    scheduler: SchedulerConfig, speculative: SpeculativeConfig | None
+    scheduler: SchedulerConfig, speculative: SpeculativeConfig | None, dp: int = 1
 ) -> SchedulerConfig:
-    """The scheduler as a replica runs it: under speculative decoding each running decode
+    """The scheduler as a replica of `dp` attention DP ranks runs it
+    (`SchedulerConfig.attention_dp`): under speculative decoding each running decode
     counts its verify step's k + 1 tokens against the token budget
     (`SchedulerConfig.decode_tokens`)."""
+    if dp != scheduler.attention_dp:
+        scheduler = replace(scheduler, attention_dp=dp)
     if speculative is None:
         return scheduler
     return replace(scheduler, decode_tokens=speculative.verify_tokens)
@@ -334,7 +337,7 @@ def _decode_pool(d: Deployment, prefill_memory: MemoryPlan) -> tuple[DecodePool,
     layerwise = d.engine is not None and d.engine.kv_transfer_layerwise
     layers = d.model.num_layers // d.pp if layerwise else 0  # a prefill stage's layers
     first_token = d.engine.disagg_first_token if d.engine is not None else FIRST_TOKEN_PREFILL
-    scheduler = replica_scheduler(pool.scheduler, d.speculative)
+    scheduler = replica_scheduler(pool.scheduler, d.speculative, pool.dp)
     decode = DecodePool(
         estimator, scheduler, cluster, hardware, seconds_per_token, layers, first_token
     )

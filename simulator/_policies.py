@@ -49,8 +49,21 @@ class Policy:
         self.decode_tokens = config.decode_tokens  # budget tokens of one running decode
         if config.reserve_full_length:
             self.reserves_full_length = True
-        self._batch_wait = config.batch_wait_iters > 0 or config.batch_wait_token_ratio > 0
-        self._held = 0  # iterations in a row that batch waiting held the prompts back
+        dp = config.attention_dp
+        # prompts may be held back from an iteration: batch waiting, or under attention DP
+        # (where TensorRT-LLM ignores batch waiting) the balance of its ranks
+        waits = config.batch_wait_iters > 0 or config.batch_wait_token_ratio > 0
+        balances = (
+            config.adp_balance_timeout_iters > 0 or config.adp_balance_batching_wait_iters > 0
+        )
+        self._balance = dp > 1 and balances
+        self._may_hold = self._balance or (dp == 1 and waits)
+        # iterations in a row that batch waiting (or the balance's batching wait) held the
+        # prompts back
+        self._held = 0
+        # the decode iteration (`Replica.decode_iterations`) after which the balance's
+        # timeout count last restarted
+        self._balance_reset_at = 0
 
     def plan(self, lane: Lane, replica: Replica) -> BatchPlan | None:
         raise NotImplementedError
@@ -78,7 +91,7 @@ class Policy:
         continue first, then waiting requests are admitted (while the batch cap and the KV
         blocks allow), the last one chunked to what is left."""
         chunks: list[tuple[Request, int]] = []
-        if self._batch_wait and self._holds_prompts(lane, replica):
+        if self._may_hold and self._holds_prompts(lane, replica):
             return chunks
         for req in lane.prefilling:
             if budget <= 0:
@@ -97,15 +110,15 @@ class Policy:
                 budget -= q
         return chunks
 
-
     def _holds_prompts(self, lane: Lane, replica: Replica) -> bool:
-        """Batch waiting (`SchedulerConfig.batch_wait_iters`): whether this iteration runs
-        its decodes without the prompts that could join them, to let more prompts gather."""
+        """Whether this iteration runs its decodes without the prompts that could join
+        them, to let more prompts gather: batch waiting (`SchedulerConfig.batch_wait_iters`)
+        or, under attention DP, the balance of its ranks (`_balance_holds`)."""
+        if self._balance:
+            return self._balance_holds(lane, replica)
         if not lane.num_decodes:
             return False
-        seats = max(self.batch_size - lane.num_seqs, 0)
-        prompts = [r.prompt_tokens for r in lane.prefilling]
-        prompts += [r.prompt_tokens for r in islice(replica.waiting, seats)]
+        prompts = [r.prompt_tokens for r in self._ready_prompts(lane, replica)]
         if not prompts:
             return False
         config = self.config
@@ -116,6 +129,63 @@ class Policy:
             return False
         self._held += 1
         return True
+
+    def _ready_prompts(self, lane: Lane, replica: Replica) -> list[Request]:
+        """The prompts that could join this iteration: those being chunked, then the
+        waiting ones the batch cap leaves seats for."""
+        seats = max(self.batch_size - lane.num_seqs, 0)
+        return lane.prefilling + list(islice(replica.waiting, seats))
+
+    def _balance_holds(self, lane: Lane, replica: Replica) -> bool:
+        """TensorRT-LLM's attention-DP balance (`SchedulerConfig.adp_balance_timeout_iters`,
+        its PyExecutor ``_balance_adp_requests``): whether this iteration runs without the
+        prompts that could join it.
+
+        TensorRT-LLM holds every rank's context requests back while not every rank has
+        one, counting each such iteration, with or without prompts, and lets them go on
+        the iteration that brings the count to ``timeout_iters``, or at once when not every
+        rank has generation requests; either resets the count.  When every rank has one
+        (and a free slot), the count resets too, and if every rank also decodes, they wait
+        up to ``batching_wait_iters`` more iterations.  So a prompt arriving while every
+        rank decodes waits for the count's next multiple of the timeout: up to
+        ``timeout_iters`` - 1 iterations, fewer the later it comes in the count.
+
+        One simulated replica batches for all `attention_dp` ranks, so this reads "every
+        rank has context requests" as at least `attention_dp` prompts ready to join
+        (`_ready_prompts`: one per rank, as TensorRT-LLM's router spreads new requests over
+        the ranks, least loaded first, and a full rank has no seat; lenient where two
+        prompts go to one rank, which then count for two), and "every rank has
+        generation requests" as at least `attention_dp` decodes: TensorRT-LLM pads a rank
+        with no request at all with a dummy generation request, so what fails the test is
+        a rank whose only requests are prompts, where the router sends a new prompt while
+        fewer requests decode than there are ranks.  The count is kept in the
+        replica's decode iterations (`Replica.decode_iterations`), which also run without
+        asking the policy while nothing waits, so SGLang's prefill-only iterations do not
+        count.  As batch waiting, it applies to the chunking policies (Sarathi, SGLang:
+        `_prompt_chunks`), TensorRT-LLM's being Sarathi.
+        """
+        config = self.config
+        dp = config.attention_dp
+        iterations = replica.decode_iterations()
+        decodes = lane.num_decodes
+        if len(self._ready_prompts(lane, replica)) >= dp:
+            self._reset_balance(iterations, decodes)
+            if decodes >= dp and self._held < config.adp_balance_batching_wait_iters:
+                self._held += 1
+                return True
+            self._held = 0
+            return False
+        timeout = config.adp_balance_timeout_iters
+        counted = iterations - self._balance_reset_at  # this one's place in the count
+        if decodes < dp or timeout == 0 or (counted > 0 and counted % timeout == 0):
+            self._reset_balance(iterations, decodes)
+            return False
+        return True
+
+    def _reset_balance(self, iterations: int, decodes: int) -> None:
+        """The balance's timeout count restarts after this iteration: the next is its first
+        (one decode iteration on, or none when this one runs no decodes)."""
+        self._balance_reset_at = iterations if decodes else iterations - 1
 
 
 class SarathiPolicy(Policy):

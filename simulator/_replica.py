@@ -78,7 +78,7 @@ class Replica:
         self.schedule_ahead = config.schedule_ahead
         self.holds = self.recv_interval > 1 or self.schedule_ahead
         self.held: list[tuple[float, Request]] = []
-        self._polled_at = 0  # the decode iterations (`_decode_iterations`) at its last poll
+        self._polled_at = 0  # the decode iterations (`decode_iterations`) at its last poll
         self.outstanding = 0  # routed here and not finished
         self.now = 0.0
         self.wake_at = -1.0  # pending wake-up for a free stage 0 (PP)
@@ -121,7 +121,7 @@ class Replica:
             if any(lane.in_flight for lane in self.lanes):
                 self.held.append((self.stage_free[0], req))  # until a poll takes it (`_poll`)
                 return
-            self._polled_at = self._decode_iterations()  # idle: it polls at once
+            self._polled_at = self.decode_iterations()  # idle: it polls at once
         self._take_in(req)
         # dispatch after every arrival of this instant is queued, so they can batch together
         if self.stage_free[0] <= now and self.wake_at != now:
@@ -137,7 +137,8 @@ class Replica:
             req.cached_tokens = req.prefilled = cache.match(req.prefix, req.prompt_tokens)
         self.waiting.append(req)
 
-    def _decode_iterations(self) -> int:
+    def decode_iterations(self) -> int:
+        """Decode iterations (lane steps) the replica has completed."""
         return sum(lane.step for lane in self.lanes)
 
     def _poll(self, plan: BatchPlan, now: float) -> None:
@@ -148,7 +149,7 @@ class Replica:
         ran, so it takes in only the requests that arrived before this batch (the batch in
         flight at their arrival ended before `now`); the others wait for the next batch end,
         unless nothing is left to run."""
-        iterations = self._decode_iterations()
+        iterations = self.decode_iterations()
         idle = not (self.waiting or any(lane.num_seqs for lane in self.lanes))
         if not (
             plan.prefills or idle or (iterations - self._polled_at) % self.recv_interval == 0

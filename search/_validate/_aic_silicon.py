@@ -147,6 +147,9 @@ class ValidationPoint:
     # docstring): TensorRT-LLM's batch waiting, as `SchedulerConfig` fields
     batch_wait_iters: int = 0
     batch_wait_token_ratio: float = 0.0
+    # ... TensorRT-LLM's attention-DP balance (`SchedulerConfig.adp_balance_timeout_iters`)
+    adp_balance_timeout_iters: int = 0
+    adp_balance_batching_wait_iters: int = 0
     # ... and SGLang's scheduler_recv_interval (`SchedulerConfig.recv_interval`)
     recv_interval: int = 1
     # ... and the engine's memory plan and limits (`_launch_scripts.launch_limits`): the

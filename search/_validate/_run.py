@@ -150,6 +150,8 @@ def deployment_for(
         script_limits(d.scheduler, point),
         batch_wait_iters=point.batch_wait_iters,
         batch_wait_token_ratio=point.batch_wait_token_ratio,
+        adp_balance_timeout_iters=point.adp_balance_timeout_iters,
+        adp_balance_batching_wait_iters=point.adp_balance_batching_wait_iters,
         recv_interval=point.recv_interval,
     )
     d = replace(d, scheduler=scheduler, kv_precision=point.kv_cache_dtype,

@@ -237,3 +237,24 @@ def test_a_recv_interval_delays_new_requests_and_zero_is_refused():
     refused = invoke(*args, "--recv-interval", "0")
     assert refused.exit_code == 2
     assert "--recv-interval" in refused.output and "Traceback" not in refused.output
+
+
+def test_adp_balance_holds_prompts_under_attention_dp_and_needs_it():
+    args = ["simulate", "--model", "Qwen/Qwen3-30B-A3B", "--sku", "h100-sxm", "--dp", "4",
+            "--ep", "4", "--engine", "trtllm", "--num-requests", "200", "--concurrency", "32",
+            "--prompt-len", "uniform:400:512", "--output-len", "uniform:200:256",
+            "--json"]  # fmt: skip
+    plain = json.loads(invoke(*args).output)
+    result = invoke(*args, "--adp-balance-timeout-iters", "60")
+    assert result.exit_code == 0, result.output
+    balanced = json.loads(result.output)
+    # a prompt waits for one per rank, up to 60 counted iterations
+    assert balanced["latency_s"]["ttft"]["mean"] > plain["latency_s"]["ttft"]["mean"] + 0.02
+    assert balanced["requests"]["completed"] == plain["requests"]["completed"] == 200
+    refused = invoke(*args, "--adp-balance-batching-wait-iters", "-1")
+    assert refused.exit_code == 2
+    assert "--adp-balance-batching-wait-iters" in refused.output
+    no_dp = [a for a in args if a not in ("--dp", "4", "--ep")]
+    refused = invoke(*no_dp, "--adp-balance-timeout-iters", "60")
+    assert refused.exit_code == 2 and "Traceback" not in refused.output
+    assert "dp > 1, got dp 1" in refused.output

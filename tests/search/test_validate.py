@@ -698,3 +698,27 @@ def test_aiconfigurator_reads_nvidias_nvfp4_checkpoint_as_its_base_model():
     # the row's nvfp4 modes
     assert _model_path("nvidia/DeepSeek-R1-NVFP4") == "deepseek-ai/DeepSeek-R1"
     assert _model_path("nvidia/Llama-3.1-70B-Instruct-FP8") == "nvidia/Llama-3.1-70B-Instruct-FP8"
+
+
+def test_the_public_deepseek_tensorrt_llm_points_with_attention_dp_balance_their_ranks():
+    def balance(engine, version, **fields):
+        rows = [deepseek_row(engine, version, 128, **fields)]
+        [point] = select_points(rows, models="moe").points
+        return point
+
+    dep8 = {"tp_size": "1", "attention_dp_size": "8", "moe_tp_size": "1", "moe_ep_size": "8"}
+    point = balance("trtllm", "1.2.0rc6.post2", **dep8)
+    assert (point.adp_balance_timeout_iters, point.adp_balance_batching_wait_iters) == (60, 0)
+    assert (point.batch_wait_iters, point.recv_interval) == (0, 1)  # none of the others
+    plain = balance("trtllm", "1.2.0rc6.post2")  # TP 8, no attention DP
+    assert (plain.adp_balance_timeout_iters, plain.adp_balance_batching_wait_iters) == (0, 0)
+    assert balance("sglang", "0.5.9", system="h200_sxm", **dep8).adp_balance_timeout_iters == 0
+    deployment = deployment_for(point)
+    scheduler = deployment.scheduler
+    assert (scheduler.adp_balance_timeout_iters, scheduler.adp_balance_batching_wait_iters) == (
+        60, 0,
+    )  # fmt: skip
+    # the replica's policy sees the deployment's 8 ranks
+    workload = closed_loop_workload(point, requests_per_slot=1)
+    [replica] = prepare(deployment).simulation(workload).replicas
+    assert replica.policy.config.attention_dp == deployment.dp == 8

@@ -376,3 +376,76 @@ def test_the_engines_with_overlap_schedulers_form_batches_ahead():
              for name in ("vllm", "sglang", "trtllm", "vidur")}  # fmt: skip
     assert ahead == {"vllm": True, "sglang": True, "trtllm": True, "vidur": False}
     assert not engine_scheduler(load_engine("vllm@0.11.0"), h100).schedule_ahead
+
+
+def balanced(workload, **sched):
+    """`workload` run by a Sarathi replica of 2 attention DP ranks (`attention_dp`)."""
+    return run(workload, SchedulerKind.SARATHI, chunk_size=1024, attention_dp=2, **sched)
+
+
+def held_plans(seen) -> int:
+    """Plans that ran decodes with prompts waiting and none of them joining."""
+    return sum(1 for members, plan, waiting in seen
+               if plan is not None and waiting and members and not plan.prefills)  # fmt: skip
+
+
+def test_adp_balance_holds_a_lone_prompt_until_its_count_reaches_the_timeout(monkeypatch):
+    """TensorRT-LLM's attention-DP balance, 2 ranks, timeout 5: A decodes alone (fewer
+    decodes than ranks: B is never held and its admission restarts the count); C, arriving
+    during B's first iteration, is held 4 iterations and joins on the 5th, which brings the
+    count to the timeout."""
+    workload = make_workload([100, 100, 100], [80, 60, 5], arrivals=[0.0, 0.05, 0.0565])
+    plain = balanced(workload)
+    seen = watch_plans(monkeypatch)
+    held = balanced(workload, adp_balance_timeout_iters=5)
+    a_tokens = request_token_times(held, 0)  # [prefill end, decode 1 end, ...]
+    b, c = held.requests[1], held.requests[2]
+    assert b.scheduled_at == pytest.approx(plain.requests[1].scheduled_at)  # 1 decode < 2
+    i = next(j for j, t in enumerate(a_tokens) if t == pytest.approx(b.scheduled_at))
+    assert a_tokens[i] < c.arrival < a_tokens[i + 1]  # C comes during B's first iteration
+    assert held_plans(seen) == 4
+    assert c.scheduled_at == pytest.approx(a_tokens[i + 5])
+    assert plain.requests[2].scheduled_at == pytest.approx(request_token_times(plain, 0)[i + 1])
+
+
+def test_adp_balance_count_runs_while_nothing_waits():
+    """The count goes on in every iteration that not every rank has a prompt for, prompts
+    or not (the replica's decode iterations, also those run without the policy): C,
+    arriving during A and B's 3rd decode iteration, joins their 5th under timeout 5 (the
+    count restarted with their prefill), their 10th under timeout 10, and their 4th, not
+    held at all, under timeout 2."""
+    a_tokens = request_token_times(balanced(make_workload([100, 100], [80, 80])), 0)
+    arrival = (a_tokens[2] + a_tokens[3]) / 2  # [prefill end, decode 1 end, ...]
+    workload = make_workload([100, 100, 100], [80, 80, 5], arrivals=[0.0, 0.0, arrival])
+    for timeout, joins in ((5, 4), (10, 9), (2, 3)):
+        held = balanced(workload, adp_balance_timeout_iters=timeout)
+        a_held = request_token_times(held, 0)
+        assert held.requests[2].scheduled_at == pytest.approx(a_held[joins])
+    assert balanced(workload).requests[2].scheduled_at == pytest.approx(a_tokens[3])
+
+
+def test_adp_balance_lets_prompts_for_every_rank_go_at_once_or_after_the_batching_wait():
+    workload = make_workload([100, 100, 100, 100], [80, 80, 5, 5], arrivals=[0, 0, 0.03, 0.03])
+    plain = balanced(workload)
+    a_tokens = request_token_times(plain, 0)
+    first = next(j for j, t in enumerate(a_tokens) if t >= 0.03)
+    held = balanced(workload, adp_balance_timeout_iters=60)
+    for r in (2, 3):  # two prompts, two ranks: no wait
+        assert held.requests[r].scheduled_at == pytest.approx(a_tokens[first])
+    waited = balanced(workload, adp_balance_timeout_iters=60, adp_balance_batching_wait_iters=3)
+    a_waited = request_token_times(waited, 0)
+    for r in (2, 3):  # ... but the batching wait while every rank decodes
+        assert waited.requests[r].scheduled_at == pytest.approx(a_waited[first + 3])
+
+
+def test_adp_balance_is_off_with_one_rank_and_batch_waiting_off_under_attention_dp():
+    workload = make_workload([100, 100, 100], [80, 80, 5], arrivals=[0, 0, 0.03])
+    plain = run(workload, SchedulerKind.SARATHI, chunk_size=1024)
+    times = [r.scheduled_at for r in plain.requests]
+    one_rank = run(workload, SchedulerKind.SARATHI, chunk_size=1024, adp_balance_timeout_iters=60)
+    assert [r.scheduled_at for r in one_rank.requests] == times
+    wait = {"batch_wait_iters": 20, "batch_wait_token_ratio": 0.9}
+    waited = run(workload, SchedulerKind.SARATHI, chunk_size=1024, **wait)
+    assert waited.requests[2].scheduled_at > times[2]
+    two_ranks = balanced(workload, **wait)  # TensorRT-LLM ignores batch waiting under ADP
+    assert [r.scheduled_at for r in two_ranks.requests] == times
