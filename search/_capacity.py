@@ -436,15 +436,26 @@ def service_bound(
     Over the requests the deployment can serve (`servable`, or `mask`), per request on
     average: `P` prompt tokens in at least ``ceil(p / budget)`` chunks (causal query-key
     pairs ``p (p + 1) / 2``) and ``o - 1`` decode steps reading ``(o - 1) p + (o - 1)
-    (o - 2) / 2`` KV tokens.  A batch holds at most the token budget (chunk size, vLLM's
-    max tokens; the KV capacity where there is none), at most `batch_size` sequences and
-    at most its share of the replica's KV capacity in decode context (under pipeline
+    (o - 2) / 2`` KV tokens; under speculative decoding ``(o - 1) / E`` verify steps (E
+    tokens emitted a step on average), their context read as often, each taking ``v = k +
+    1`` tokens of the budget (`SchedulerConfig.decode_tokens` of the replicas' scheduler,
+    `PreparedDeployment.scheduler`).  A batch holds at most the token budget (chunk size,
+    vLLM's max tokens; the KV capacity where there is none), at most `batch_size` sequences
+    and at most its share of the replica's KV capacity in decode context (under pipeline
     parallelism the `pp` micro-batches in flight hold their KV in one cache: capacity /
-    pp each, on average), so the work needs at least
+    pp each, on average).  Where decodes share a batch and its budget with prompt chunks
+    (`SchedulerKind.mixes_decodes`: Sarathi, Orca) the work needs at least
 
-        K = max(tokens / budget, sequences / batch_size, decode KV / (capacity / pp))
+        K = max((prompt tokens + v steps) / budget, sequences / batch_size,
+                decode KV / (capacity / pp))
 
-    batches.  For a cost convex in the batch aggregates, as the roofline's is, K equal
+    batches; where prompts and decodes run in batches of their own (vLLM's prefill-first,
+    SGLang, static), the decode batches limited by the batch cap alone, at least
+
+        K = max(prompt tokens / budget, chunks / batch_size)
+            + max(steps / batch_size, decode KV / (capacity / pp)).
+
+    For a cost convex in the batch aggregates, as the roofline's is, K equal
     batches cost least (Jensen): the estimator prices the average batch.  The roofline's
     exceptions are the fixed costs of the attention kernels, paid only by batches that
     have prompt chunks (decodes): packing all chunks (decodes) into as few batches as the
@@ -456,7 +467,7 @@ def service_bound(
     decodes still read the whole prompt, but hold only those tokens' KV (running requests
     share the cached prefix's blocks).
     """
-    sched = prepared.deployment.scheduler
+    sched = prepared.scheduler
     cluster = prepared.cluster
     if mask is None:
         mask = servable(prepared, workload)
@@ -489,15 +500,22 @@ def service_bound(
     # tokens the cache would not hold are its own
     held_kv = ((o - 1) * computed + (o - 1) * (o - 2) / 2) / per_step
     held_kv += steps * cluster.window_kv_blocks * cluster.block_size  # sliding layers' window
-    limits = (
-        (computed + steps) / max_tokens,  # tokens
-        (chunks + steps) / sched.batch_size,  # sequences
-        # the pp micro-batches in flight share one KV cache: cap / pp of context each
-        held_kv / (capacity / cluster.pp),  # decode KV context
-    )
-    binding = max(limits, key=lambda x: float(x.mean()))
-    k = float(binding.mean())  # batches per request
     prefill, decodes = float(computed.mean()), float(steps.mean())
+    # the pp micro-batches in flight share one KV cache: cap / pp of decode context each
+    kv_batches = float(held_kv.mean()) / (capacity / cluster.pp)
+    verify = sched.decode_tokens  # budget tokens of one decode (verify) step
+    if sched.kind.mixes_decodes:
+        k = max(
+            (prefill + verify * decodes) / max_tokens,  # tokens
+            float((chunks + steps).mean()) / sched.batch_size,  # sequences
+            kv_batches,  # decode KV context
+        )
+        decodes_per_batch = min(max_tokens / verify, sched.batch_size)
+    else:  # prompt batches, then decode batches
+        k = max(prefill / max_tokens, float(chunks.mean()) / sched.batch_size) + max(
+            decodes / sched.batch_size, kv_batches
+        )
+        decodes_per_batch = sched.batch_size
     kv_per_decode = float(decode_kv.mean()) / decodes if decodes > 0 else 0.0
     npt = max(1, round(prefill / k))
     nd = decodes / k
@@ -507,7 +525,7 @@ def service_bound(
     )  # fmt: skip
     # shares of the batches that must carry prompt chunks, and decodes
     with_chunks = min(1.0, max(prefill / max_tokens, float(chunks.mean()) / sched.batch_size) / k)
-    with_decodes = min(1.0, decodes / min(max_tokens, sched.batch_size) / k)
+    with_decodes = min(1.0, decodes / decodes_per_batch / k)
     ovh_prefill, ovh_decode = _kernel_overheads(prepared, npt, round(nd), kv_per_decode)
     if decodes <= 0:
         with_decodes, ovh_decode = 1.0, 0.0 * ovh_decode  # the average batch has none

@@ -190,22 +190,23 @@ def engine_scheduler(
 
 @dataclass(slots=True)
 class PreparedDeployment:
-    """A deployment checked for parallelism and memory, with its cost model."""
+    """A deployment checked for parallelism and memory, with its cost model and the
+    scheduler as its replicas run it (`replica_scheduler`)."""
 
     deployment: Deployment
     memory: MemoryPlan
     estimator: ExecutionTimeEstimator
     cluster: ClusterConfig
     hardware: Hardware
+    scheduler: SchedulerConfig
     decode_pool: DecodePool | None = None  # disaggregated: the decode side, ready to run
     decode_memory: MemoryPlan | None = None
 
     def simulation(self, workload: Workload, options: RunOptions | None = None) -> Simulation:
-        d = self.deployment
         return Simulation(
             workload,
             self.estimator,
-            replica_scheduler(d.scheduler, d.speculative),
+            self.scheduler,
             self.cluster,
             options,
             self.hardware,
@@ -282,7 +283,8 @@ def prepare(deployment: Deployment) -> PreparedDeployment:
         ),
         memory_bandwidth=d.sku.memory_bandwidth_bytes,
     )
-    prepared = PreparedDeployment(d, memory, estimator, cluster, hardware)
+    scheduler = replica_scheduler(d.scheduler, d.speculative)
+    prepared = PreparedDeployment(d, memory, estimator, cluster, hardware, scheduler)
     if d.decode is not None:
         prepared.decode_pool, prepared.decode_memory = _decode_pool(d, memory)
     return prepared
