@@ -14,11 +14,10 @@ from search._capacity import (
     CapacitySearchOptions,
     find_capacity,
     servable,
-    service_bound,
     throughput_upper_bound,
     unit_arrival_times,
 )
-from simulator import SchedulerConfig, SchedulerKind
+from simulator import SchedulerConfig, SchedulerKind, service_bound
 from simulator._deployment import Deployment, PreparedDeployment, prepare
 from sku_catalog import load_catalog
 from tests.search.test_capacity import LLAMA_7B, _chat
