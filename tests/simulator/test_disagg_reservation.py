@@ -161,6 +161,15 @@ def test_the_engine_profiles_say_when_the_decode_side_reserves():
     assert load_engine("trtllm").disagg_decode_reserve == DECODE_RESERVE_AT_HANDOFF
 
 
+def test_a_reservation_moment_the_profiles_do_not_know_names_the_field():
+    from estimators._engines import _build, _engines_yaml
+
+    body = dict(_engines_yaml()["sglang"]["profiles"]["0.5.4"], disagg_decode_reserve="early")
+    with pytest.raises(ValueError, match="disagg_decode_reserve 'early' is not one of "
+                                         "at_route, at_handoff"):  # fmt: skip
+        _build("sglang", "0.5.4", body)
+
+
 def test_reserving_at_route_holds_the_prefill_until_the_decode_pool_has_room():
     """Three 64-token prompts arrive together; the decode replica holds one request's whole
     length (5 blocks).  SGLang reserves when the request is routed: the second prompt's
