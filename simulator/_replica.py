@@ -191,7 +191,6 @@ class Replica:
         self.waiting.popleft()
         if math.isnan(req.scheduled_at):
             req.scheduled_at = self.now
-        transfers = self.transfers
         if req.generated and not req.remaining_prefill:  # its KV arrived from a prefill pool
             emit = req.first_token_at
             if emit != emit:  # NaN: this replica shows the client its first token
@@ -208,6 +207,7 @@ class Replica:
                 pool.allocate(step_blocks)
         else:
             lane.prefilling.append(req)
+        transfers = self.transfers
         if transfers is not None and transfers.waiting:
             # a decode replica: the slots it kept for the first step beyond the coming one
             # are free again, or a preempted request no longer holds the transfers back
