@@ -19,6 +19,9 @@ from estimators._contract import (
 )
 from estimators._digest import cost_model_digest
 from estimators._engines import (
+    DECODE_RESERVE_AT_HANDOFF,
+    DECODE_RESERVE_AT_ROUTE,
+    DECODE_RESERVE_MOMENTS,
     DEFAULT_ENGINE,
     FIRST_TOKEN_DECODE_ADMIT,
     FIRST_TOKEN_DECODE_STEP,
@@ -101,6 +104,9 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
+    "DECODE_RESERVE_AT_HANDOFF",
+    "DECODE_RESERVE_AT_ROUTE",
+    "DECODE_RESERVE_MOMENTS",
     "DEFAULT_ENGINE",
     "FIRST_TOKEN_DECODE_ADMIT",
     "FIRST_TOKEN_DECODE_STEP",

@@ -40,6 +40,11 @@ FIRST_TOKEN_PREFILL = "prefill"  # the prefill pool's token, when its prefill en
 FIRST_TOKEN_DECODE_ADMIT = "decode_admit"  # the decode replica's, when it admits the request
 FIRST_TOKEN_DECODE_STEP = "decode_step"  # the decode replica's, after its first step with it
 FIRST_TOKEN_SOURCES = (FIRST_TOKEN_PREFILL, FIRST_TOKEN_DECODE_ADMIT, FIRST_TOKEN_DECODE_STEP)
+# disaggregated serving: when a decode replica reserves a request's KV blocks (engines.yaml
+# header): when the request is routed, before its prefill may start, or at the hand-off
+DECODE_RESERVE_AT_ROUTE = "at_route"
+DECODE_RESERVE_AT_HANDOFF = "at_handoff"
+DECODE_RESERVE_MOMENTS = (DECODE_RESERVE_AT_ROUTE, DECODE_RESERVE_AT_HANDOFF)
 # how an engine keeps the KV cache of sliding-window layers (estimators/_memory.py
 # `kv_cache_layout`): every key (full), a fixed window of pages per running request (paged),
 # or a window pool sized to a share of the full pool's tokens (pool)
@@ -49,6 +54,9 @@ SLIDING_KV_POOL = "pool"
 SLIDING_KV_LAYOUTS = (SLIDING_KV_FULL, SLIDING_KV_PAGED, SLIDING_KV_POOL)
 
 __all__ = [
+    "DECODE_RESERVE_AT_HANDOFF",
+    "DECODE_RESERVE_AT_ROUTE",
+    "DECODE_RESERVE_MOMENTS",
     "DEFAULT_ENGINE",
     "FIRST_TOKEN_DECODE_ADMIT",
     "FIRST_TOKEN_DECODE_STEP",
@@ -162,6 +170,10 @@ class EngineProfile:
     # replica's once it admitted the transferred request at an iteration boundary, or once
     # its first decode step with the request ended
     disagg_first_token: str = FIRST_TOKEN_PREFILL
+    # disaggregated serving: when the decode replica reserves a request's KV blocks (one of
+    # DECODE_RESERVE_MOMENTS): when the request is routed, its prefill held until they are
+    # reserved, or when its prefill hands it over
+    disagg_decode_reserve: str = DECODE_RESERVE_AT_HANDOFF
     # the KV cache of sliding-window layers (one of SLIDING_KV_LAYOUTS): kept whole like a
     # full layer's, a window of pages per running request, or a window pool holding
     # `swa_full_tokens_ratio` x the full pool's tokens
@@ -367,6 +379,14 @@ def _first_token(value: Any) -> str:
     return str(value)
 
 
+def _decode_reserve(value: Any) -> str:
+    if value not in DECODE_RESERVE_MOMENTS:
+        raise ValueError(
+            f"disagg_decode_reserve {value!r} is not one of {', '.join(DECODE_RESERVE_MOMENTS)}"
+        )
+    return str(value)
+
+
 def _sliding_kv(value: Any, ratio: Any) -> tuple[str, float]:
     if value not in SLIDING_KV_LAYOUTS:
         raise ValueError(
@@ -428,6 +448,9 @@ def _build(name: str, key: str, body: Mapping[str, Any]) -> EngineProfile:
             ),
             disagg_first_token=_first_token(
                 body.get("disagg_first_token", FIRST_TOKEN_PREFILL)
+            ),
+            disagg_decode_reserve=_decode_reserve(
+                body.get("disagg_decode_reserve", DECODE_RESERVE_AT_HANDOFF)
             ),
             sliding_window_kv=sliding_kv,
             swa_full_tokens_ratio=swa_ratio,

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 
 import optuna
 
-from search._capacity import LatencySLO, first_requests, service_bound
+from search._capacity import LatencySLO, first_requests
 from search._capacity_kind import CAPACITY_CEILING
 from search._db import (
     MAX_ATTEMPTS,
@@ -59,7 +59,7 @@ from search._strategy import (
     suggest,
 )
 from search._zero_load import zero_load_headroom
-from simulator import prepare
+from simulator import prepare, service_bound
 from workloads import Workload
 
 # spec fields that do not change what a job is (a guard on the space's size)

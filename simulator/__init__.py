@@ -3,8 +3,9 @@
 `Simulation` runs one deployment over one workload with a cost-model estimator;
 `SimulationResult` turns the finished run into metrics and records.
 For capacity searches: `servable_requests` (which requests a deployment can serve at
-all) and the early-stop hooks `LateRequestCounter`, `SlowGapCounter` and
-`SlowTpotCounter` (with `waiting_delays` for the values of a run they stopped).
+all), `service_bound` (the analytic ceiling of its throughput) and the early-stop hooks
+`LateRequestCounter`, `SlowGapCounter` and `SlowTpotCounter` (with `waiting_delays` for
+the values of a run they stopped).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from simulator._metrics import (
 )
 from simulator._prefix_cache import prefix_reuse_tokens
 from simulator._result import SimulationResult
+from simulator._service_bound import ServiceBound, service_bound
 
 
 def simulate(*args, **kwargs) -> SimulationResult:
@@ -66,6 +68,7 @@ __all__ = [
     "RunOptions",
     "SchedulerConfig",
     "SchedulerKind",
+    "ServiceBound",
     "Simulation",
     "SimulationResult",
     "SlowGapCounter",
@@ -76,6 +79,7 @@ __all__ = [
     "request_arrays",
     "request_token_times",
     "servable_requests",
+    "service_bound",
     "simulate",
     "slow_gap_share",
     "summarize",

@@ -22,8 +22,16 @@ class SchedulerKind(StrEnum):
         """Whether the policy chunks prompts at `chunk_size` (its token budget)."""
         return self in _CHUNKED
 
+    @property
+    def mixes_decodes(self) -> bool:
+        """Whether running decodes share an iteration, and its token budget, with prompt
+        chunks (Sarathi, Orca); the others run prompts and decodes in iterations of their
+        own, the decodes' limited by the batch cap alone."""
+        return self in _MIXED
+
 
 _CHUNKED = frozenset({SchedulerKind.SARATHI, SchedulerKind.SGLANG})
+_MIXED = frozenset({SchedulerKind.SARATHI, SchedulerKind.ORCA})
 
 
 class GlobalSchedulerKind(StrEnum):

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from estimators import (
+    DECODE_RESERVE_AT_HANDOFF,
     FIRST_TOKEN_PREFILL,
     DrafterMemory,
     EngineProfile,
@@ -191,22 +192,23 @@ def engine_scheduler(
 
 @dataclass(slots=True)
 class PreparedDeployment:
-    """A deployment checked for parallelism and memory, with its cost model."""
+    """A deployment checked for parallelism and memory, with its cost model and the
+    scheduler as its replicas run it (`replica_scheduler`)."""
 
     deployment: Deployment
     memory: MemoryPlan
     estimator: ExecutionTimeEstimator
     cluster: ClusterConfig
     hardware: Hardware
+    scheduler: SchedulerConfig
     decode_pool: DecodePool | None = None  # disaggregated: the decode side, ready to run
     decode_memory: MemoryPlan | None = None
 
     def simulation(self, workload: Workload, options: RunOptions | None = None) -> Simulation:
-        d = self.deployment
         return Simulation(
             workload,
             self.estimator,
-            replica_scheduler(d.scheduler, d.speculative, d.dp),
+            self.scheduler,
             self.cluster,
             options,
             self.hardware,
@@ -286,7 +288,8 @@ def prepare(deployment: Deployment) -> PreparedDeployment:
         ),
         memory_bandwidth=d.sku.memory_bandwidth_bytes,
     )
-    prepared = PreparedDeployment(d, memory, estimator, cluster, hardware)
+    scheduler = replica_scheduler(d.scheduler, d.speculative, d.dp)
+    prepared = PreparedDeployment(d, memory, estimator, cluster, hardware, scheduler)
     if d.decode is not None:
         prepared.decode_pool, prepared.decode_memory = _decode_pool(d, memory)
     return prepared
@@ -297,7 +300,8 @@ def _decode_pool(d: Deployment, prefill_memory: MemoryPlan) -> tuple[DecodePool,
     per-GPU rate of the pool's link (`kv_link_gbps`), its busiest GPU link carrying
     `kv_transfer_bytes_per_token`, after the prefill or, where the engine streams it layer
     by layer (`EngineProfile.kv_transfer_layerwise`), overlapped with it; the engine's
-    `disagg_first_token` says where the client sees the first token."""
+    `disagg_first_token` says where the client sees the first token, its
+    `disagg_decode_reserve` when a decode replica reserves a request's KV blocks."""
     pool = d.decode
     assert pool is not None
     if pool.scheduler.kind is SchedulerKind.STATIC:
@@ -337,9 +341,10 @@ def _decode_pool(d: Deployment, prefill_memory: MemoryPlan) -> tuple[DecodePool,
     layerwise = d.engine is not None and d.engine.kv_transfer_layerwise
     layers = d.model.num_layers // d.pp if layerwise else 0  # a prefill stage's layers
     first_token = d.engine.disagg_first_token if d.engine is not None else FIRST_TOKEN_PREFILL
+    reserve = DECODE_RESERVE_AT_HANDOFF if d.engine is None else d.engine.disagg_decode_reserve
     scheduler = replica_scheduler(pool.scheduler, d.speculative, pool.dp)
     decode = DecodePool(
-        estimator, scheduler, cluster, hardware, seconds_per_token, layers, first_token
+        estimator, scheduler, cluster, hardware, seconds_per_token, layers, first_token, reserve
     )
     return decode, memory
 

@@ -6,7 +6,7 @@ import gc
 import heapq
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
@@ -15,6 +15,8 @@ from itertools import chain
 import numpy as np
 
 from estimators import (
+    DECODE_RESERVE_AT_HANDOFF,
+    DECODE_RESERVE_AT_ROUTE,
     FIRST_TOKEN_DECODE_STEP,
     FIRST_TOKEN_PREFILL,
     BatchCost,
@@ -74,6 +76,13 @@ class DecodePool:
     # prefill pool's, when its prefill ends; or a decode replica's, when it admits the
     # transferred request at an iteration boundary, or after its first step with it
     first_token: str = FIRST_TOKEN_PREFILL
+    # when a decode replica reserves a request's KV blocks (estimators DECODE_RESERVE_MOMENTS):
+    # at its hand-off, or when it is routed, its prefill held until they are reserved
+    reserve: str = DECODE_RESERVE_AT_HANDOFF
+
+
+def _enqueue(req: Request, replica: Replica, now: float) -> None:
+    replica.enqueue(req, now)
 
 
 @contextmanager
@@ -146,6 +155,9 @@ class Simulation:
             for r in range(cluster.num_replicas)
         ]
         self._route = make_router(cluster.global_scheduler, self.replicas, self.options.seed)
+        # an arriving request the router sent to a replica that can serve it: it queues
+        # there, or first reserves its decode KV (`_reserve_decode_at_route`)
+        self._enqueue: Callable[[Request, Replica, float], None] = _enqueue
         self.decode_pool = decode_pool
         if decode_pool is not None:
             self._add_decode_pool(decode_pool)
@@ -185,15 +197,67 @@ class Simulation:
                     window_kv_blocks=c.window_kv_blocks)
             for r in range(c.num_replicas)
         ]  # fmt: skip
+        at_route = pool.reserve == DECODE_RESERVE_AT_ROUTE
         for replica in decoders:
             replica.hardware = pool.hardware
             replica.first_token_on_step = pool.first_token == FIRST_TOKEN_DECODE_STEP
-            start = partial(self._start_transfer, replica)
-            replica.transfers = TransferQueue(replica.pool, replica.policy.config, start)
+            reserved = partial(self._release_prefill if at_route else self._start_transfer, replica)
+            replica.transfers = TransferQueue(replica.pool, replica.policy.config, reserved)
         for replica in self.replicas:
-            replica.hand_off = self._hand_off
+            replica.hand_off = self._hand_off_reserved if at_route else self._hand_off
+        if at_route:
+            self._enqueue = self._reserve_decode_at_route
         self._decoders = decoders
+        # at_route: request id -> the decode replica holding its KV blocks, and how many
+        self._reserved_for: dict[int, tuple[Replica, int]] = {}
         self.replicas = self.replicas + decoders
+
+    def _least_loaded_decoder(self) -> Replica:
+        return min(self._decoders, key=lambda r: (r.outstanding, r.id))
+
+    def _reject_at_decode(self, req: Request, decoder: Replica, reason: str, now: float) -> None:
+        req.rejected = f"decode pool: {reason}"
+        req.replica = decoder.id
+        self.on_request_done(req, now)
+
+    def _reserve_decode_at_route(self, req: Request, replica: Replica, now: float) -> None:
+        """SGLang's routing: the request goes to a prefill replica and to the least-loaded
+        decode replica at once; the decode replica reserves its KV blocks, or queues it until
+        they fit (`TransferQueue`), and only then may its prefill start (`_release_prefill`).
+        A request of one output token never reaches the decode pool."""
+        if req.output_tokens <= 1:
+            replica.enqueue(req, now)
+            return
+        decoder = self._least_loaded_decoder()
+        reason = decoder.rejection(req)
+        if reason is not None:  # a decode replica can never hold it: rejected on arrival
+            self._reject_at_decode(req, decoder, reason, now)
+            return
+        decoder.outstanding += 1
+        # its prefill replica, which the router counts it against from now on
+        req.replica = replica.id
+        replica.outstanding += 1
+        decoder.transfers.offer(req, now, decoder.waiting)
+
+    def _release_prefill(
+        self, decoder: Replica, req: Request, now: float, _at_once: bool
+    ) -> None:
+        """`decoder` reserved the request's KV blocks (at_route): the prefill replica takes
+        it in.  The blocks are `decoder`'s, kept aside until the hand-off (`Request.blocks`
+        are a request's blocks on the replica it waits at)."""
+        self._reserved_for[req.id] = (decoder, req.blocks)
+        req.blocks = 0
+        prefill = self.replicas[req.replica]
+        prefill.outstanding -= 1  # counted since it was routed: `enqueue` counts it again
+        prefill.enqueue(req, now)
+
+    def _hand_off_reserved(self, req: Request, now: float) -> None:
+        """A prefill whose decode KV was reserved when it was routed: the transfer starts
+        now, overlapping the prefill where the engine sends layer by layer."""
+        if self.decode_pool.first_token == FIRST_TOKEN_PREFILL:
+            req.first_token_at = now
+        decoder, req.blocks = self._reserved_for.pop(req.id)
+        self._start_transfer(decoder, req, now, True)
 
     def _hand_off(self, req: Request, now: float) -> None:
         """A prefill pool's request hands its KV cache to the least-loaded decode replica,
@@ -203,13 +267,11 @@ class Simulation:
         pool = self.decode_pool
         if pool.first_token == FIRST_TOKEN_PREFILL:
             req.first_token_at = now
-        replica = min(self._decoders, key=lambda r: (r.outstanding, r.id))
+        replica = self._least_loaded_decoder()
         reason = replica.rejection(req)
         if reason is not None:  # a decode replica can never hold it: rejected, as on arrival
             self.replicas[req.replica].kv_sent(req, now)
-            req.rejected = f"decode pool: {reason}"
-            req.replica = replica.id
-            self.on_request_done(req, now)
+            self._reject_at_decode(req, replica, reason, now)
             return
         replica.outstanding += 1  # from the hand-off on: the next request goes elsewhere
         replica.transfers.offer(req, now, replica.waiting)
@@ -217,9 +279,9 @@ class Simulation:
     def _start_transfer(
         self, replica: Replica, req: Request, now: float, at_hand_off: bool
     ) -> None:
-        """`replica` reserved `req`'s KV blocks: its transfer starts now.  Layer by layer
-        it overlaps the prefill only when it starts at the hand-off; one that waited for
-        blocks sends the whole prompt's KV after."""
+        """The prefill of `req` is done and `replica` has reserved its KV blocks: its
+        transfer starts now.  Layer by layer it overlaps the prefill only when it starts at
+        the hand-off; one that waited for blocks sends the whole prompt's KV after."""
         pool = self.decode_pool
         transfer = layerwise_transfer_wait(
             req.prefill_target * pool.transfer_seconds_per_token,
@@ -295,7 +357,7 @@ class Simulation:
             req.replica = replica.id
             self.on_request_done(req, now)
             return
-        replica.enqueue(req, now)
+        self._enqueue(req, replica, now)
 
     @collector_paused()
     def run(self) -> Simulation:

@@ -31,74 +31,82 @@ def layerwise_transfer_wait(transfer_s: float, prefill_s: float, layers: int) ->
 
 
 class TransferQueue:
-    """The KV hand-offs one decode replica has accepted, in order: each reserves its KV
-    blocks on the replica before its bytes move, as the engines do (SGLang's decode server
+    """The requests one decode replica has accepted, in order: each reserves its KV blocks
+    on the replica before its bytes move, as the engines do (SGLang's decode server
     pre-allocates a request's KV in its DecodePreallocQueue before the transfer; vLLM's
     NixlConnector has the decode scheduler allocate the blocks before the read;
     TensorRT-LLM's generation server schedules the request's KV before the transmission).
+    When a request is offered is the engine's (`EngineProfile.disagg_decode_reserve`): at
+    its hand-off, or when it is routed, before its prefill may start (SGLang).
 
-    A hand-off whose blocks do not fit (the pool's admission rule: the watermark kept free,
-    a whole length reserved where the scheduler reserves it) waits here, its transfer not
-    started, until requests that finish on the replica free enough; hand-offs start in
-    order, and not while a request the replica preempted waits for blocks of its own
-    (SGLang resumes its retracted requests first).  A started transfer's blocks count as
-    used (`Request.blocks`: the prompt's and its first decode step's, or the prompt's with
-    the rest of its length reserved) until the replica admits the request, which then needs
-    no new ones.  `start(req, now, at_hand_off)` begins the transfer of a reserved request.
+    A request whose blocks do not fit (the pool's admission rule: the watermark kept free,
+    a whole length reserved where the scheduler reserves it) waits here until the replica
+    releases enough (`retry`: whenever it frees blocks, and when a preempted request it
+    resumed no longer comes first); requests reserve in order, and not while a request the
+    replica preempted waits for blocks of its own (SGLang resumes its retracted requests
+    first).  A reserved request's blocks count as used (`Request.blocks`: the prompt's and
+    its first decode step's, or the prompt's with the rest of its length reserved) until
+    the replica admits it, which then needs no new ones.  `reserved(req, now, at_once)`
+    is called once its blocks are reserved, `at_once` when that is as it is offered.
     """
 
     __slots__ = (
-        "decode_tokens", "pool", "reserves_full_length", "start", "waiting",
+        "decode_tokens", "pool", "reserved", "reserves_full_length", "waiting",
     )  # fmt: skip
 
     def __init__(
         self,
         pool: BlockPool,
         scheduler: SchedulerConfig,
-        start: Callable[[Request, float, bool], None],
+        reserved: Callable[[Request, float, bool], None],
     ) -> None:
         self.pool = pool
         # the decode replica's admission rule, and the tokens one decode step writes
         self.reserves_full_length = scheduler.reserve_full_length
         self.decode_tokens = scheduler.decode_tokens
-        self.start = start
+        self.reserved = reserved
         self.waiting: deque[Request] = deque()
 
     def offer(self, req: Request, now: float, replica_waiting: deque[Request]) -> None:
-        """A prefill pool hands `req` over: its transfer starts now if its blocks fit."""
+        """`req` asks for its blocks: reserved now if they fit, else it waits."""
         if not self.waiting and self._may_reserve(replica_waiting) and self._reserve(req):
-            self.start(req, now, True)
+            self.reserved(req, now, True)
         else:
             self.waiting.append(req)
 
     def retry(self, now: float, replica_waiting: deque[Request]) -> None:
-        """Blocks were freed: start the waiting hand-offs that now fit, in order."""
+        """Blocks were freed: reserve for the waiting requests that now fit, in order."""
         waiting = self.waiting
         while waiting and self._may_reserve(replica_waiting) and self._reserve(waiting[0]):
-            self.start(waiting.popleft(), now, False)
+            self.reserved(waiting.popleft(), now, False)
+
+    def fits(self, req: Request) -> bool:
+        """Whether `req`'s blocks could be reserved now (the pool's admission rule)."""
+        held, rest = self._blocks(req)
+        return self.pool.can_admit(held + rest)
 
     @staticmethod
     def _may_reserve(replica_waiting: deque[Request]) -> bool:
         """No preempted request (it waits at the head, holding no blocks) comes first."""
         return not replica_waiting or replica_waiting[0].blocks > 0
 
-    def _reserve(self, req: Request) -> bool:
-        pool = self.pool
-        request_blocks = pool.request_blocks  # its sliding-window layers' window too
-        prompt = request_blocks(req.prefill_target)
+    def _blocks(self, req: Request) -> tuple[int, int]:
+        """(blocks a reservation holds, blocks it reserves for the rest of the length)."""
+        request_blocks = self.pool.request_blocks  # its sliding-window layers' window too
         if self.reserves_full_length:
-            full = request_blocks(req.total_tokens)
-            if not pool.can_admit(full):
-                return False
-            pool.reserved += full - prompt
-            held = prompt
-        else:
-            # the prompt's KV and the slots of its first decode step (SGLang pre-allocates
-            # decode tokens beside the prompt), so that admitting it never overfills
-            first_step = min(req.prefill_target + self.decode_tokens, req.total_tokens)
-            held = request_blocks(first_step)
-            if not pool.can_admit(held):
-                return False
+            prompt = request_blocks(req.prompt_tokens)
+            return prompt, request_blocks(req.total_tokens) - prompt
+        # the prompt's KV and the slots of its first decode step (SGLang pre-allocates
+        # decode tokens beside the prompt), so that admitting it never overfills
+        first_step = min(req.prompt_tokens + self.decode_tokens, req.total_tokens)
+        return request_blocks(first_step), 0
+
+    def _reserve(self, req: Request) -> bool:
+        held, rest = self._blocks(req)
+        pool = self.pool
+        if not pool.can_admit(held + rest):
+            return False
+        pool.reserved += rest
         pool.allocate(held)
         req.blocks = held
         return True

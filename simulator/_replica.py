@@ -219,8 +219,13 @@ class Replica:
                 if self.policy.reserves_full_length:
                     pool.reserved -= step_blocks  # out of its reserved length
                 pool.allocate(step_blocks)
-            return True
-        lane.prefilling.append(req)
+        else:
+            lane.prefilling.append(req)
+        transfers = self.transfers
+        if transfers is not None and transfers.waiting:
+            # a decode replica: the slots it kept for the first step beyond the coming one
+            # are free again, or a preempted request no longer holds the transfers back
+            transfers.retry(self.now, self.waiting)
         return True
 
     def prepare_decodes(self, lane: Lane) -> None:
@@ -240,11 +245,12 @@ class Replica:
         lane.prepared_step = lane.step
 
     def _preempt(self, req: Request, lane: Lane) -> None:
-        self._release_kv(req, lane.leave(req))
+        kv_tokens = lane.leave(req)
         req.prefill_target = req.prompt_tokens + req.generated
         req.prefilled = 0
         req.preemptions += 1
-        self.waiting.appendleft(req)
+        self.waiting.appendleft(req)  # before its blocks go: transfers wait for it
+        self._release_kv(req, kv_tokens, self.now)
 
     # -- dispatch ----------------------------------------------------------
 
@@ -730,23 +736,21 @@ class Replica:
         the transfer is done (SGLang's prefill server after the sender's completion, vLLM's
         NixlConnector after the decode side's read, TensorRT-LLM's context server after the
         transmission); a prompt that waited for them may start."""
-        self._release_kv(req, req.prefill_target)
+        self._release_kv(req, req.prefill_target, now)
         if self.waiting and self.stage_free[0] <= now and self.wake_at != now:
             self.wake_at = now
             self.sim.schedule_wake(self, now, after_arrivals=True)
 
     def _finish(self, req: Request, kv_tokens: int, now: float) -> None:
         req.completed_at = now
-        self._release_kv(req, kv_tokens)
+        self._release_kv(req, kv_tokens, now)
         self.outstanding -= 1
-        transfers = self.transfers
-        if transfers is not None and transfers.waiting:  # hand-offs waiting for its blocks
-            transfers.retry(now, self.waiting)
         self.sim.on_request_done(req, now)
 
-    def _release_kv(self, req: Request, kv_tokens: int) -> None:
+    def _release_kv(self, req: Request, kv_tokens: int, now: float) -> None:
         """Free the KV blocks of `req`'s `kv_tokens`: its own, and of its shared prefix
-        blocks those it held the last reference to."""
+        blocks those it held the last reference to.  A decode replica's requests waiting
+        for blocks (`TransferQueue`) take them if they now fit."""
         blocks = self.pool.request_blocks(kv_tokens)
         shared = req.shared_prefix
         if shared:
@@ -754,3 +758,6 @@ class Replica:
             blocks += cache.release(shared) - len(shared) * cache.kv_blocks_per_block
             req.shared_prefix = ()
         self.pool.release(blocks)
+        transfers = self.transfers
+        if transfers is not None and transfers.waiting:
+            transfers.retry(now, self.waiting)

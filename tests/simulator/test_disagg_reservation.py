@@ -1,13 +1,18 @@
-"""Disaggregated serving: a decode replica reserves a hand-off's KV blocks before the bytes
-move, and queues the transfers it has no room for until running requests finish."""
+"""Disaggregated serving: a decode replica reserves a request's KV blocks before the bytes
+move (at the hand-off, or when the request is routed, before its prefill: the engine's
+`disagg_decode_reserve`), and queues the requests it has no room for until it frees blocks."""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import pytest
 
+from estimators import DECODE_RESERVE_AT_HANDOFF, DECODE_RESERVE_AT_ROUTE, load_engine
 from simulator import (
     ClusterConfig,
+    GlobalSchedulerKind,
     RunOptions,
     SchedulerConfig,
     SchedulerKind,
@@ -28,19 +33,21 @@ def _sim(
     max_time=None,
     seconds_per_token: float = SECONDS_PER_TOKEN,
     prefill_blocks: int = 10_000,
+    reserve: str = DECODE_RESERVE_AT_HANDOFF,
+    options: RunOptions | None = None,
 ) -> Simulation:
     decode = SchedulerConfig(SchedulerKind.SARATHI, batch_size=32, chunk_size=256,
                              reserve_full_length=reserve_full_length)  # fmt: skip
     pool = DecodePool(
         LinearEstimator(), decode,
         ClusterConfig(num_replicas=1, num_kv_blocks=decode_blocks, watermark=0.0),
-        Hardware(), transfer_seconds_per_token=seconds_per_token,
+        Hardware(), transfer_seconds_per_token=seconds_per_token, reserve=reserve,
     )  # fmt: skip
     sim = Simulation(
         workload, LinearEstimator(),
         SchedulerConfig(SchedulerKind.SARATHI, batch_size=32, chunk_size=2048),
-        ClusterConfig(num_kv_blocks=prefill_blocks, watermark=0.0), RunOptions(max_time=max_time),
-        decode_pool=pool,
+        ClusterConfig(num_kv_blocks=prefill_blocks, watermark=0.0),
+        options or RunOptions(max_time=max_time), decode_pool=pool,
     )  # fmt: skip
     return sim
 
@@ -49,13 +56,13 @@ def _record_starts(sim: Simulation) -> list[tuple[int, float, bool]]:
     """(request id, time, at its hand-off) of every transfer the decode replica starts."""
     starts: list[tuple[int, float, bool]] = []
     queue = sim.replicas[1].transfers
-    start = queue.start
+    start = queue.reserved
 
     def recording(req, now, at_hand_off):
         starts.append((req.id, now, at_hand_off))
         start(req, now, at_hand_off)
 
-    queue.start = recording
+    queue.reserved = recording
     return starts
 
 
@@ -145,3 +152,139 @@ def test_a_prefill_replica_frees_a_prompts_kv_only_once_it_reached_the_decode_po
     assert third.scheduled_at == pytest.approx(hand_off + 64 * SECONDS_PER_TOKEN, rel=1e-12)
     assert starts[1] == (1, first.completed_at, False)  # room at the decode replica at last
     assert sim.replicas[0].pool.peak_used == 8 and sim.replicas[0].pool.used == 0
+
+
+def test_the_engine_profiles_say_when_the_decode_side_reserves():
+    assert load_engine("sglang").disagg_decode_reserve == DECODE_RESERVE_AT_ROUTE
+    assert load_engine("sglang@0.4").disagg_decode_reserve == DECODE_RESERVE_AT_ROUTE
+    assert load_engine("vllm").disagg_decode_reserve == DECODE_RESERVE_AT_HANDOFF
+    assert load_engine("trtllm").disagg_decode_reserve == DECODE_RESERVE_AT_HANDOFF
+
+
+def test_a_reservation_moment_the_profiles_do_not_know_names_the_field():
+    from estimators._engines import _build, _engines_yaml
+
+    body = dict(_engines_yaml()["sglang"]["profiles"]["0.5.4"], disagg_decode_reserve="early")
+    with pytest.raises(ValueError, match="disagg_decode_reserve 'early' is not one of "
+                                         "at_route, at_handoff"):  # fmt: skip
+        _build("sglang", "0.5.4", body)
+
+
+def test_reserving_at_route_holds_the_prefill_until_the_decode_pool_has_room():
+    """Three 64-token prompts arrive together; the decode replica holds one request's whole
+    length (5 blocks).  SGLang reserves when the request is routed: the second prompt's
+    prefill starts only when the first request finished decoding, the third's when the
+    second did, one prompt on the prefill replica at a time.  vLLM reserves at the hand-off:
+    all three prefill at once and their transfers wait instead."""
+    workload = make_workload([64] * 3, [17] * 3)
+    route = _sim(workload, decode_blocks=5, reserve_full_length=True,
+                 reserve=DECODE_RESERVE_AT_ROUTE)  # fmt: skip
+    starts = _record_starts(route)
+    route.run()
+    check_conservation(route)
+    first, second, third = route.requests
+    assert first.scheduled_at == 0.0
+    assert second.scheduled_at == first.completed_at > 0.0
+    assert third.scheduled_at == second.completed_at > first.completed_at
+    assert route.replicas[0].pool.peak_used == 4  # one prompt's blocks at a time
+    # reserved on arrival, or when the request before it finished
+    assert starts == [(0, 0.0, True), (1, first.completed_at, False),
+                      (2, second.completed_at, False)]  # fmt: skip
+    # each transfer then starts at its hand-off, the KV crossing after the prefill
+    for req in route.requests:
+        decoded = request_token_times(route, req.id)[1]
+        assert decoded > req.scheduled_at + 64 * SECONDS_PER_TOKEN
+
+    hand_off = _sim(workload, decode_blocks=5, reserve_full_length=True)
+    hand_off.run()
+    check_conservation(hand_off)
+    assert [r.scheduled_at for r in hand_off.requests] == [0.0, 0.0, 0.0]
+    assert hand_off.replicas[0].pool.peak_used == 12  # all three prompts held
+    # the queue is the same either way: the decode side frees room at the same moments
+    assert hand_off.requests[2].completed_at <= third.completed_at
+
+
+def test_reserving_at_route_rejects_on_arrival_what_no_decode_replica_holds():
+    workload = make_workload([64, 200], [17, 17])  # 216 KV tokens: 14 blocks, more than 10
+    sim = _sim(workload, decode_blocks=10, reserve_full_length=False,
+               reserve=DECODE_RESERVE_AT_ROUTE)  # fmt: skip
+    sim.run()
+    check_conservation(sim)
+    kept, rejected = sim.requests
+    assert rejected.rejected.startswith("decode pool:") and math.isnan(rejected.scheduled_at)
+    assert not math.isnan(kept.completed_at)
+
+
+def test_one_output_token_never_waits_for_the_decode_pool_at_route():
+    # the decode replica is full with the first request; the second, of one output token,
+    # finishes on the prefill replica without a reservation
+    workload = make_workload([64, 64], [17, 1])
+    sim = _sim(workload, decode_blocks=5, reserve_full_length=True,
+               reserve=DECODE_RESERVE_AT_ROUTE)  # fmt: skip
+    sim.run()
+    check_conservation(sim)
+    first, single = sim.requests
+    assert single.scheduled_at == 0.0 and single.completed_at < first.completed_at
+
+
+def _waiting_transfer_fits(sim: Simulation) -> bool:
+    """A decode replica's first waiting request could reserve its blocks now."""
+    for replica in sim.replicas:
+        queue = replica.transfers
+        if queue is None or not queue.waiting:
+            continue
+        head = replica.waiting[0] if replica.waiting else None
+        if (head is None or head.blocks > 0) and queue.fits(queue.waiting[0]):
+            return True
+    return False
+
+
+@pytest.mark.parametrize("reserve", [DECODE_RESERVE_AT_HANDOFF, DECODE_RESERVE_AT_ROUTE])
+def test_no_queued_transfer_waits_while_its_blocks_are_free(reserve):
+    """Checked before every event: a queued request's blocks never sit free, whoever freed
+    them (a request finishing, a preempted one resumed after others finished, the first
+    step's spare slots of a request admitted).  Before, queued transfers were retried only
+    when a request finished, and one resumed after a preemption left them waiting."""
+    rng = np.random.default_rng(5)
+    n = 60
+    workload = make_workload(
+        rng.integers(40, 200, n), rng.integers(2, 60, n), np.cumsum(rng.exponential(0.002, n))
+    )
+    violations: list[float] = []
+
+    def check(sim: Simulation) -> bool:
+        if _waiting_transfer_fits(sim):
+            violations.append(sim.now)
+        return False
+
+    sim = _sim(workload, decode_blocks=40, reserve_full_length=False, reserve=reserve,
+               options=RunOptions(on_progress=check, progress_every=1))  # fmt: skip
+    starts = _record_starts(sim)
+    sim.run()
+    check_conservation(sim)
+    assert violations == []
+    assert sum(not at_once for _, _, at_once in starts) > 5  # many did wait for room
+    assert sum(r.preemptions for r in sim.requests) > 0  # and the decode replica preempted
+
+
+def test_a_request_waiting_for_its_decode_reservation_counts_against_its_prefill_replica():
+    """Least-outstanding routing over two prefill replicas, the decode replica full after
+    the first request: the second, held, is counted on the replica it was routed to, so the
+    third goes to the other one."""
+    decode = SchedulerConfig(SchedulerKind.SARATHI, batch_size=32, chunk_size=256,
+                             reserve_full_length=True)  # fmt: skip
+    pool = DecodePool(
+        LinearEstimator(), decode, ClusterConfig(num_kv_blocks=5, watermark=0.0), Hardware(),
+        transfer_seconds_per_token=SECONDS_PER_TOKEN, reserve=DECODE_RESERVE_AT_ROUTE,
+    )  # fmt: skip
+    prefill = ClusterConfig(num_replicas=2, num_kv_blocks=1000, watermark=0.0,
+                            global_scheduler=GlobalSchedulerKind.LEAST_OUTSTANDING)  # fmt: skip
+    sim = Simulation(
+        make_workload([64] * 3, [17] * 3), LinearEstimator(),
+        SchedulerConfig(SchedulerKind.SARATHI, batch_size=32, chunk_size=2048), prefill,
+        RunOptions(max_time=0.0), decode_pool=pool,
+    )  # fmt: skip
+    sim.run()  # the arrivals at 0 only
+    assert [r.replica for r in sim.requests] == [0, 1, 0]
+    assert [r.outstanding for r in sim.replicas] == [2, 1, 3]
+    assert len(sim.replicas[2].transfers.waiting) == 2
