@@ -194,6 +194,7 @@ MODEL_KINDS = ("dense", "moe", "all")  # `select_points(models=...)`
 # the skip reason of a row repeating a kept row's measurement: the same deployment, workload
 # and measured TTFT and TPOT to the last digit (the benchmark's dumps copy their rows)
 REPEATED = "repeat of another row's measurement"
+RACK_LAYOUT = "rack-scale layout not recorded (tp_size > 8 on an NVL72 rack)"
 
 MODES = ("agg", "disagg", "all")  # `select_points(modes=...)`
 
@@ -410,8 +411,6 @@ def parallelism(
     if tp > node:
         return f"TP beyond one node ({prefix}tp_size > {node} GPUs)"
     if load_model(basics.model).num_attention_heads % tp:
-        # e.g. GB200's public DeepSeek-R1 rows, TP 12-72 over 128 heads: a layout with
-        # attention DP and wide EP that the row does not record
         return f"TP does not divide the attention heads ({prefix}tp_size)"
     ep = 1
     if basics.moe:
@@ -463,6 +462,10 @@ def _map_row(row: dict[str, str], where: str, line: int) -> ValidationPoint | st
     if _source(row["silicon_data_source"] or "") == "benchmark-db":
         node = max(n.gpus_per_node for n in load_catalog().get(basics.sku).nodes)
         row = dump_layout(row, basics.engine, node)
+        if node > 8 and _int(row, "tp_size", where, line) > 8:
+            # GB200's public DeepSeek-R1 rows at TP 12-72 on the NVL72 rack run wide EP
+            # with attention DP, a layout the dump does not record
+            return RACK_LAYOUT
     shape = parallelism(row, "", basics, where, line)
     if isinstance(shape, str):
         return shape

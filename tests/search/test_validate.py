@@ -722,3 +722,15 @@ def test_the_public_deepseek_tensorrt_llm_points_with_attention_dp_balance_their
     workload = closed_loop_workload(point, requests_per_slot=1)
     [replica] = prepare(deployment).simulation(workload).replicas
     assert replica.policy.config.attention_dp == deployment.dp == 8
+
+
+def test_public_rack_rows_beyond_tp_8_are_skipped_as_unrecorded_layouts():
+    def mapped(tp):
+        rows = [deepseek_row("trtllm", "", 64, system="gb200", tp_size=str(tp),
+                             moe_tp_size=str(tp), gemm_quant_mode="nvfp4",
+                             moe_quant_mode="nvfp4")]  # fmt: skip
+        return select_points(rows, models="moe")
+
+    assert mapped(64).skipped == {_aic_silicon.RACK_LAYOUT: 1}
+    assert mapped(32).skipped == {_aic_silicon.RACK_LAYOUT: 1}
+    assert [p.tp for p in mapped(8).points] == [8]
