@@ -54,7 +54,11 @@ from importlib import resources
 from typing import Any
 
 from estimators import ModelArchitecture, Precision, load_model
-from search._validate._launch_scripts import server_options, speculative_run
+from search._validate._launch_scripts import (
+    server_options,
+    speculative_run,
+    speculative_twins,
+)
 from sku_catalog import load_catalog
 
 PACKAGE = "aiconfigurator_core"
@@ -309,17 +313,26 @@ def select_points(
     from search._validate._aic_disagg import map_disagg_row
 
     selection = Selection(points=[], total_rows=len(rows))
-    measured: set[ValidationPoint] = set()  # each kept measurement, without its row id
+    mapped: list[ValidationPoint | str] = []
     for line, row in enumerate(rows, start=2):
         disagg = row["mode"] != "agg"
         if disagg and modes == "agg":
-            point_or_reason: ValidationPoint | str = "disaggregated (prefill/decode pools)"
+            mapped.append("disaggregated (prefill/decode pools)")
         elif not disagg and modes == "disagg":
-            point_or_reason = "aggregated (not in --modes disagg)"
+            mapped.append("aggregated (not in --modes disagg)")
         elif disagg:
-            point_or_reason = map_disagg_row(row, where, line)
+            mapped.append(map_disagg_row(row, where, line))
         else:
-            point_or_reason = _map_row(row, where, line)
+            mapped.append(_map_row(row, where, line))
+    twins = speculative_twins(
+        (point, row["silicon_data_source"] or "")
+        for point, row in zip(mapped, rows, strict=True)
+        if not isinstance(point, str)
+    )
+    measured: set[ValidationPoint] = set()  # each kept measurement, without its row id
+    for point_or_reason in mapped:
+        if not isinstance(point_or_reason, str) and point_or_reason.id in twins:
+            point_or_reason = twins[point_or_reason.id]
         point = None if isinstance(point_or_reason, str) else point_or_reason
         if point is not None and models != "all" and point.moe != (models == "moe"):
             kind = "mixture-of-experts" if point.moe else "dense"

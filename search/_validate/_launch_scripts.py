@@ -30,6 +30,10 @@ an acceptance nobody recorded either, so llmcap cannot reproduce them (`speculat
   attention DP).
 - SGLang DeepSeek-R1 FP8 on B200 from concurrency 128: the plain configuration stops at
   concurrency 64; only `dsr1_fp8_b200_mtp` (EAGLE, 2 steps, 3 draft tokens) goes to 512.
+- Where a plain configuration and its `-mtp` twin ran the same image at the same layout and
+  concurrency (`speculative_twins`): SGLang 0.5.9 DeepSeek-R1 FP8 on B200 at TP 8,
+  concurrency 4-64, and TensorRT-LLM 1.1.0rc2.post2 DeepSeek-R1 on H200 and B200, a
+  measurement other than the plain configuration's is the twin's.
 
 The scripts also set the engine's memory plan and batching limits (`launch_limits`): the
 KV-cache dtype (`kv_cache_dtype`, over the engine's default for the weights), the token
@@ -69,7 +73,8 @@ these values):
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -127,6 +132,105 @@ def speculative_run(point: ValidationPoint) -> str | None:
     if point.engine == "sglang" and point.sku == "b200" and fp8 and point.concurrency >= 128:
         return "speculative (MTP) run, acceptance not recorded (SGLang -mtp concurrency)"
     return None
+
+
+# (engine, version, GPU, weights) where DeepSeek-R1's plain configuration and its -mtp twin
+# ran one image (`speculative_twins`)
+SHARED_MTP_IMAGES = frozenset({
+    ("sglang", "0.5.9", "b200", Precision.FP8),  # dsr1-fp8-b200-sglang and -sglang-mtp
+    ("trtllm", "1.1.0rc2.post2", "h200", Precision.FP8),  # dsr1-fp8-h200-trt and -trt-mtp
+    ("trtllm", "1.1.0rc2.post2", "b200", Precision.FP8),  # dsr1-fp8-b200-trt and -trt-mtp
+})  # fmt: skip
+# two records of one measurement differ at most in the last printed digit
+SAME_MEASUREMENT_REL_TOL = 1e-9
+TWIN_REASON = "speculative (MTP) run, acceptance not recorded (-mtp twin of a plain measurement)"
+
+
+def speculative_twins(points: Iterable[tuple[ValidationPoint, str]]) -> dict[str, str]:
+    """The ids of the points measured by a plain configuration's `-mtp` twin where both ran
+    one image (`SHARED_MTP_IMAGES`), each with the reason; `points` pairs each point with
+    its row's `silicon_data_source`.
+
+    Evidence (SemiAnalysisAI/InferenceX-app, packages/db/migrations/001_initial_schema.sql):
+    the benchmark's database keys a configuration by GPU, engine, model, precision,
+    `spec_method` and parallel layout, so a plain configuration and its `-mtp` twin at one
+    layout are two configurations; it keeps one result per (configuration, run, ISL, OSL,
+    concurrency), and its `latest_benchmarks` view the newest per (configuration, ISL, OSL,
+    concurrency).  The `db-dump/...` rows are that view: 882 rows with config_id, no two on
+    one (config_id, ISL, OSL, concurrency) though 24 configurations have rows from two or
+    more runs, and none from an image only the `-mtp` configurations ran (TensorRT-LLM
+    1.2.0rc6.post3, SGLang 0.5.9 DeepSeek FP8 above concurrency 64).  Their configurations
+    here are the plain ones:
+
+    - SGLang 0.5.9, B200 FP8 TP 8: config_id 87 (run 337, 2026-03-25).  Configuration ids
+      are serial and grow with the runs that first recorded them (75-99: 2025 runs 101-124;
+      177-193: runs 221-253; 271: the TP 4 entries InferenceX PR 411 added; 455-655: 2026
+      runs), so 87 was recorded long before `dsr1-fp8-b200-sglang-mtp` existed (InferenceX
+      perf-changelog.yaml, PR 626).  Both configurations ran image v0.5.9-cu130 at TP 8, EP
+      1 from concurrency 4 (the plain one to 64, the `-mtp` one to 512: `{ tp: 8, ep: 1,
+      conc-start: 4, conc-end: 512, spec-decoding: mtp }`), both on 2026-03-25 (the
+      `-mtp` rows from concurrency 128 carry that date).  At each of the eleven points
+      where the dump holds config 87's measurement (1k/1k and 1k/8k 4-64, 8k/1k 4) the file
+      holds exactly two, config 87's and one other, while none of the four points only the
+      plain configuration ran (TP 4, 8k/1k 4-32) holds a second: the other is the `-mtp`
+      run's.  The date alone would not tell a twin from a rerun (MiniMax-M2.5's vLLM 0.19
+      B200 rows hold same-day reruns of one configuration within 2%).
+    - TensorRT-LLM 1.1.0rc2.post2: config_id 177 (B200 FP8 TP 8 EP 8), 181 (H200 TP 8 EP
+      8) and 183 (H200 DEP 8), runs 221-223, 2025-12-15.  They cover exactly the search
+      spaces of the plain `dsr1-fp8-b200-trt` and `dsr1-fp8-h200-trt` in
+      `.github/configs/nvidia-master.yaml` before PR 392 added the `-trt-mtp` twins on the
+      same image (as a fork kept it: ishandhanani/InferenceMAX @0e3c3598): B200 1k/1k
+      concurrency 4-32 (DEP 8 at 64), 1k/8k and 8k/1k 4-64; H200 1k/1k and 1k/8k 4-64,
+      8k/1k 4-32 and DEP 8 at 64.  The other measurements at those points are dated
+      2026-01-14 and 2026-01-28, later than the ones the view keeps as the plain
+      configurations' newest.
+
+    So in these groups, where the dump holds the plain configuration's measurement of a
+    deployment (image, layout, lengths, concurrency), another measurement of it dated no
+    earlier, with a different TTFT or TPOT, is its twin's.  The measured values serve only
+    to tell one record from another (equal within `SAME_MEASUREMENT_REL_TOL`: the dumps
+    print a copy's last digit differently), as for repeated rows; which of two is faster
+    plays no part.  Points the dump does not cover stay: nothing in their rows says which
+    configuration measured them."""
+    candidates: list[tuple[ValidationPoint, tuple[Any, ...], tuple[float, float], str]] = []
+    plain: dict[tuple[Any, ...], tuple[tuple[float, float], str]] = {}
+    for point, record in points:
+        if point.source != "benchmark-db" or point.model != DEEPSEEK or point.mode != "agg":
+            continue
+        image = (point.engine, point.engine_version, point.sku, point.precision)
+        if image not in SHARED_MTP_IMAGES:
+            continue
+        deployment = (
+            point.engine, point.engine_version, point.sku, point.precision, point.tp,
+            point.dp, point.ep, point.isl, point.osl, point.concurrency,
+        )  # fmt: skip
+        measured = (point.measured_ttft_ms, point.measured_tpot_ms)
+        date = _measured_date(record)
+        if record.startswith("db-dump"):
+            plain[deployment] = (measured, date)
+        else:
+            candidates.append((point, deployment, measured, date))
+    twins: dict[str, str] = {}
+    for point, deployment, measured, date in candidates:
+        if deployment not in plain:
+            continue
+        plain_measured, plain_date = plain[deployment]
+        same = all(
+            math.isclose(a, b, rel_tol=SAME_MEASUREMENT_REL_TOL)
+            for a, b in zip(measured, plain_measured, strict=True)
+        )
+        if not same and date >= plain_date:
+            twins[point.id] = TWIN_REASON
+    return twins
+
+
+def _measured_date(record: str) -> str:
+    """The ``measured=`` date (YYYY-MM-DD) of a row's `silicon_data_source`, or ""."""
+    for part in record.split(";"):
+        name, _, value = part.strip().partition("=")
+        if name == "measured":
+            return value[:10]
+    return ""
 
 
 @dataclass(frozen=True, slots=True)

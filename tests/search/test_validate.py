@@ -13,6 +13,7 @@ from estimators import Precision
 from search._validate import (
     DatasetError,
     _aic_silicon,
+    _launch_scripts,
     concurrency_band,
     error_stats,
     load_aic_silicon,
@@ -249,7 +250,8 @@ def deepseek_row(engine: str, version: str, concurrency: int, **fields: str) -> 
     fields = {"model_path": "deepseek-ai/DeepSeek-R1", "backend": engine,
               "backend_version": version, "system": "b200_sxm", "moe_quant_mode": "fp8_block",
               "tp_size": "8", "moe_tp_size": "8", "moe_ep_size": "1", **fields}  # fmt: skip
-    return row(silicon_data_source=f"db-dump/x; silicon_concurrency={concurrency}", **fields)
+    return row(**{"silicon_data_source": f"db-dump/x; silicon_concurrency={concurrency}",
+                  **fields})  # fmt: skip
 
 
 def test_the_public_deepseek_points_take_their_scripts_batch_waiting():
@@ -285,6 +287,82 @@ def test_the_public_deepseek_runs_with_unrecorded_mtp_are_skipped():
     own = select_points([{**rows[0], "silicon_data_source": "aic; silicon_concurrency=8"}],
                         models="moe")  # fmt: skip
     assert len(own.points) == 1  # NVIDIA's own runs are what their rows say
+
+
+def twin_rows(engine: str, version: str, dumped: str, csv_date: str, **fields: str):
+    """The dump's plain measurement of one deployment and a CSV dump's rows of it: an exact
+    copy printed with another last digit, another measurement, and the same at a
+    concurrency the dump does not hold."""
+    def one(name, source, date, tpot, concurrency=4):
+        return deepseek_row(engine, version, concurrency, **fields, id=name, osl="1024",
+                            silicon_tpot_ms=tpot, silicon_data_source=(
+                                f"{source}; silicon_concurrency={concurrency}; measured={date}"))
+
+    return [
+        one("plain", "db-dump/2026-04-27; config_id=87", dumped, "8.759961854292433"),
+        one("copy", "source_file=2026-03-25.csv", csv_date, "8.759961854292431"),
+        one("twin", "source_file=2026-03-25.csv", csv_date, "6.7032488884248025"),
+        one("alone", "source_file=2026-03-25.csv", csv_date, "6.7", concurrency=8),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("engine", "version", "fields", "dumped", "csv_date"),
+    [  # SGLang 0.5.9 B200 FP8 TP 8; TensorRT-LLM 1.1.0rc2.post2 H200 and B200 TP 8 EP 8
+        ("sglang", "0.5.9", {}, "2026-03-25T00:00:00.000Z", "2026-03-25T16:34:14Z"),
+        ("trtllm", "1.1.0rc2.post2", {"system": "h200_sxm", "moe_tp_size": "1",
+                                      "moe_ep_size": "8"}, "2025-12-15", "2026-01-14"),
+        ("trtllm", "1.1.0rc2.post2", {"moe_tp_size": "1", "moe_ep_size": "8"},
+         "2025-12-15", "2026-01-28"),
+    ],
+)  # fmt: skip
+def test_another_measurement_of_a_plain_point_sharing_the_mtp_image_is_the_twin_s(
+    engine, version, fields, dumped, csv_date
+):
+    selection = select_points(twin_rows(engine, version, dumped, csv_date, **fields),
+                              models="moe")  # fmt: skip
+    # the copy is the plain measurement, whether counted once or twice
+    assert [p.id for p in selection.points if p.id != "copy"] == ["plain", "alone"]
+    assert selection.skipped[_launch_scripts.TWIN_REASON] == 1
+
+
+def test_twins_are_only_named_in_the_groups_and_dates_the_evidence_covers():
+    def twins(rows):
+        return select_points(rows, models="moe").skipped[_launch_scripts.TWIN_REASON]
+
+    # an image only the plain SGLang configuration ran, and FP4 (no -mtp twin listed)
+    assert twins(twin_rows("sglang", "0.5.9", "2026-03-25", "2026-03-25")) == 1
+    assert twins(twin_rows("sglang", "0.5.6", "2025-12-31", "2025-12-31")) == 0
+    fp4 = {"gemm_quant_mode": "nvfp4", "moe_quant_mode": "nvfp4"}
+    assert twins(twin_rows("sglang", "0.5.9", "2026-03-25", "2026-03-25", **fp4)) == 0
+    # a measurement older than the plain one the dump keeps may be the plain one's own
+    assert twins(twin_rows("sglang", "0.5.9", "2026-03-25", "2026-03-20")) == 0
+    # another layout than the dump's is another deployment
+    rows = twin_rows("sglang", "0.5.9", "2026-03-25", "2026-03-25")
+    rows[2] = {**rows[2], "tp_size": "4", "moe_tp_size": "4"}
+    assert twins(rows) == 0
+
+
+@needs_aic
+def test_the_public_dump_keeps_one_result_per_configuration_and_point():
+    """The premise of `speculative_twins`: the `db-dump` rows are the database's latest
+    result per (config_id, ISL, OSL, concurrency), though configurations ran many times."""
+    _, rows = _aic_silicon.read_silicon_csv()
+    seen: set[tuple[str, ...]] = set()
+    runs: dict[str, set[str]] = {}
+    for r in rows:
+        if not r["silicon_data_source"].startswith("db-dump"):
+            continue
+        fields = dict(part.strip().partition("=")[::2]
+                      for part in r["silicon_data_source"].split(";"))  # fmt: skip
+        key = (fields["config_id"], r["isl"], r["osl"], fields["silicon_concurrency"])
+        assert key not in seen
+        seen.add(key)
+        runs.setdefault(fields["config_id"], set()).add(fields["workflow_run_id"])
+    assert len(seen) == 882
+    assert sum(len(found) > 1 for found in runs.values()) == 24
+    twins = _launch_scripts.TWIN_REASON
+    assert _aic_silicon.load_aic_silicon(models="moe").skipped[twins] == 61
 
 
 def test_a_measurement_copied_into_another_dump_counts_once():
