@@ -196,7 +196,7 @@ class PoolShape:
 
 MODEL_KINDS = ("dense", "moe", "all")  # `select_points(models=...)`
 # the skip reason of a row repeating a kept row's measurement: the same deployment, workload
-# and measured TTFT and TPOT to the last digit (the benchmark's dumps copy their rows)
+# and measured TTFT and TPOT (`_measurement`; the benchmark's dumps copy their rows)
 REPEATED = "repeat of another row's measurement"
 RACK_LAYOUT = "rack-scale layout not recorded (tp_size > 8 on an NVL72 rack)"
 
@@ -329,7 +329,7 @@ def select_points(
         for point, row in zip(mapped, rows, strict=True)
         if not isinstance(point, str)
     )
-    measured: set[ValidationPoint] = set()  # each kept measurement, without its row id
+    measured: set[ValidationPoint] = set()  # each kept measurement (`_measurement`)
     for point_or_reason in mapped:
         if not isinstance(point_or_reason, str) and point_or_reason.id in twins:
             point_or_reason = twins[point_or_reason.id]
@@ -338,7 +338,7 @@ def select_points(
             kind = "mixture-of-experts" if point.moe else "dense"
             point_or_reason = f"{kind} model (not in --models {models})"
         if point is not None and not isinstance(point_or_reason, str):
-            measurement = replace(point, id="")
+            measurement = _measurement(point)
             if measurement in measured:  # a later dump's copy of the same measurement
                 point_or_reason = REPEATED
             measured.add(measurement)
@@ -347,6 +347,18 @@ def select_points(
         else:
             selection.points.append(point_or_reason)
     return selection
+
+
+def _measurement(point: ValidationPoint) -> ValidationPoint:
+    """What identifies `point`'s measurement across the dumps' copies of it: its deployment,
+    workload and measured means to nine digits (copies print the last digit differently),
+    without its row id, the HF id it was filed under (DeepSeek-V3 or -R1) or the engine
+    version one copy may leave out."""
+    return replace(
+        point, id="", model_path="", engine_version="",
+        measured_ttft_ms=float(f"{point.measured_ttft_ms:.9g}"),
+        measured_tpot_ms=float(f"{point.measured_tpot_ms:.9g}"),
+    )  # fmt: skip
 
 
 def load_aic_silicon(models: str = "dense", modes: str = "agg") -> Selection:

@@ -373,6 +373,14 @@ def test_a_measurement_copied_into_another_dump_counts_once():
     selection = select_points([first, copy, other])
     assert [p.id for p in selection.points] == ["a", "c"]
     assert selection.skipped == {_aic_silicon.REPEATED: 1}
+    # a copy filed under the sibling HF id, without the engine version, its last digit
+    # printed differently: the same measurement
+    r1 = deepseek_row("sglang", "0.5.9", 8, id="r1", silicon_tpot_ms="22.529311712042354")
+    v3 = deepseek_row("sglang", "", 8, id="v3", model_path="deepseek-ai/DeepSeek-V3",
+                      silicon_tpot_ms="22.52931171204235")  # fmt: skip
+    selection = select_points([r1, v3], models="moe")
+    assert [p.id for p in selection.points] == ["r1"]
+    assert selection.skipped == {_aic_silicon.REPEATED: 1}
 
 
 LAYOUT = ("tp_size", "attention_dp_size", "moe_tp_size", "moe_ep_size")
