@@ -1,11 +1,12 @@
 """TTFT and TPOT errors of `llmcap validate` points, split by attention data parallelism.
 
 `points.csv` (written by ``llmcap validate --out DIR``) has no attention-DP column; this
-joins each point on its `id` with the dataset's ``attention_dp_size`` (aic-silicon, read
-from the installed aiconfigurator-core) and prints the mean absolute percentage error of
-TTFT and TPOT over all points, the points without attention DP (dp 1) and those with it
-(dp > 1), and each attention-DP degree apart, per directory given (e.g. a run before and
-after a change):
+joins each point on its `id` with the attention-DP degree validate simulates it with (the
+aic-silicon selection's, read from the installed aiconfigurator-core, with the later dumps'
+layouts read back as `_aic_silicon.dump_layout` does) and prints the mean absolute
+percentage error of TTFT and TPOT over all points, the points without attention DP
+(dp 1) and those with it (dp > 1), and each attention-DP degree apart, per directory given
+(e.g. a run before and after a change):
 
     python benchmarks/validate_by_dp.py BEFORE_DIR AFTER_DIR [--per-point]
 
