@@ -15,7 +15,10 @@ measures become `ValidationPoint` fields here, read from those scripts:
 - TensorRT-LLM, DeepSeek-R1 with attention DP (every `dsr1_*_trt` script, whenever
   ``DP_ATTENTION`` is true): ``attention_dp_config: {enable_balance: true, timeout_iters:
   60, batching_wait_iters: 0}``, the attention-DP balance that holds prompts back until
-  every rank has one (`SchedulerConfig.adp_balance_timeout_iters`).
+  every rank has one (`SchedulerConfig.adp_balance_timeout_iters`).  The gpt-oss scripts
+  (`gptoss_fp4_b200_trt`) set ``attention_dp_config: {enable_balance: true}`` alone, which
+  takes TensorRT-LLM's defaults (`AttentionDpConfig` in llmapi/llm_args.py: timeout_iters
+  50, batching_wait_iters 10).
 - SGLang, DeepSeek-R1 on B200 (`dsr1_fp8_b200`, `dsr1_fp4_b200`; the B300 scripts reuse
   them): ``--scheduler-recv-interval`` 30 from concurrency 16, else 10 (FP8 at TP 4: 10);
   the H200 script sets none.  SGLang's recv skipper refuses attention DP, which these
@@ -108,6 +111,8 @@ def _scheduling_options(point: ValidationPoint, tp: int, dp: int) -> dict[str, A
             return {"batch_wait_iters": 20, "batch_wait_token_ratio": 0.9}
         if point.model == DEEPSEEK and dp > 1:
             return {"adp_balance_timeout_iters": 60, "adp_balance_batching_wait_iters": 0}
+        if point.model == GPT_OSS and dp > 1:
+            return {"adp_balance_timeout_iters": 50, "adp_balance_batching_wait_iters": 10}
         delay_batching = (
             point.model == DEEPSEEK and point.sku == "b200" and point.precision is Precision.FP8
             and one_k and dp == 1 and point.concurrency >= 64

@@ -799,6 +799,12 @@ def test_the_public_deepseek_tensorrt_llm_points_with_attention_dp_balance_their
     plain = balance("trtllm", "1.2.0rc6.post2")  # TP 8, no attention DP
     assert (plain.adp_balance_timeout_iters, plain.adp_balance_batching_wait_iters) == (0, 0)
     assert balance("sglang", "0.5.9", system="h200_sxm", **dep8).adp_balance_timeout_iters == 0
+    # gpt-oss's scripts set enable_balance alone: TensorRT-LLM's defaults, 50 and 10
+    gpt_oss = {"model_path": "openai/gpt-oss-120b", "gemm_quant_mode": "nvfp4",
+               "moe_quant_mode": "nvfp4", "tp_size": "1", "attention_dp_size": "4",
+               "moe_tp_size": "1", "moe_ep_size": "4"}  # fmt: skip
+    oss = balance("trtllm", "1.2.0rc2.post2", **gpt_oss)
+    assert (oss.adp_balance_timeout_iters, oss.adp_balance_batching_wait_iters) == (50, 10)
     deployment = deployment_for(point)
     scheduler = deployment.scheduler
     assert (scheduler.adp_balance_timeout_iters, scheduler.adp_balance_batching_wait_iters) == (
