@@ -32,9 +32,14 @@ from search._capacity import (  # noqa: E402
     CapacitySearchOptions,
     LatencySLO,
     find_capacity,
+)
+from simulator import (  # noqa: E402
+    Deployment,
+    SchedulerConfig,
+    SchedulerKind,
+    prepare,
     service_bound,
 )
-from simulator import Deployment, SchedulerConfig, SchedulerKind, prepare  # noqa: E402  # noqa: E402
 from sku_catalog import load_catalog  # noqa: E402
 from workloads import build_workload  # noqa: E402
 

@@ -26,10 +26,9 @@ from estimators import SpeculativeConfig, load_engine, load_model  # noqa: E402
 from search._capacity import (  # noqa: E402
     CapacitySearchOptions,
     find_capacity,
-    service_bound,
     throughput_upper_bound,
 )
-from simulator import Deployment, engine_scheduler, prepare  # noqa: E402
+from simulator import Deployment, engine_scheduler, prepare, service_bound  # noqa: E402
 from sku_catalog import load_catalog  # noqa: E402
 from workloads import build_workload  # noqa: E402
 

@@ -19,11 +19,10 @@ from search._capacity import (
     first_requests,
     late_limit,
     servable,
-    service_bound,
     throughput_upper_bound,
     unit_arrival_times,
 )
-from simulator import SchedulerConfig, SchedulerKind, weighted_percentiles
+from simulator import SchedulerConfig, SchedulerKind, service_bound, weighted_percentiles
 from simulator._deployment import Deployment, PreparedDeployment, prepare
 from sku_catalog import load_catalog
 from workloads import Workload, build_workload, mean_rate
