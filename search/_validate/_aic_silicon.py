@@ -45,6 +45,7 @@ for (`select_points(modes=...)`), under the same rules per pool.
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import math
 import re
@@ -422,6 +423,12 @@ def weights_label(
     return f"{precision.value} + {effective.value} experts"
 
 
+@functools.cache
+def node_gpus(sku: str) -> int:
+    """GPUs in the largest node of the catalog's `sku` (one NVLink domain)."""
+    return max(n.gpus_per_node for n in load_catalog().get(sku).nodes)
+
+
 def parallelism(
     row: dict[str, str], prefix: str, basics: RowBasics, where: str, line: int
 ) -> tuple[int, int, int, int] | str:
@@ -432,7 +439,7 @@ def parallelism(
     dp = _int(row, f"{prefix}attention_dp_size", where, line, default=1)
     if dp > 1 and not basics.moe:
         return "attention data parallelism of a dense model"
-    node = max(n.gpus_per_node for n in load_catalog().get(basics.sku).nodes)
+    node = node_gpus(basics.sku)
     if tp > node:
         return f"TP beyond one node ({prefix}tp_size > {node} GPUs)"
     if load_model(basics.model).num_attention_heads % tp:
@@ -485,7 +492,7 @@ def _map_row(row: dict[str, str], where: str, line: int) -> ValidationPoint | st
     if isinstance(basics, str):
         return basics
     if _source(row["silicon_data_source"] or "") == "benchmark-db":
-        node = max(n.gpus_per_node for n in load_catalog().get(basics.sku).nodes)
+        node = node_gpus(basics.sku)
         row = dump_layout(row, basics.engine, node)
         if node > 8 and _int(row, "tp_size", where, line) > 8:
             # GB200's public DeepSeek-R1 rows at TP 12-72 on the NVL72 rack run wide EP
