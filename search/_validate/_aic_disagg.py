@@ -6,8 +6,17 @@ experts over `prefill_moe_ep_size` x `prefill_moe_tp_size` of them) hand each pr
 cache to decode workers (the `decode_*` columns likewise), measured by the same closed-loop
 client as the aggregated rows (`_aic_silicon.py`): mean TTFT (the first token the client
 receives: Dynamo's frontend and SGLang's router stream the decode worker, engines.yaml
-`disagg_first_token`) and mean TPOT at concurrency C.  `*_batch_size` is each worker's
-batch cap per attention DP rank (the public campaign's decode_batch_size x workers x DP is C).
+`disagg_first_token`) and mean TPOT at concurrency C.
+
+`decode_batch_size` is each decode worker's batch cap per attention DP rank: C / (workers x
+DP) on every row of 0.12.0 (267 of 267 with a concurrency), the even share of the client's
+requests.  `prefill_batch_size` is 1 on every row (274 of 274), also where the launch recipe
+lets a prefill worker batch thousands of requests (NVIDIA/srt-slurm
+recipes/gb200-fp8/1k1k/max-tpt.yaml, the DeepSeek-R1 SGLang GB200 configuration measured at
+concurrency 1,024-6,144: max-running-requests 30,000, chunked-prefill-size 131,072): a
+placeholder, not a limit, so the prefill pool keeps the engine's own limits (capped at C).
+Read as one prompt per rank, it starved the prefill pools at high concurrency (TTFT
+predicted up to 10x the measured).
 
 `backend_version` of a TensorRT-LLM row run from a Dynamo image
 (`nvcr.io/nvidia/ai-dynamo/tensorrtllm-runtime:0.8.1.post1`) is the Dynamo release, not
@@ -57,7 +66,7 @@ def map_disagg_row(row: dict[str, str], where: str, line: int) -> ValidationPoin
         row, basics, where, line,
         engine_version=_engine_version(row, basics.engine), tp=tp, pp=pp, dp=dp, ep=ep,
         replicas=_int(row, "prefill_num_workers", where, line),
-        batch_size=_int(row, "prefill_batch_size", where, line, default=0),
+        batch_size=0,  # prefill_batch_size is a placeholder (module docstring)
         decode=PoolShape(
             tp=d_tp,
             replicas=_int(row, "decode_num_workers", where, line),

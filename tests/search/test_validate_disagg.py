@@ -49,7 +49,8 @@ def test_a_disaggregated_row_maps_to_a_prefill_pool_and_a_decode_pool():
     [p] = selection.points
     assert (p.model, p.sku, p.engine, p.mode) == ("deepseek-ai/DeepSeek-V3", "b200", "trtllm",
                                                   "disagg")  # fmt: skip
-    assert (p.tp, p.dp, p.ep, p.replicas, p.batch_size) == (1, 8, 1, 1, 1)  # prefill
+    # prefill: prefill_batch_size is a placeholder (1 on every row), not a cap
+    assert (p.tp, p.dp, p.ep, p.replicas, p.batch_size) == (1, 8, 1, 1, 0)
     d = p.decode
     assert (d.tp, d.dp, d.ep, d.replicas, d.batch_size) == (1, 8, 8, 1, 16)
     assert (p.concurrency, p.isl, p.osl, p.length_ratio) == (128, 8192, 1024, 0.8)
@@ -57,11 +58,11 @@ def test_a_disaggregated_row_maps_to_a_prefill_pool_and_a_decode_pool():
     assert (p.measured_ttft_ms, p.measured_tpot_ms) == (1947.784445944626, 30.637100950865378)
 
 
-def test_the_deployment_has_both_pools_with_the_rows_batch_caps():
+def test_the_deployment_has_both_pools_with_the_decode_rows_batch_cap():
     [p] = select_points([disagg(prefill_num_workers="2")], models="all", modes="disagg").points
     d = deployment_for(p)
     assert (d.tp, d.dp, d.ep, d.num_replicas) == (1, 8, 1, 2)
-    assert d.scheduler.batch_size == 8  # 1 per prefill DP rank
+    assert d.scheduler.batch_size == 128  # the engine's own cap, at most the concurrency
     assert (d.decode.tp, d.decode.dp, d.decode.ep, d.decode.num_replicas) == (1, 8, 8, 1)
     assert d.decode.scheduler.batch_size == 128  # 16 per decode DP rank
     assert d.decode.link is KvLink.AUTO and d.num_gpus == 24
