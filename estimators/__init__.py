@@ -27,6 +27,7 @@ from estimators._engines import (
     FIRST_TOKEN_DECODE_STEP,
     FIRST_TOKEN_PREFILL,
     AllReduceCost,
+    AllToAllCost,
     EngineLimits,
     EngineProfile,
     IterationOverhead,
@@ -90,8 +91,8 @@ from estimators._weight_precision import WeightPrecisions
 # fitting the roofline's engine constants to aiconfigurator's tables reads them with pandas,
 # which a simulation never needs: exported on first use (PEP 562)
 _CALIBRATION = (
-    "FIT_ENGINES", "FIT_SKUS", "engine_layer", "fit_all", "fit_allreduce", "mean_allreduce",
-    "model_shapes",
+    "A2A_SKUS", "FIT_ENGINES", "FIT_SKUS", "engine_layer", "fit_all", "fit_all_to_all",
+    "fit_allreduce", "mean_all_to_all", "mean_allreduce", "model_shapes",
 )  # fmt: skip
 
 
@@ -104,6 +105,7 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
+    "A2A_SKUS",
     "DECODE_RESERVE_AT_HANDOFF",
     "DECODE_RESERVE_AT_ROUTE",
     "DECODE_RESERVE_MOMENTS",
@@ -116,6 +118,7 @@ __all__ = [
     "TBT_GAP_POLICIES",
     "AcceptedTokens",
     "AllReduceCost",
+    "AllToAllCost",
     "BatchCost",
     "BatchShape",
     "DecodeStepCost",
@@ -154,6 +157,7 @@ __all__ = [
     "engine_layer",
     "expected_tokens_per_step",
     "fit_all",
+    "fit_all_to_all",
     "fit_allreduce",
     "format_model_table",
     "layer_gemm_shapes",
@@ -161,6 +165,7 @@ __all__ = [
     "load_model",
     "load_op_tables",
     "make_estimator",
+    "mean_all_to_all",
     "mean_allreduce",
     "mla_eager_fold",
     "mla_eager_table",

@@ -34,7 +34,7 @@ import functools
 import hashlib
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -45,8 +45,9 @@ from estimators import _aic_tables as aic
 from estimators._cache import cache_dir
 from estimators._calibration import _log_sq, fit_group
 from estimators._curves import gemm_curve, monotone
-from estimators._engines import AllReduceCost, load_engine
+from estimators._engines import AllReduceCost, AllToAllCost, load_engine
 from estimators._models import builtin_model_names, load_model
+from estimators._moe import all_to_all_seconds, dispatch_ranks
 from estimators._roofline import (
     _ACT_BYTES,
     AttentionRows,
@@ -63,18 +64,25 @@ from sku_catalog import load_catalog
 from sku_catalog._types import GpuSku
 
 __all__ = [
+    "A2A_SKUS",
     "FIT_ENGINES",
     "FIT_SKUS",
+    "AllToAllRows",
     "FitResult",
     "SkuEngineTables",
+    "all_to_all_line_seconds",
+    "all_to_all_table",
     "allreduce_seconds",
     "allreduce_table",
     "engine_layer",
     "fit_all",
+    "fit_all_to_all",
+    "fit_all_to_all_line",
     "fit_allreduce",
     "fit_allreduce_lines",
     "fit_tables",
     "load_tables",
+    "mean_all_to_all",
     "mean_allreduce",
     "model_shapes",
     "score_tables",
@@ -660,16 +668,24 @@ def fit_allreduce_lines(
     return cost_of(best.x)
 
 
-def allreduce_table(sku: GpuSku, engine: str) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """(GPUs, message bytes, seconds) of `engine`'s own all-reduce table on `sku` (the version
-    its default profile asks for; CUDA-graph kernels where the table has both; 2-8 GPUs,
-    messages of 1 KiB to 128 MiB), or None without a table."""
+def _engine_table(sku: GpuSku, engine: str, load: Callable[..., tuple]) -> pd.DataFrame | None:
+    """The rows `load` (an `aic` loader) reads for `engine` on `sku` at the table version
+    nearest its default profile's, or None without a table."""
     system = aic.system_for_sku(sku.id)
     if system is None:
         return None
     try:
-        _, df = aic.load_custom_allreduce(system, engine, _table_version(engine))
+        return load(system, engine, _table_version(engine))[1]
     except aic.AicDataMissing:
+        return None
+
+
+def allreduce_table(sku: GpuSku, engine: str) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(GPUs, message bytes, seconds) of `engine`'s own all-reduce table on `sku` (the version
+    its default profile asks for; CUDA-graph kernels where the table has both; 2-8 GPUs,
+    messages of 1 KiB to 128 MiB), or None without a table."""
+    df = _engine_table(sku, engine, aic.load_custom_allreduce)
+    if df is None:
         return None
     graph = df["variant"].astype(str).str.contains("graph")
     if graph.any():
@@ -702,6 +718,89 @@ def fit_allreduce(sku: GpuSku, engine: str) -> AllReduceCost | None:
     if table is None:
         return None
     return fit_allreduce_lines(*table, sku.nodes[0].intra_node_bandwidth_gbps * 1e9)
+
+
+# --------------------------------------------------------------------------- all-to-all
+
+# the GPUs whose all-to-all tables engines.yaml's all_to_all lines are the mean of, by family
+A2A_SKUS = ("h100-sxm", "h200", "b200", "b300", "gb200")
+
+
+@dataclass(frozen=True)
+class AllToAllRows:
+    """Measured MoE all-to-alls of one node: each rank's tokens, the EP degree, top-k, hidden
+    size, and seconds of a dispatch plus a combine (`aic.load_all_to_all`)."""
+
+    tokens: np.ndarray
+    ep: np.ndarray
+    ranks: np.ndarray  # `dispatch_ranks` of each row's experts and top-k
+    hidden: np.ndarray
+    seconds: np.ndarray
+
+    def take(self, keep: np.ndarray) -> AllToAllRows:
+        return AllToAllRows(*(a[keep] for a in (self.tokens, self.ep, self.ranks, self.hidden,
+                                                self.seconds)))  # fmt: skip
+
+
+def all_to_all_table(sku: GpuSku, engine: str) -> AllToAllRows | None:
+    """`engine`'s measured all-to-all on `sku` (the table version nearest its default
+    profile's), or None without a table."""
+    df = _engine_table(sku, engine, aic.load_all_to_all)
+    if df is None or df.empty:
+        return None
+    ranks = [
+        dispatch_ranks(int(e), int(k), int(ep))
+        for e, k, ep in zip(df["num_experts"], df["topk"], df["ep"], strict=True)
+    ]
+    return AllToAllRows(
+        df["num_tokens"].to_numpy(dtype=float), df["ep"].to_numpy(dtype=float),
+        np.array(ranks), df["hidden_size"].to_numpy(dtype=float),
+        df["seconds"].to_numpy(dtype=float),
+    )  # fmt: skip
+
+
+def all_to_all_line_seconds(cost: AllToAllCost, rows: AllToAllRows, link: float) -> np.ndarray:
+    """Seconds of `rows`' all-to-alls as the roofline prices them under `cost`."""
+    lat = cost.latency_us * 1e-6
+    return np.array([
+        all_to_all_seconds(t * ep, r, int(h), 2, int(ep), link, cost.bw_eff, lat)
+        for t, ep, r, h in zip(rows.tokens, rows.ep, rows.ranks, rows.hidden, strict=True)
+    ])  # fmt: skip
+
+
+def fit_all_to_all_line(rows: AllToAllRows, link: float) -> AllToAllCost:
+    """The all-to-all line fitted to measured times by least squares on log(predicted /
+    measured)."""
+    from scipy.optimize import minimize
+
+    def cost_of(x: np.ndarray) -> AllToAllCost:
+        lat, eff = np.exp(x)
+        return AllToAllCost(float(lat) * 1e6, float(eff))
+
+    def loss(x: np.ndarray) -> float:
+        pred = all_to_all_line_seconds(cost_of(x), rows, link)
+        return float(np.mean(np.log(pred / rows.seconds) ** 2))
+
+    res = minimize(
+        loss, np.log([20e-6, 0.5]), method="Nelder-Mead",
+        options={"maxiter": 4000, "xatol": 1e-7, "fatol": 1e-12},
+    )  # fmt: skip
+    return cost_of(res.x)
+
+
+def fit_all_to_all(sku: GpuSku, engine: str) -> AllToAllCost | None:
+    """`engine`'s all-to-all line fitted to its own measured table on `sku`, or None."""
+    rows = all_to_all_table(sku, engine)
+    if rows is None:
+        return None
+    return fit_all_to_all_line(rows, sku.nodes[0].intra_node_bandwidth_gbps * 1e9)
+
+
+def mean_all_to_all(costs: Sequence[AllToAllCost]) -> AllToAllCost:
+    """The field-by-field mean of several GPUs' lines (a family's entry in engines.yaml)."""
+    return AllToAllCost(
+        float(np.mean([c.latency_us for c in costs])), float(np.mean([c.bw_eff for c in costs]))
+    )
 
 
 def write_engine_layer(path: Path, fits: Sequence[FitResult], command: str) -> None:

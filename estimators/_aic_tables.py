@@ -39,6 +39,17 @@ run time, never copied into this project.  Schemas (as of 0.12.0) and units:
     ``kv_cache_dtype``, ``mla_dtype``, ``kernel_source``; ``latency`` ms of one layer.
     (``mla_*_module_perf`` and ``wideep_*`` tables time the whole module with its
     projections, eagerly; they are not read here.)
+``comm/<engine>/<ver>/moe_a2a_perf.parquet`` (TensorRT-LLM, vLLM)
+    the MoE all-to-all of expert parallelism on one node: ``comm_backend`` (``*deepep_ht``,
+    DeepEP's high-throughput kernels; ``*deepep_ll``, its low-latency ones; others),
+    ``phase`` (dispatch, combine), ``comm_dtype``, ``ep_size``, ``node_num``, ``num_tokens``
+    (each rank's tokens), ``hidden_size``, ``topk``, ``num_experts``, ``sms``; ``latency``
+    in **microseconds** of the phase.
+``comm/sglang/<ver>/wideep_deepep_{normal,ll}_perf.parquet``
+    the same for SGLang's DeepEP kernels (normal: ``dispatch_`` / ``combine_`` ``transmit_us``
+    and ``notify_us`` per SM count; ll: ``dispatch_avg_t_us``, ``combine_avg_t_us``) with
+    ``num_token`` (each rank's), ``num_topk``, ``node_num``; no ``ep_size`` column: the
+    collector runs one node, all of its GPUs (`ONE_NODE_EP`).
 ``mla_bmm/<engine>/<ver>/mla_bmm_perf.parquet``
     the absorbed decode BMMs: ``op_name`` ``mla_gen_pre`` (q_nope x W_UK) or
     ``mla_gen_post`` (latent x W_UV), ``num_tokens``, ``num_heads`` (per GPU),
@@ -68,6 +79,7 @@ __all__ = [
     "TableRef",
     "aic_available",
     "engines_for",
+    "load_all_to_all",
     "load_attention",
     "load_custom_allreduce",
     "load_gemm",
@@ -370,3 +382,89 @@ def load_mla_bmm(system: str, engine: str, version: str | None = None) -> tuple[
         df["kernel_source"] = ""
     cols = ["op_name", "bmm_dtype", "kernel_source", "num_tokens", "num_heads", "seconds"]
     return ref, df[cols]
+
+
+# GPUs of the node SGLang's DeepEP collector ran on (its tables record node_num, not the EP
+# degree; TensorRT-LLM's and vLLM's tables of the same systems record ep_size 4 on GB200/GB300
+# and 8 on the HGX boards)
+ONE_NODE_EP = {"gb200": 4, "gb300": 4}
+_A2A_KEYS = ["ep", "hidden_size", "topk", "num_experts", "num_tokens"]
+_A2A_KERNELS = ("deepep_ht", "deepep_ll")  # TensorRT-LLM's and vLLM's DeepEP backends
+
+
+@functools.cache
+def load_all_to_all(system: str, engine: str, version: str | None = None) -> tuple[str, Any]:
+    """(source label, rows) of the engine's measured MoE all-to-all on one node: columns
+    ep, hidden_size, topk, num_experts, num_tokens (each rank's) and seconds of one dispatch
+    plus one combine, each phase on its fastest SM count, and at each size the faster of
+    DeepEP's high-throughput and low-latency kernels where both were measured (the engines
+    run the low-latency ones on decode batches, the others on prefills).  16-bit data only
+    where the table sets a dtype apart.  AicDataMissing without a table."""
+    import pandas as pd
+
+    if engine == "sglang":
+        return _load_sglang_deepep(system, version)
+    ref = resolve_table(system, "comm", engine, version, "moe_a2a_perf.parquet")
+    with ref.path.open("rb") as fh:
+        df = pd.read_parquet(fh)
+    df = df[df["node_num"] == 1]
+    df = df[df["comm_backend"].astype(str).str.endswith(_A2A_KERNELS)]
+    dtypes = df["comm_dtype"].astype(str)
+    if dtypes.isin(["bfloat16", "default"]).any():
+        df = df[dtypes.isin(["bfloat16", "default"])]
+    df = df.rename(columns={"ep_size": "ep"}).assign(us=df["latency"].astype(float))
+    phases = df.groupby([*_A2A_KEYS, "comm_backend", "phase"])["us"].min().reset_index()
+    both = phases.groupby([*_A2A_KEYS, "comm_backend"])["us"].agg(["sum", "count"])
+    both = both[both["count"] == 2]["sum"].reset_index()  # a dispatch and a combine
+    low = both["comm_backend"].astype(str).str.endswith("_ll")
+    rows = _fastest_kernel(both.rename(columns={"sum": "us"}), low)
+    return ref.label, rows.assign(seconds=rows["us"] * 1e-6).drop(columns="us")
+
+
+def _fastest_kernel(rows: Any, low_latency: Any) -> Any:
+    """At each size the faster of the kernels, leaving out the sizes inside the low-latency
+    kernels' measured range that only the high-throughput ones were measured at (the
+    engines run the low-latency kernels there; such a size would mix the two)."""
+    if low_latency.any():
+        top = rows.loc[low_latency, "num_tokens"].max()
+        measured = set(rows.loc[low_latency, "num_tokens"])
+        keep = (rows["num_tokens"] > top) | rows["num_tokens"].isin(measured)
+        rows = rows[keep]
+    return rows.groupby(_A2A_KEYS)["us"].min().reset_index()
+
+
+def _load_sglang_deepep(system: str, version: str | None) -> tuple[str, Any]:
+    import pandas as pd
+
+    ep = ONE_NODE_EP.get(system, 8)
+    frames = []
+    labels = []
+    for kind in ("normal", "ll"):
+        try:
+            ref = resolve_table(
+                system, "comm", "sglang", version, f"wideep_deepep_{kind}_perf.parquet"
+            )
+        except AicDataMissing:
+            continue
+        with ref.path.open("rb") as fh:
+            df = pd.read_parquet(fh)
+        df = df[df["node_num"] == 1].rename(columns={"num_token": "num_tokens", "num_topk": "topk"})
+        if kind == "normal":
+            disp = df["dispatch_transmit_us"] + df["dispatch_notify_us"]
+            comb = df["combine_transmit_us"] + df["combine_notify_us"]
+            keys = ["hidden_size", "topk", "num_experts", "num_tokens"]
+            us = (
+                df.assign(d=disp).groupby(keys)["d"].min()
+                + df.assign(c=comb).groupby(keys)["c"].min()
+            ).reset_index(name="us")
+        else:
+            us = df.assign(us=df["dispatch_avg_t_us"] + df["combine_avg_t_us"])
+        frames.append(
+            us[["hidden_size", "topk", "num_experts", "num_tokens", "us"]].assign(low=kind == "ll")
+        )
+        labels.append(ref.label)
+    if not frames:
+        raise AicDataMissing(f"no SGLang DeepEP all-to-all table on {system}")
+    both = pd.concat(frames, ignore_index=True).assign(ep=ep)
+    rows = _fastest_kernel(both, both["low"])
+    return " + ".join(labels), rows.assign(seconds=rows["us"] * 1e-6).drop(columns="us")

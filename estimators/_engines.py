@@ -70,6 +70,7 @@ __all__ = [
     "SLIDING_KV_PAGED",
     "SLIDING_KV_POOL",
     "AllReduceCost",
+    "AllToAllCost",
     "EngineLimits",
     "EngineProfile",
     "IterationOverhead",
@@ -119,6 +120,17 @@ class AllReduceCost:
 
 
 @dataclass(frozen=True, slots=True)
+class AllToAllCost:
+    """The engine's MoE all-to-all (expert-parallel dispatch and combine) on one node, for
+    one GPU family: each phase moves a rank's ``tokens x top_k x hidden`` 16-bit rows, the
+    share ``(ep - 1) / ep`` to other GPUs, in ``latency + bytes / (link * bw_eff)``
+    (estimators/_moe.py `all_to_all_seconds`)."""
+
+    latency_us: float
+    bw_eff: float
+
+
+@dataclass(frozen=True, slots=True)
 class EngineLimits:
     """Default batching limits of an engine on one GPU and parallelism."""
 
@@ -143,6 +155,7 @@ class EngineProfile:
     decode_overhead: IterationOverhead | None  # None: the roofline's own CPU overhead
     prefill_overhead: IterationOverhead | None
     allreduce: Mapping[str, AllReduceCost]
+    all_to_all: Mapping[str, AllToAllCost]
     memory_fraction_name: str
     memory_fraction: Any  # float | {"by_world_size": {...}} | {"reserved_mib": {...}}
     memory_of: str  # total | free
@@ -430,6 +443,10 @@ def _build(name: str, key: str, body: Mapping[str, Any]) -> EngineProfile:
             allreduce={
                 str(fam).lower(): _allreduce_cost(v)
                 for fam, v in (body.get("allreduce") or {}).items()
+            },
+            all_to_all={
+                str(fam).lower(): AllToAllCost(float(v["latency_us"]), float(v["bw_eff"]))
+                for fam, v in (body.get("all_to_all") or {}).items()
             },
             memory_fraction_name=str(memory["fraction_name"]),
             memory_fraction=memory["fraction"],

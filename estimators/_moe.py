@@ -22,10 +22,20 @@ aiconfigurator's ``moe_tp x moe_ep = tp`` deployments; attention stays tensor pa
 * Grouped GEMM: each touched expert is its own GEMM of ``rows`` tokens, priced as the
   roofline prices a GEMM: ``max(flops * (rows + m_half) / peak, bytes / bandwidth)``, summed
   over the rank's touched experts as one launch.
-* All-to-all (``ep > 1``): each rank dispatches its ``n / ep`` tokens' ``k`` hidden states
-  to the ranks holding their experts ((ep - 1) / ep of them leave the GPU) and gets the
-  expert outputs back (combine): ``2 x n/ep x k x hidden x 2 B x (ep-1)/ep`` bytes over the
-  node's GPU link, plus one link latency each. It replaces the MLP's TP all-reduce.
+* All-to-all (``ep > 1`` under attention data parallelism, each rank with its own tokens;
+  under attention TP every GPU holds every token, runs its experts on all of them and the
+  outputs are all-reduced over TP as a dense MLP's: vLLM's FusedMoE uses its all2all
+  kernels only when ``dp_size > 1``, TensorRT-LLM's ``select_alltoall_method_type`` only
+  with ``enable_attention_dp``): each rank dispatches its ``n / ep`` tokens' hidden states to the
+  ranks holding their experts and gets the expert outputs back (combine). DeepEP, the
+  kernels the engines run, sends a token once to each rank that holds any of its k experts
+  (its dispatch layout counts tokens per rank, not per expert; the combine reduces a rank's
+  experts before sending back), so a token goes to `dispatch_ranks` ranks, the expected
+  number of the ``ep`` ranks among its k experts drawn without replacement, (ep - 1) / ep of
+  them another GPU: ``2 x n/ep x ranks x (ep-1)/ep x hidden x 2 B`` over the node's GPU link,
+  plus one latency each phase, at the engine's measured efficiency (`AllToAllCost`, fitted to
+  its DeepEP tables by benchmarks/fit_engine_all_to_all.py). It replaces the MLP's TP
+  all-reduce.
 """
 
 from __future__ import annotations
@@ -34,7 +44,7 @@ from dataclasses import dataclass
 
 from estimators._types import ModelArchitecture
 
-__all__ = ["LOAD_SKEW", "MoeShape", "all_to_all_seconds", "touched_experts"]
+__all__ = ["LOAD_SKEW", "MoeShape", "all_to_all_seconds", "dispatch_ranks", "touched_experts"]
 
 LOAD_SKEW = 1.25  # busiest EP rank's expert rows / the mean (see module docstring)
 
@@ -46,14 +56,28 @@ def touched_experts(num_experts: int, top_k: int, tokens: float) -> float:
     return num_experts * (1.0 - (1.0 - top_k / num_experts) ** tokens)
 
 
+def dispatch_ranks(num_experts: int, top_k: int, ep: int) -> float:
+    """Expected EP ranks among a token's `top_k` distinct experts when `num_experts` experts
+    sit `num_experts / ep` on each rank: each rank misses all of them with probability
+    C(E - E/ep, k) / C(E, k)."""
+    if ep <= 1:
+        return 1.0
+    per_rank = num_experts / ep
+    miss = 1.0
+    for i in range(min(top_k, num_experts)):
+        miss *= max(0.0, (num_experts - per_rank - i) / (num_experts - i))
+    return ep * (1.0 - miss)
+
+
 def all_to_all_seconds(
-    tokens: float, top_k: int, hidden: int, act_bytes: int, ep: int,
+    tokens: float, ranks: float, hidden: int, act_bytes: int, ep: int,
     link_bw: float, eff: float, latency: float,
 ) -> float:  # fmt: skip
-    """Seconds of one MoE layer's dispatch plus combine on one EP rank (0 when ep == 1)."""
+    """Seconds of one MoE layer's dispatch plus combine on one EP rank (0 when ep == 1) for
+    `tokens` tokens over every rank, each sent to `ranks` ranks (`dispatch_ranks`)."""
     if ep <= 1 or tokens <= 0:
         return 0.0
-    nbytes = tokens / ep * top_k * hidden * act_bytes * (ep - 1) / ep
+    nbytes = tokens / ep * ranks * hidden * act_bytes * (ep - 1) / ep
     return 2.0 * (nbytes / (link_bw * eff) + latency)
 
 

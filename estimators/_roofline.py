@@ -65,7 +65,7 @@ from estimators._contract import (
     priced_pipeline_decode_steps,
 )
 from estimators._engines import EngineProfile
-from estimators._moe import MoeShape, all_to_all_seconds
+from estimators._moe import MoeShape, all_to_all_seconds, dispatch_ranks
 from estimators._sliding_window import windowed_attention
 from estimators._types import ModelArchitecture, Precision, resolve_kv_precision
 from estimators._weight_precision import WeightPrecisions, gemm_kind, gemm_math
@@ -169,6 +169,11 @@ class RooflineConstants:
     # NCCL all-reduce inside a node (ring model)
     allreduce_bw_eff: float = 0.85
     allreduce_latency_us: float = 30.0
+    # MoE all-to-all (estimators/_moe.py) of an engine without its own fitted line
+    # (engines.yaml all_to_all): the geometric mean of the vLLM, SGLang and TensorRT-LLM
+    # lines on Hopper and Blackwell (benchmarks/fit_engine_all_to_all.py, 2026-11-24)
+    alltoall_bw_eff: float = 0.347
+    alltoall_latency_us: float = 39.0
     # point-to-point activation send between pipeline stages
     p2p_bw_eff: float = 1.0
     p2p_latency_us: float = 8.0
@@ -624,13 +629,16 @@ class RooflineEstimator:
                     "shared_expert", model.shared_expert_intermediate_size // tp, matmul
                 )
             self._moe = MoeShape.of(model, tp * dp, ep)
+            self._a2a_ranks = dispatch_ranks(model.num_experts, model.num_experts_per_tok, ep)
         self._moe_layer_share = model.num_moe_layers / model.num_layers
         if parallel:
             ops = [op for op in ops if op.name != "post_attention_layernorm"]
         self.layer_ops: tuple[TokenOp, ...] = tuple(ops)
         self.operator_counts: dict[str, int] = {op.name: op.count for op in self.layer_ops}
-        # under EP or attention DP the MoE layer's own exchange replaces the MLP's all-reduce
-        self._moe_exchange = model.is_moe and (ep > 1 or dp > 1)
+        # under attention DP the MoE layer's own exchange replaces the MLP's all-reduce; under
+        # attention TP every GPU holds every token, and the expert outputs are all-reduced
+        # over TP as a dense MLP's, with EP or without (estimators/_moe.py)
+        self._moe_exchange = model.is_moe and dp > 1
         self.operator_counts["all_reduce"] = (1 if self._moe_exchange else 2) if tp > 1 else 0
         self.emb_op = TokenOp("emb", "emb", 0.0, 0.0, float(2 * h * a))
         self.final_norm_op = TokenOp("final_norm", "norm", 5.0 * h, float(h * a), float(2 * h * a))
@@ -657,11 +665,19 @@ class RooflineEstimator:
             self._ar_lines += ((ar_large[1], ar_large[0] * 1e-6),)
         self._act_row_bytes = float(h * a)  # one token's hidden state
         self.pp_link = pp_link(node, tp, pp, c)
-        # the experts' all-to-all (or DP gather and scatter): NVLink inside a node, the
-        # nodes' network when the DP x TP GPUs span nodes (wide EP)
+        # the experts' all-to-all, and the DP gather and scatter without EP: over NVLink
+        # inside a node, the all-to-all at the engine's measured DeepEP line
+        # (engines.yaml all_to_all); the nodes' network when the DP x TP GPUs span nodes
+        # (wide EP)
         self._moe_link = (self.tp_link_bw, self._ar_eff, self._ar_lat)
+        a2a = engine.all_to_all.get(family) if engine is not None else None
+        self._a2a_link = (
+            self.tp_link_bw,
+            a2a.bw_eff if a2a else c.alltoall_bw_eff,
+            (a2a.latency_us if a2a else c.alltoall_latency_us) * 1e-6,
+        )
         if tp * dp > node.gpus_per_node:
-            self._moe_link = (
+            self._moe_link = self._a2a_link = (
                 node.inter_node_bandwidth_gbps * 1e9, c.p2p_inter_bw_eff,
                 c.p2p_inter_latency_us * 1e-6,
             )  # fmt: skip
@@ -751,13 +767,13 @@ class RooflineEstimator:
     def _moe_part(self, m: float, moe_m: float) -> tuple[float, float, float]:
         """(seconds, flops, bytes) of the routed experts of one layer on the busiest GPU for
         `moe_m` tokens (every DP rank's), averaged with the model's dense-MLP layers of `m`
-        tokens (this rank's), plus the EP all-to-all or, under attention DP without EP, the
+        tokens (this rank's), plus, under attention DP, the EP all-to-all or, without EP, the
         gather and scatter of the ranks' tokens (see estimators/_moe.py)."""
         moe = self._moe
         a = _ACT_BYTES
         t, fl, by = self._routed_experts(moe_m)
-        if self.ep > 1:
-            t += all_to_all_seconds(moe_m, moe.top_k, moe.hidden, a, self.ep, *self._moe_link)
+        if self.dp > 1 and self.ep > 1:
+            t += all_to_all_seconds(moe_m, self._a2a_ranks, moe.hidden, a, self.ep, *self._a2a_link)
         elif self.dp > 1:  # all-gather then reduce-scatter: one all-reduce's ring traffic
             bw, eff, lat = self._moe_link
             t += _ring_allreduce(moe_m * self._act_row_bytes, self.tp * self.dp, bw, eff, lat)

@@ -9,7 +9,8 @@ the points the excluded data speaks for:
   family's and the engine's defaults become geometric means of the other GPUs' fits, so X
   uses what the rest gives), and the engine profiles' all-reduce term of X's family is
   refitted to the other GPUs of that family (or, with none left, dropped: the roofline's
-  NCCL fit to Vidur's tables applies).  Vidur's 2023 tables behind the base layers (the
+  NCCL fit to Vidur's tables applies), and likewise their MoE all-to-all lines (with none
+  left, the roofline's alltoall constants apply).  Vidur's 2023 tables behind the base layers (the
   elementwise, point-to-point and CPU constants; A100/H100/A40) are not aiconfigurator's
   and stay.
 * model M: every GPU and engine refitted without the GEMM rows at M's TP-sharded (n, k)
@@ -25,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from estimators import AllReduceCost
+from estimators import AllReduceCost, AllToAllCost
 from search._validate._aic_silicon import ValidationPoint
 
 __all__ = ["HOLD_OUT_KINDS", "HoldOutFold", "gpu_fold", "model_fold", "parse_hold_out"]
@@ -42,6 +43,8 @@ class HoldOutFold:
     table: dict[str, Any]  # roofline.yaml's form, engine layers refitted without it
     # engine -> {family: its all-reduce refitted, or None: dropped}; only what changes
     allreduce: dict[str, dict[str, AllReduceCost | None]] = field(default_factory=dict)
+    # engine -> {family: its MoE all-to-all line refitted, or None: dropped}; likewise
+    all_to_all: dict[str, dict[str, AllToAllCost | None]] = field(default_factory=dict)
     excluded: str = ""
     # the MLA eager prefill cost table refitted without it ({engine: {sku: us}}; None: as
     # packaged, estimators/_mla.py)
@@ -73,10 +76,13 @@ def _table_with(fits: Sequence[Any]) -> dict[str, Any]:
 def gpu_fold(sku_id: str) -> HoldOutFold:
     """The fold without GPU `sku_id`'s tables (see the module docstring)."""
     from estimators import (
+        A2A_SKUS,
         FIT_ENGINES,
         FIT_SKUS,
         fit_all,
+        fit_all_to_all,
         fit_allreduce,
+        mean_all_to_all,
         mean_allreduce,
         mla_eager_fold,
     )
@@ -92,15 +98,25 @@ def gpu_fold(sku_id: str) -> HoldOutFold:
     for engine in FIT_ENGINES:
         got = [r for r in (fit_allreduce(catalog.get(s), engine) for s in others) if r]
         allreduce[engine] = {family: mean_allreduce(got) if got else None}
+    kin = [
+        s for s in A2A_SKUS if s != sku_id and (catalog.get(s).architecture or "").lower() == family
+    ]
+    all_to_all: dict[str, dict[str, AllToAllCost | None]] = {}
+    for engine in FIT_ENGINES:
+        lines = [r for r in (fit_all_to_all(catalog.get(s), engine) for s in kin) if r]
+        all_to_all[engine] = {family: mean_all_to_all(lines) if lines else None}
     kept = ", ".join(others) or "none: the roofline's NCCL fit applies"
+    kept_a2a = ", ".join(kin) or "none: the roofline's alltoall constants apply"
     excluded = (
-        f"GPU {sku_id}: its GEMM and attention tables (every engine) and its all-reduce "
-        f"tables ({family} all-reduce refitted to: {kept}), its MLA module tables (the "
+        f"GPU {sku_id}: its GEMM and attention tables (every engine), its all-reduce "
+        f"tables ({family} all-reduce refitted to: {kept}), its MoE all-to-all tables "
+        f"({family} all-to-all refitted to: {kept_a2a}), its MLA module tables (the "
         "eager MLA prefill cost: the engine's mean over the other GPUs)"
     )
     return HoldOutFold(
-        "gpu", sku_id, _table_with(fits), allreduce, excluded, mla_eager_fold(exclude_sku=sku_id)
-    )
+        "gpu", sku_id, _table_with(fits), allreduce, all_to_all, excluded,
+        mla_eager_fold(exclude_sku=sku_id),
+    )  # fmt: skip
 
 
 def model_fold(model_name: str) -> HoldOutFold:
@@ -117,4 +133,4 @@ def model_fold(model_name: str) -> HoldOutFold:
            "cost)" if model.is_mla else "")
     )  # fmt: skip
     eager = mla_eager_fold(exclude_mla=True) if model.is_mla else None
-    return HoldOutFold("model", model_name, _table_with(fits), {}, excluded, eager)
+    return HoldOutFold("model", model_name, _table_with(fits), {}, {}, excluded, eager)

@@ -102,7 +102,7 @@ def engine_for(
     point: ValidationPoint, engines: str = AUTO, fold: HoldOutFold | None = None
 ) -> EngineProfile:
     """The profile a point is simulated with (see `engines` above); a hold-out `fold`
-    replaces its all-reduce fits of the held-out GPU's family."""
+    replaces its all-reduce and all-to-all fits of the held-out GPU's family."""
     if engines != AUTO:
         profile = load_engine(engines)
     else:
@@ -110,15 +110,19 @@ def engine_for(
         if not _RELEASE.match(version):  # a nightly or dev build (see above)
             version = ""
         profile = load_engine(f"{point.engine}@{version}" if version else point.engine)
-    changes = fold.allreduce.get(profile.name) if fold is not None else None
-    if changes:
-        allreduce = dict(profile.allreduce)
-        for family, value in changes.items():
-            allreduce.pop(family, None)
-            if value is not None:
-                allreduce[family] = value
-        profile = replace(profile, allreduce=allreduce)
-    return profile
+    if fold is None:
+        return profile
+    refits = {}
+    for name, fits in (("allreduce", fold.allreduce), ("all_to_all", fold.all_to_all)):
+        changes = fits.get(profile.name)
+        if changes:
+            lines = dict(getattr(profile, name))
+            for family, value in changes.items():
+                lines.pop(family, None)
+                if value is not None:
+                    lines[family] = value
+            refits[name] = lines
+    return replace(profile, **refits) if refits else profile
 
 
 def deployment_for(

@@ -56,7 +56,7 @@ def test_leaving_out_a_model_removes_exactly_its_shapes():
 
 
 def test_gpu_fold_has_no_constants_from_that_gpus_tables(cache):
-    from estimators._aic_calibration import fit_allreduce
+    from estimators._aic_calibration import fit_all_to_all, fit_allreduce, mean_all_to_all
     from estimators._roofline import constants_from_table
     from search._validate._holdout import gpu_fold
     from sku_catalog import load_catalog
@@ -71,6 +71,9 @@ def test_gpu_fold_has_no_constants_from_that_gpus_tables(cache):
         b200 = constants_from_table(fold.table, "blackwell", "b200", engine)
         assert b200.matmul_eff_max == pytest.approx(np.exp(np.mean(np.log(fitted))), rel=1e-3)
         assert fold.allreduce[engine] == {"blackwell": None}  # no other Blackwell GPU
+        # B200's all-to-all: the other Blackwell GPUs' tables (B300, GB200) alone
+        others = [fit_all_to_all(load_catalog().get(s), engine) for s in ("b300", "gb200")]
+        assert fold.all_to_all[engine] == {"blackwell": mean_all_to_all(others)}
     h100 = gpu_fold("h100-sxm")
     assert "h100-sxm" not in h100.table["engines"]["vllm"]["skus"]
     h200_only = h100.allreduce["vllm"]["hopper"]  # refitted to H200's table alone
@@ -110,3 +113,55 @@ def test_the_two_line_allreduce_fit_recovers_known_algorithms():
     assert fitted.large == pytest.approx((30.0, 0.8), rel=0.02)
     one = fit_allreduce_lines(n, nbytes, allreduce_seconds(truth, n, nbytes, link), link, 1)
     assert one.large is None
+
+
+def test_the_all_to_all_fit_recovers_a_known_line():
+    from estimators._aic_calibration import (
+        AllToAllRows,
+        all_to_all_line_seconds,
+        fit_all_to_all_line,
+    )
+    from estimators._engines import AllToAllCost
+
+    truth = AllToAllCost(25.0, 0.4)
+    tokens = np.tile(2.0 ** np.arange(0, 15), 2)
+    ep = np.repeat([4.0, 8.0], 15)
+    rows = AllToAllRows(tokens, ep, np.full(30, 5.0), np.full(30, 7168.0), np.ones(30))
+    rows = AllToAllRows(tokens, ep, rows.ranks, rows.hidden,
+                        all_to_all_line_seconds(truth, rows, 900e9))  # fmt: skip
+    fitted = fit_all_to_all_line(rows, 900e9)
+    assert fitted.latency_us == pytest.approx(25.0, rel=0.01)
+    assert fitted.bw_eff == pytest.approx(0.4, rel=0.01)
+
+
+def test_the_all_to_all_tables_are_per_rank_sizes_on_the_kernel_the_engine_runs():
+    """SGLang's DeepEP tables: a dispatch plus a combine at each size, the low-latency
+    kernels' sizes where they were measured (no high-throughput-only size among them)."""
+    from estimators._aic_tables import load_all_to_all
+
+    _, sglang = load_all_to_all("b200_sxm", "sglang")
+    ds = sglang[(sglang.hidden_size == 7168) & (sglang.topk == 8) & (sglang.num_experts == 256)]
+    us = ds.set_index("num_tokens")["seconds"] * 1e6
+    assert set(ds["ep"]) == {8}
+    assert 12 not in us.index and 16 in us.index and 131072 in us.index  # 12: normal only
+    assert 30 < us[16] < 70 and 3000 < us[16384] < 6000  # tens of us; ms at 16k tokens
+    assert us[1024] > 5 * us[16]  # latency-bound small, bandwidth-bound large
+    _, trt = load_all_to_all("gb200", "trtllm")
+    assert set(trt["ep"]) == {4}
+
+
+def test_the_shipped_all_to_all_lines_are_the_fit_of_the_installed_tables():
+    """engines.yaml's all_to_all entries are what benchmarks/fit_engine_all_to_all.py
+    prints: each family the mean of its GPUs' fits."""
+    from estimators import load_engine
+    from estimators._aic_calibration import A2A_SKUS, fit_all_to_all, mean_all_to_all
+    from sku_catalog import load_catalog
+
+    catalog = load_catalog()
+    for engine in ("vllm", "sglang", "trtllm"):
+        shipped = load_engine(engine).all_to_all
+        for family in ("hopper", "blackwell"):
+            skus = [s for s in A2A_SKUS if catalog.get(s).architecture == family]
+            fit = mean_all_to_all([fit_all_to_all(catalog.get(s), engine) for s in skus])
+            assert shipped[family].latency_us == pytest.approx(fit.latency_us, rel=0.01)
+            assert shipped[family].bw_eff == pytest.approx(fit.bw_eff, rel=0.01)

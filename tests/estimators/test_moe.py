@@ -7,10 +7,16 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from estimators import ModelConfigError, Precision, load_model
+from estimators import ModelConfigError, Precision, load_engine, load_model
 from estimators._contract import BatchShape
 from estimators._memory import ParallelismError, plan_memory, weights_bytes_per_gpu
-from estimators._moe import LOAD_SKEW, MoeShape, all_to_all_seconds, touched_experts
+from estimators._moe import (
+    LOAD_SKEW,
+    MoeShape,
+    all_to_all_seconds,
+    dispatch_ranks,
+    touched_experts,
+)
 from estimators._roofline import RooflineEstimator
 from search.cli import cli
 from sku_catalog import load_catalog
@@ -116,12 +122,26 @@ def test_busiest_rank_rows_carry_the_skew_and_never_exceed_its_tokens(h200):
 
 
 def test_all_to_all_scales_with_bytes_and_vanishes_without_ep():
-    args = dict(top_k=8, hidden=4096, act_bytes=2, link_bw=450e9, eff=1.0, latency=0.0)
+    args = dict(ranks=4.0, hidden=4096, act_bytes=2, link_bw=450e9, eff=1.0, latency=0.0)
     assert all_to_all_seconds(1000, ep=1, **args) == 0.0
     t8 = all_to_all_seconds(1000, ep=8, **args)
-    assert t8 == pytest.approx(2 * 1000 / 8 * 8 * 4096 * 2 * 7 / 8 / 450e9)
+    assert t8 == pytest.approx(2 * 1000 / 8 * 4 * 4096 * 2 * 7 / 8 / 450e9)
     assert all_to_all_seconds(2000, ep=8, **args) == pytest.approx(2 * t8)
     assert all_to_all_seconds(1000, ep=2, **args) == pytest.approx(t8 * (1 / 2 * 1 / 2) / (7 / 64))
+
+
+def test_a_token_goes_once_to_each_rank_holding_its_experts():
+    assert dispatch_ranks(256, 8, 1) == 1.0
+    assert dispatch_ranks(8, 2, 8) == pytest.approx(2.0)  # one expert per rank: k ranks
+    assert dispatch_ranks(256, 1, 8) == pytest.approx(1.0)
+    # DeepSeek-V3 over 8 ranks: 8 distinct experts of 256 land on 5.3 ranks on average
+    # (1 - C(224, 8) / C(256, 8) per rank), not 8
+    miss = 1.0
+    for i in range(8):
+        miss *= (224 - i) / (256 - i)
+    assert dispatch_ranks(256, 8, 8) == pytest.approx(8 * (1 - miss))
+    assert 5.2 < dispatch_ranks(256, 8, 8) < 5.4
+    assert dispatch_ranks(256, 22, 8) < 8.0  # never more ranks than there are
 
 
 def test_moe_decode_reads_only_touched_experts(h200):
@@ -140,14 +160,43 @@ def test_moe_decode_reads_only_touched_experts(h200):
     )
 
 
-def test_ep_swaps_the_mlp_all_reduce_for_the_all_to_all(h200):
+def test_only_attention_dp_swaps_the_mlp_all_reduce_for_the_all_to_all(h200):
+    """Under attention TP every GPU holds every token: with EP it runs its experts on all of
+    them and the outputs are all-reduced as a dense MLP's; the all-to-all (DeepEP) moves
+    tokens only between attention-DP ranks."""
     qwen = load_model("Qwen3-235B-A22B")
     tp8 = RooflineEstimator(qwen, h200, tp=8, precision=Precision.FP8)
     ep8 = RooflineEstimator(qwen, h200, tp=8, ep=8, precision=Precision.FP8)
-    assert tp8.operator_counts["all_reduce"] == 2 and ep8.operator_counts["all_reduce"] == 1
+    dep8 = RooflineEstimator(qwen, h200, tp=1, dp=8, ep=8, precision=Precision.FP8)
+    assert tp8.operator_counts["all_reduce"] == ep8.operator_counts["all_reduce"] == 2
+    assert dep8.operator_counts["all_reduce"] == 0
     prefill = BatchShape(num_prefill_tokens=8192, num_prefills=2, prefill_attn_pairs=8192 * 4096,
                          prefill_kv_tokens=8192)  # fmt: skip
     assert ep8.operator_times(prefill)["moe_experts"] > tp8.operator_times(prefill)["moe_experts"]
+    # the experts' part of a layer: EP's rows alone under TP; the exchange on top under DP
+    rows = ep8._routed_experts(8192.0)[0]
+    assert ep8._moe_part(8192.0, 8192.0)[0] == pytest.approx(
+        qwen.num_moe_layers / qwen.num_layers * rows
+        + (1 - qwen.num_moe_layers / qwen.num_layers) * ep8._dense_mlp_seconds(8192.0)
+    )
+    assert dep8._moe_part(1024.0, 8192.0)[0] > dep8._routed_experts(8192.0)[0]
+
+
+def test_the_all_to_all_runs_at_the_engines_measured_line(h200):
+    """An engine with a fitted DeepEP line (engines.yaml all_to_all) prices the exchange at
+    it; one without takes the roofline's alltoall constants."""
+    qwen = load_model("Qwen3-235B-A22B")
+    sglang = load_engine("sglang")
+    line = sglang.all_to_all["hopper"]
+    est = RooflineEstimator(qwen, h200, tp=1, dp=8, ep=8, precision=Precision.FP8, engine=sglang)
+    ranks = dispatch_ranks(qwen.num_experts, qwen.num_experts_per_tok, 8)
+    want = all_to_all_seconds(8192, ranks, qwen.hidden_size, 2, 8, est.tp_link_bw, line.bw_eff,
+                              line.latency_us * 1e-6)  # fmt: skip
+    got = est._moe_part(1024.0, 8192.0)[0] - est._routed_experts(8192.0)[0]
+    assert got == pytest.approx(want)
+    bare = RooflineEstimator(qwen, h200, tp=1, dp=8, ep=8, precision=Precision.FP8)
+    c = bare.constants
+    assert bare._a2a_link == (bare.tp_link_bw, c.alltoall_bw_eff, c.alltoall_latency_us * 1e-6)
 
 
 def test_ep_memory_per_gpu(h200):
