@@ -45,6 +45,13 @@ FIRST_TOKEN_SOURCES = (FIRST_TOKEN_PREFILL, FIRST_TOKEN_DECODE_ADMIT, FIRST_TOKE
 DECODE_RESERVE_AT_ROUTE = "at_route"
 DECODE_RESERVE_AT_HANDOFF = "at_handoff"
 DECODE_RESERVE_MOMENTS = (DECODE_RESERVE_AT_ROUTE, DECODE_RESERVE_AT_HANDOFF)
+# how an engine exchanges the tokens of attention-DP ranks with the experts under EP
+# (engines.yaml header): an all-to-all always, only when EP exceeds the model's top-k, or never
+# (all-gather before the experts, reduce-scatter after)
+MOE_ALL_TO_ALL_ALWAYS = "always"
+MOE_ALL_TO_ALL_ABOVE_TOP_K = "above_top_k"
+MOE_ALL_TO_ALL_NEVER = "never"
+MOE_ALL_TO_ALL_RULES = (MOE_ALL_TO_ALL_ALWAYS, MOE_ALL_TO_ALL_ABOVE_TOP_K, MOE_ALL_TO_ALL_NEVER)
 # how an engine keeps the KV cache of sliding-window layers (estimators/_memory.py
 # `kv_cache_layout`): every key (full), a fixed window of pages per running request (paged),
 # or a window pool sized to a share of the full pool's tokens (pool)
@@ -65,6 +72,10 @@ __all__ = [
     "KV_ADMISSIONS",
     "KV_ON_DEMAND",
     "KV_RESERVE_FULL_LENGTH",
+    "MOE_ALL_TO_ALL_ABOVE_TOP_K",
+    "MOE_ALL_TO_ALL_ALWAYS",
+    "MOE_ALL_TO_ALL_NEVER",
+    "MOE_ALL_TO_ALL_RULES",
     "SLIDING_KV_FULL",
     "SLIDING_KV_LAYOUTS",
     "SLIDING_KV_PAGED",
@@ -192,6 +203,15 @@ class EngineProfile:
     # `swa_full_tokens_ratio` x the full pool's tokens
     sliding_window_kv: str = SLIDING_KV_FULL
     swa_full_tokens_ratio: float = 0.0
+    # under attention DP with EP, whether the MoE layer exchanges tokens by all-to-all (one of
+    # MOE_ALL_TO_ALL_RULES; else all-gather + reduce-scatter)
+    moe_all_to_all: str = MOE_ALL_TO_ALL_ALWAYS
+
+    def runs_all_to_all(self, ep: int, top_k: int) -> bool:
+        """Whether an EP degree `ep` exchanges attention-DP ranks' tokens by all-to-all for a
+        model routing each token to `top_k` experts (`moe_all_to_all`)."""
+        rule = self.moe_all_to_all
+        return rule == MOE_ALL_TO_ALL_ALWAYS or (rule == MOE_ALL_TO_ALL_ABOVE_TOP_K and ep > top_k)
 
     def fp8_quant_fused(self, model_type: str) -> bool:
         """Whether the engine quantizes this model's FP8 GEMM inputs in the kernel before."""
@@ -400,6 +420,14 @@ def _decode_reserve(value: Any) -> str:
     return str(value)
 
 
+def _moe_all_to_all(value: Any) -> str:
+    if value not in MOE_ALL_TO_ALL_RULES:
+        raise ValueError(
+            f"moe_all_to_all {value!r} is not one of {', '.join(MOE_ALL_TO_ALL_RULES)}"
+        )
+    return str(value)
+
+
 def _sliding_kv(value: Any, ratio: Any) -> tuple[str, float]:
     if value not in SLIDING_KV_LAYOUTS:
         raise ValueError(
@@ -471,6 +499,7 @@ def _build(name: str, key: str, body: Mapping[str, Any]) -> EngineProfile:
             ),
             sliding_window_kv=sliding_kv,
             swa_full_tokens_ratio=swa_ratio,
+            moe_all_to_all=_moe_all_to_all(body.get("moe_all_to_all", MOE_ALL_TO_ALL_ALWAYS)),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"{where}: malformed profile ({exc!r})") from None

@@ -635,10 +635,16 @@ class RooflineEstimator:
             ops = [op for op in ops if op.name != "post_attention_layernorm"]
         self.layer_ops: tuple[TokenOp, ...] = tuple(ops)
         self.operator_counts: dict[str, int] = {op.name: op.count for op in self.layer_ops}
-        # under attention DP the MoE layer's own exchange replaces the MLP's all-reduce; under
-        # attention TP every GPU holds every token, and the expert outputs are all-reduced
-        # over TP as a dense MLP's, with EP or without (estimators/_moe.py)
+        # under attention DP the MoE layer's own exchange replaces the MLP's all-reduce: an
+        # all-to-all where the engine runs one for this EP degree, else an all-gather and a
+        # reduce-scatter; under attention TP every GPU holds every token, and the expert
+        # outputs are all-reduced over TP as a dense MLP's, with EP or without
+        # (estimators/_moe.py)
         self._moe_exchange = model.is_moe and dp > 1
+        self._moe_all_to_all = (
+            self._moe_exchange and ep > 1
+            and (engine is None or engine.runs_all_to_all(ep, model.num_experts_per_tok))
+        )  # fmt: skip
         self.operator_counts["all_reduce"] = (1 if self._moe_exchange else 2) if tp > 1 else 0
         self.emb_op = TokenOp("emb", "emb", 0.0, 0.0, float(2 * h * a))
         self.final_norm_op = TokenOp("final_norm", "norm", 5.0 * h, float(h * a), float(2 * h * a))
@@ -772,11 +778,10 @@ class RooflineEstimator:
         moe = self._moe
         a = _ACT_BYTES
         t, fl, by = self._routed_experts(moe_m)
-        if self.dp > 1 and self.ep > 1:
+        if self._moe_all_to_all:
             t += all_to_all_seconds(moe_m, self._a2a_ranks, moe.hidden, a, self.ep, *self._a2a_link)
         elif self.dp > 1:  # all-gather then reduce-scatter: one all-reduce's ring traffic
-            bw, eff, lat = self._moe_link
-            t += _ring_allreduce(moe_m * self._act_row_bytes, self.tp * self.dp, bw, eff, lat)
+            t += self._gather_scatter_time(moe_m * self._act_row_bytes)
         share = self._moe_layer_share
         if share < 1.0:  # dense-MLP layers of the model, by their share of the layers
             dt = self._dense_mlp_seconds(m)
@@ -886,6 +891,16 @@ class RooflineEstimator:
         return entry
 
     # ---------------------------------------------------------------- communication
+
+    def _gather_scatter_time(self, nbytes: float) -> float:
+        """Seconds of the all-gather of every DP rank's tokens (`nbytes` in all) before the
+        experts and the reduce-scatter after: one all-reduce's ring traffic over the DP x TP
+        GPUs, at the engine's all-reduce algorithms inside a node."""
+        n = self.tp * self.dp
+        bw, eff, lat = self._moe_link
+        if bw != self.tp_link_bw:  # across nodes
+            return _ring_allreduce(nbytes, n, bw, eff, lat)
+        return float(fastest_allreduce(nbytes, n, bw, self._ar_lines))
 
     def all_reduce_time(self, nbytes: Any) -> Any:
         """Seconds of one TP all-reduce of `nbytes` (float or numpy array); 0 when tp == 1."""

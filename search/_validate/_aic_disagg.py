@@ -23,6 +23,13 @@ predicted up to 10x the measured).
 TensorRT-LLM's; those images ship TensorRT-LLM 1.x, so the point takes the TensorRT-LLM
 profile that covers 1.x (the engine's default) rather than a version of Dynamo's.
 
+SGLang's GB200 DeepSeek-R1 recipes (NVIDIA/srt-slurm recipes/gb200-fp8/1k1k/max-tpt.yaml,
+1k1k/mid-curve.yaml, 8k1k/max_tpt.yaml) launch both pools with ``moe-a2a-backend: deepep``
+(normal kernels on prefill, low-latency on decode), not SGLang's default all-gather, so the
+points of SGLang on GB200 with attention DP exchange tokens by all-to-all
+(`ValidationPoint.moe_all_to_all`); its B200 recipes (recipes/b200-fp8/8k1k_stp_maxtpt_0.yaml)
+keep the default.
+
 Rows without worker counts are skipped: the P:D ratio decides the throughput at load, and
 llmcap does not guess it.  Everything else is skipped for the aggregated rows' reasons,
 per pool.
@@ -30,6 +37,7 @@ per pool.
 
 from __future__ import annotations
 
+from estimators import MOE_ALL_TO_ALL_ALWAYS
 from search._validate._aic_silicon import (
     PoolShape,
     ValidationPoint,
@@ -62,9 +70,11 @@ def map_disagg_row(row: dict[str, str], where: str, line: int) -> ValidationPoin
     d_tp, d_pp, d_dp, d_ep = decode
     if pp > 1 or d_pp > 1:
         return "pipeline parallelism in a disaggregated pool"
+    deepep = basics.engine == "sglang" and basics.sku == "gb200" and max(dp, d_dp) > 1
     return measured_point(
         row, basics, where, line,
         engine_version=_engine_version(row, basics.engine), tp=tp, pp=pp, dp=dp, ep=ep,
+        moe_all_to_all=MOE_ALL_TO_ALL_ALWAYS if deepep else "",
         replicas=_int(row, "prefill_num_workers", where, line),
         batch_size=0,  # prefill_batch_size is a placeholder (module docstring)
         decode=PoolShape(

@@ -165,6 +165,9 @@ class ValidationPoint:
     token_budget: int = 0
     batch_cap: int = 0
     memory_fraction: float = 0.0
+    # how an MoE layer exchanges attention-DP ranks' tokens under EP where the launch recipe
+    # chose it (engines.yaml moe_all_to_all; "": the engine's default)
+    moe_all_to_all: str = ""
     # disaggregated serving (`_aic_disagg.py`): the fields above (tp, pp, dp, ep) are then
     # the prefill pool's, `replicas` its workers and `batch_size` its batch cap per attention
     # DP rank (0: not recorded); `decode` the decode pool's shape

@@ -102,7 +102,8 @@ def engine_for(
     point: ValidationPoint, engines: str = AUTO, fold: HoldOutFold | None = None
 ) -> EngineProfile:
     """The profile a point is simulated with (see `engines` above); a hold-out `fold`
-    replaces its all-reduce and all-to-all fits of the held-out GPU's family."""
+    replaces its all-reduce and all-to-all fits of the held-out GPU's family; the point's
+    launch recipe may choose the MoE exchange."""
     if engines != AUTO:
         profile = load_engine(engines)
     else:
@@ -110,6 +111,8 @@ def engine_for(
         if not _RELEASE.match(version):  # a nightly or dev build (see above)
             version = ""
         profile = load_engine(f"{point.engine}@{version}" if version else point.engine)
+    if point.moe_all_to_all:  # the launch recipe's choice
+        profile = replace(profile, moe_all_to_all=point.moe_all_to_all)
     if fold is None:
         return profile
     refits = {}

@@ -249,3 +249,13 @@ def test_deployment_records_its_engine(llama8b, h100):
     assert prepared.deployment.engine_key == "sglang@0.5.4"
     assert prepared.memory.engine == "sglang@0.5.4"
     assert Deployment(llama8b, h100).engine_key == "vidur@2024"
+
+
+def test_a_profiles_moe_exchange_rule_is_checked():
+    """engines.yaml moe_all_to_all: one of the rules, a clear error naming it otherwise."""
+    from estimators._engines import _build, _engines_yaml
+
+    body = _engines_yaml()["trtllm"]["profiles"]["1.0"]
+    assert _build("trtllm", "1.0", body).moe_all_to_all == "above_top_k"
+    with pytest.raises(ValueError, match="moe_all_to_all 'sometimes' is not one of always"):
+        _build("trtllm", "1.0", {**body, "moe_all_to_all": "sometimes"})

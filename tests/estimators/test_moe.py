@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 from click.testing import CliRunner
@@ -182,11 +183,39 @@ def test_only_attention_dp_swaps_the_mlp_all_reduce_for_the_all_to_all(h200):
     assert dep8._moe_part(1024.0, 8192.0)[0] > dep8._routed_experts(8192.0)[0]
 
 
+def test_each_engine_exchanges_dp_ranks_tokens_its_own_way():
+    """Under attention DP with EP: TensorRT-LLM runs an all-to-all only when EP exceeds the
+    model's top-k, vLLM and SGLang (their defaults) all-gather and reduce-scatter."""
+    b200 = load_catalog().get("b200")
+    deepseek = load_model("deepseek-ai/DeepSeek-V3")  # top-8 of 256
+    gptoss = load_model("openai/gpt-oss-120b")  # top-4 of 128
+    trt, vllm, sglang = load_engine("trtllm"), load_engine("vllm"), load_engine("sglang")
+    assert trt.moe_all_to_all == "above_top_k" and not trt.runs_all_to_all(8, 8)
+    assert trt.runs_all_to_all(16, 8) and trt.runs_all_to_all(8, 4)
+    assert vllm.moe_all_to_all == sglang.moe_all_to_all == "never"
+    assert not vllm.runs_all_to_all(64, 8)
+
+    def exchange(model, engine, ep, dp):
+        est = RooflineEstimator(model, b200, tp=1, dp=dp, ep=ep, precision=Precision.FP8,
+                                engine=engine)  # fmt: skip
+        share = model.num_moe_layers / model.num_layers  # dense layers averaged in
+        layer = est._moe_part(512.0, 512.0 * dp)[0] - (1 - share) * est._dense_mlp_seconds(512.0)
+        return est, layer / share - est._routed_experts(512.0 * dp)[0]
+
+    est, gather = exchange(deepseek, trt, 8, 8)
+    assert not est._moe_all_to_all
+    assert gather == pytest.approx(est._gather_scatter_time(512.0 * 8 * deepseek.hidden_size * 2))
+    est, a2a = exchange(gptoss, trt, 8, 8)
+    assert est._moe_all_to_all and a2a > 0
+    est, _ = exchange(deepseek, replace(sglang, moe_all_to_all="always"), 8, 8)
+    assert est._moe_all_to_all  # SGLang launched with --moe-a2a-backend deepep
+
+
 def test_the_all_to_all_runs_at_the_engines_measured_line(h200):
     """An engine with a fitted DeepEP line (engines.yaml all_to_all) prices the exchange at
     it; one without takes the roofline's alltoall constants."""
     qwen = load_model("Qwen3-235B-A22B")
-    sglang = load_engine("sglang")
+    sglang = replace(load_engine("sglang"), moe_all_to_all="always")
     line = sglang.all_to_all["hopper"]
     est = RooflineEstimator(qwen, h200, tp=1, dp=8, ep=8, precision=Precision.FP8, engine=sglang)
     ranks = dispatch_ranks(qwen.num_experts, qwen.num_experts_per_tok, 8)

@@ -74,6 +74,21 @@ def test_the_deployment_has_both_pools_with_the_decode_rows_batch_cap():
     )
 
 
+def test_sglangs_gb200_recipes_exchange_moe_tokens_by_all_to_all():
+    """SGLang's GB200 recipes launch with moe-a2a-backend deepep, its B200 ones without;
+    TensorRT-LLM keeps its own rule."""
+    rows = [
+        disagg(backend="sglang", backend_version="0.5.8", system="gb200"),
+        disagg(backend="sglang", backend_version="0.5.8"),
+        disagg(system="gb200"),
+    ]
+    gb200, b200, trt = select_points(rows, models="all", modes="disagg").points
+    assert gb200.moe_all_to_all == "always" and b200.moe_all_to_all == trt.moe_all_to_all == ""
+    assert deployment_for(gb200).engine.moe_all_to_all == "always"
+    assert deployment_for(b200).engine.moe_all_to_all == "never"
+    assert deployment_for(trt).engine.moe_all_to_all == "above_top_k"
+
+
 def test_modes_select_the_aggregated_the_disaggregated_or_both():
     agg = {**DISAGG, "mode": "agg", "tp_size": "8", "pp_size": "1", "moe_ep_size": "8",
            "moe_tp_size": "1", "attention_dp_size": "1"}  # fmt: skip
