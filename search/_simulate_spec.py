@@ -57,6 +57,8 @@ class DecodePoolSpec(BaseModel):
     link: KvLink = KvLink.AUTO  # the link KV crosses from the prefill pool (simulator.KvLink)
     dp: PositiveInt = 1  # attention data parallelism of a decode replica (mixture of experts)
     ep: PositiveInt = 1  # expert parallelism of a decode replica (divides dp x tp)
+    # which decode replica takes each request (simulator.DecodeSpec.router)
+    router: Literal["lor", "round_robin", "random"] = "lor"
 
 
 class SimulateSpec(BaseModel):
@@ -198,7 +200,8 @@ class SimulateSpec(BaseModel):
             batch_size=self.decode.batch_size, dp=self.decode.dp,
         )  # fmt: skip
         pool = self.decode
-        return DecodeSpec(sku, pool.tp, pool.replicas, scheduler, pool.link, pool.dp, pool.ep)
+        return DecodeSpec(sku, pool.tp, pool.replicas, scheduler, pool.link, pool.dp, pool.ep,
+                          GlobalSchedulerKind(pool.router))  # fmt: skip
 
     def scheduler_config(self, sku) -> SchedulerConfig:
         """The engine's policy and limits on `sku`, with the options given here on top."""

@@ -473,6 +473,14 @@ def _choice(enum_values: list[str]) -> click.Choice:
     "auto (nvlink where the pools fit one node) [auto].",
 )
 @click.option(
+    "--decode-router",
+    type=_choice(["lor", "round_robin", "random"]),
+    default=None,
+    help="Which decode replica takes each request: lor (the fewest outstanding requests), "
+    "round_robin (each in turn whatever its load, as NVIDIA Dynamo's frontend routes by "
+    "default: a request can wait behind a busy replica while another idles) or random [lor].",
+)
+@click.option(
     "--speculative",
     "speculative_method",
     type=_choice(["mtp", "eagle", "draft"]),
@@ -638,7 +646,7 @@ def _merge_config(ctx: click.Context, config_file: Path | None, options: dict) -
     _nest(merged, "decode", {
         "decode_replicas": "replicas", "decode_sku": "sku", "decode_tp": "tp",
         "decode_batch_size": "batch_size", "decode_link": "link", "decode_dp": "dp",
-        "decode_ep": "ep",
+        "decode_ep": "ep", "decode_router": "router",
     })  # fmt: skip
     return merged
 

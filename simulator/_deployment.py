@@ -58,7 +58,10 @@ class DecodeSpec:
     """The decode pool of a disaggregated deployment: `num_replicas` replicas of `dp` x `tp`
     GPUs of `sku` running `scheduler`, its KV cache arriving over `link`; the deployment's own
     fields are then its prefill pool.  `dp` and `ep` are the decode replicas' attention data
-    parallelism and expert parallelism (a mixture of experts; as `Deployment.dp` / `.ep`)."""
+    parallelism and expert parallelism (a mixture of experts; as `Deployment.dp` / `.ep`).
+    `router` picks the decode replica of each request: `lor` the one with the fewest
+    outstanding requests, `round_robin` each in turn whatever its load (NVIDIA Dynamo's
+    frontend, `--router-mode` round-robin by default), `random` one at random."""
 
     sku: GpuSku
     tp: int = 1
@@ -67,6 +70,7 @@ class DecodeSpec:
     link: KvLink = KvLink.AUTO
     dp: int = 1
     ep: int = 1
+    router: GlobalSchedulerKind = GlobalSchedulerKind.LEAST_OUTSTANDING
 
     @property
     def gpus_per_replica(self) -> int:
@@ -344,8 +348,9 @@ def _decode_pool(d: Deployment, prefill_memory: MemoryPlan) -> tuple[DecodePool,
     reserve = DECODE_RESERVE_AT_HANDOFF if d.engine is None else d.engine.disagg_decode_reserve
     scheduler = replica_scheduler(pool.scheduler, d.speculative, pool.dp)
     decode = DecodePool(
-        estimator, scheduler, cluster, hardware, seconds_per_token, layers, first_token, reserve
-    )
+        estimator, scheduler, cluster, hardware, seconds_per_token, layers, first_token, reserve,
+        pool.router,
+    )  # fmt: skip
     return decode, memory
 
 

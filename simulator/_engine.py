@@ -22,7 +22,7 @@ from estimators import (
     BatchCost,
     ExecutionTimeEstimator,
 )
-from simulator._config import ClusterConfig, RunOptions, SchedulerConfig
+from simulator._config import ClusterConfig, GlobalSchedulerKind, RunOptions, SchedulerConfig
 from simulator._events import ARRIVAL as _ARRIVAL
 from simulator._events import BATCH_END as _BATCH_END
 from simulator._events import DISPATCH as _DISPATCH
@@ -79,6 +79,9 @@ class DecodePool:
     # when a decode replica reserves a request's KV blocks (estimators DECODE_RESERVE_MOMENTS):
     # at its hand-off, or when it is routed, its prefill held until they are reserved
     reserve: str = DECODE_RESERVE_AT_HANDOFF
+    # which decode replica takes a request (`make_router`): the one with the fewest
+    # outstanding requests, or in turn whatever their load (Dynamo's frontend by default)
+    router: GlobalSchedulerKind = GlobalSchedulerKind.LEAST_OUTSTANDING
 
 
 def _enqueue(req: Request, replica: Replica, now: float) -> None:
@@ -207,13 +210,12 @@ class Simulation:
             replica.hand_off = self._hand_off_reserved if at_route else self._hand_off
         if at_route:
             self._enqueue = self._reserve_decode_at_route
-        self._decoders = decoders
+        # the decode replica a request goes to (`DecodePool.router`); a seed apart from the
+        # prefill pool's, so random routers do not draw the same sequence of replicas
+        self._pick_decoder = make_router(pool.router, decoders, self.options.seed + 1)
         # at_route: request id -> the decode replica holding its KV blocks, and how many
         self._reserved_for: dict[int, tuple[Replica, int]] = {}
         self.replicas = self.replicas + decoders
-
-    def _least_loaded_decoder(self) -> Replica:
-        return min(self._decoders, key=lambda r: (r.outstanding, r.id))
 
     def _reject_at_decode(self, req: Request, decoder: Replica, reason: str, now: float) -> None:
         req.rejected = f"decode pool: {reason}"
@@ -221,14 +223,14 @@ class Simulation:
         self.on_request_done(req, now)
 
     def _reserve_decode_at_route(self, req: Request, replica: Replica, now: float) -> None:
-        """SGLang's routing: the request goes to a prefill replica and to the least-loaded
-        decode replica at once; the decode replica reserves its KV blocks, or queues it until
+        """SGLang's routing: the request goes to a prefill replica and to a decode replica
+        (`DecodePool.router`) at once; the decode replica reserves its KV blocks, or queues it until
         they fit (`TransferQueue`), and only then may its prefill start (`_release_prefill`).
         A request of one output token never reaches the decode pool."""
         if req.output_tokens <= 1:
             replica.enqueue(req, now)
             return
-        decoder = self._least_loaded_decoder()
+        decoder = self._pick_decoder(req)
         reason = decoder.rejection(req)
         if reason is not None:  # a decode replica can never hold it: rejected on arrival
             self._reject_at_decode(req, decoder, reason, now)
@@ -260,14 +262,14 @@ class Simulation:
         self._start_transfer(decoder, req, now, True)
 
     def _hand_off(self, req: Request, now: float) -> None:
-        """A prefill pool's request hands its KV cache to the least-loaded decode replica,
+        """A prefill pool's request hands its KV cache to a decode replica (`DecodePool.router`),
         which reserves the blocks before the transfer starts, or queues the hand-off until
         they fit (`TransferQueue`); the client sees its first token now when the prefill
         pool emits it."""
         pool = self.decode_pool
         if pool.first_token == FIRST_TOKEN_PREFILL:
             req.first_token_at = now
-        replica = self._least_loaded_decoder()
+        replica = self._pick_decoder(req)
         reason = replica.rejection(req)
         if reason is not None:  # a decode replica can never hold it: rejected, as on arrival
             self.replicas[req.replica].kv_sent(req, now)

@@ -30,6 +30,19 @@ points of SGLang on GB200 with attention DP exchange tokens by all-to-all
 (`ValidationPoint.moe_all_to_all`); its B200 recipes (recipes/b200-fp8/8k1k_stp_maxtpt_0.yaml)
 keep the default.
 
+The frontend picks each request's decode worker (`ValidationPoint.decode_router`).  NVIDIA
+Dynamo's frontend routes round-robin unless launched with another `--router-mode` (Dynamo
+docs, Router Guide: `--router-mode` default round-robin), whatever each worker's load: in a
+closed loop whose output lengths vary a request can wait for a batch slot on a busy worker
+while another idles.  The rows run from a Dynamo runtime image (`nvcr.io/nvidia/ai-dynamo/
+tensorrtllm-runtime`, `sglang-runtime`, `vllm-runtime` in silicon_data_source) are routed so.
+So are SGLang's rows from stock `lmsysorg/sglang` images: they are the srt-slurm recipes'
+runs (above), and srt-slurm launches a Dynamo frontend by default (`frontend: type: dynamo`
+in recipes/gb200-fp8/1k1k/max-tpt.yaml, low-latency.yaml; `python3 -m dynamo.frontend` with
+no router mode, src/srtctl/frontends/dynamo.py), Dynamo installed when the workers start.
+vLLM's Kimi-K2.5 rows from `vllm/vllm-openai` images name no frontend: they keep llmcap's
+least-outstanding routing.
+
 Rows without worker counts are skipped: the P:D ratio decides the throughput at load, and
 llmcap does not guess it.  Everything else is skipped for the aggregated rows' reasons,
 per pool.
@@ -75,6 +88,7 @@ def map_disagg_row(row: dict[str, str], where: str, line: int) -> ValidationPoin
         row, basics, where, line,
         engine_version=_engine_version(row, basics.engine), tp=tp, pp=pp, dp=dp, ep=ep,
         moe_all_to_all=MOE_ALL_TO_ALL_ALWAYS if deepep else "",
+        decode_router=_decode_router(row, basics.engine),
         replicas=_int(row, "prefill_num_workers", where, line),
         batch_size=0,  # prefill_batch_size is a placeholder (module docstring)
         decode=PoolShape(
@@ -88,6 +102,15 @@ def map_disagg_row(row: dict[str, str], where: str, line: int) -> ValidationPoin
 
 
 _DYNAMO_TRTLLM_IMAGE = "ai-dynamo/tensorrtllm-runtime:"
+_DYNAMO_IMAGE = "nvcr.io/nvidia/ai-dynamo/"
+
+
+def _decode_router(row: dict[str, str], engine: str) -> str:
+    """How the row's frontend picks decode workers: Dynamo's round-robin where a Dynamo image
+    or SGLang's srt-slurm runs show a Dynamo frontend, else least outstanding (module
+    docstring)."""
+    dynamo = _DYNAMO_IMAGE in (row["silicon_data_source"] or "") or engine == "sglang"
+    return "round_robin" if dynamo else "lor"
 
 
 def _engine_version(row: dict[str, str], engine: str) -> str:

@@ -168,6 +168,9 @@ class ValidationPoint:
     # how an MoE layer exchanges attention-DP ranks' tokens under EP where the launch recipe
     # chose it (engines.yaml moe_all_to_all; "": the engine's default)
     moe_all_to_all: str = ""
+    # which decode worker of a disaggregated point takes each request, as its frontend routes
+    # (simulator.DecodeSpec.router: lor, round_robin, random; `_aic_disagg.py`)
+    decode_router: str = "lor"
     # disaggregated serving (`_aic_disagg.py`): the fields above (tp, pp, dp, ep) are then
     # the prefill pool's, `replicas` its workers and `batch_size` its batch cap per attention
     # DP rank (0: not recorded); `decode` the decode pool's shape

@@ -29,6 +29,7 @@ from search._validate._holdout import HoldOutFold
 from simulator import (
     DecodeSpec,
     Deployment,
+    GlobalSchedulerKind,
     KvLink,
     SchedulerConfig,
     SchedulerKind,
@@ -208,7 +209,8 @@ def disaggregated_deployment(
         scheduler, batch_size=min(scheduler.batch_size, decode_cap, point.concurrency)
     )
     decode = DecodeSpec(sku, shape.tp, shape.replicas, scheduler, KvLink.AUTO,
-                        dp=shape.dp, ep=shape.ep)  # fmt: skip
+                        dp=shape.dp, ep=shape.ep,
+                        router=GlobalSchedulerKind(point.decode_router))  # fmt: skip
     return replace(d, num_replicas=point.replicas, ep=point.ep, decode=decode)
 
 

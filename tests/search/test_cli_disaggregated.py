@@ -61,3 +61,38 @@ def test_a_decode_ep_that_does_not_divide_its_gpus_exits_2_naming_it():
                                       "--decode-ep", "3"])  # fmt: skip
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert "ep" in result.output and "3" in result.output
+
+
+# four decode replicas of batch cap 1 at concurrency 4, output lengths spread 100-200
+ROUTED = ["simulate", "--model", "meta-llama/Llama-3.1-70B", "--sku", "h100-sxm", "--tp", "4",
+          "--engine", "trtllm", "--concurrency", "4", "--num-requests", "40",
+          "--prompt-len", "fixed:512", "--output-len", "uniform:100:200", "--decode-replicas",
+          "4", "--decode-tp", "4", "--decode-batch-size", "1", "--json"]  # fmt: skip
+
+
+def test_decode_router_round_robin_makes_requests_wait_for_a_busy_decoder():
+    def run(*router: str) -> dict:
+        result = CliRunner().invoke(cli, [*ROUTED, *router])
+        assert result.exit_code == 0, result.output
+        return json.loads(result.output)
+
+    lor, rr = run(), run("--decode-router", "round_robin")
+    assert (lor["deployment"]["decode"]["router"], rr["deployment"]["decode"]["router"]) == (
+        "lor", "round_robin"
+    )
+    # TensorRT-LLM's client sees the first token from its decode replica: round-robin sends
+    # some requests to a replica still decoding another, where they wait for its slot
+    assert rr["latency_s"]["ttft"]["mean"] > 2 * lor["latency_s"]["ttft"]["mean"]
+    # each decodes alone either way: the same steps
+    assert abs(rr["latency_s"]["tpot"]["mean"] - lor["latency_s"]["tpot"]["mean"]) < 1e-9
+
+
+def test_a_bad_decode_router_exits_2_naming_the_choices(tmp_path):
+    result = CliRunner().invoke(cli, [*ROUTED, "--decode-router", "fastest"])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "--decode-router" in result.output and "round_robin" in result.output
+    config = tmp_path / "sim.yaml"
+    config.write_text("decode:\n  replicas: 2\n  router: fastest\n")
+    result = CliRunner().invoke(cli, ["simulate", "--config", str(config)])
+    assert result.exit_code == 2 and "decode.router" in result.output
+    assert "fastest" in result.output

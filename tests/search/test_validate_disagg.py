@@ -89,6 +89,26 @@ def test_sglangs_gb200_recipes_exchange_moe_tokens_by_all_to_all():
     assert deployment_for(trt).engine.moe_all_to_all == "above_top_k"
 
 
+def test_dynamo_fronted_rows_route_decodes_round_robin():
+    """Rows run from a Dynamo image, and SGLang's srt-slurm runs (a Dynamo frontend by
+    default), route decode workers round-robin; vLLM rows from vLLM's own image, naming no
+    frontend, keep the least-outstanding default."""
+    db = "db-dump/2026-04-27; config_id=1; silicon_concurrency=128; "
+    rows = [
+        disagg(),  # ai-dynamo/tensorrtllm-runtime
+        disagg(backend="sglang", backend_version="0.5.8",
+               silicon_data_source=db + "lmsysorg/sglang:v0.5.8-cu130"),
+        disagg(backend="vllm", backend_version="0.12.0",
+               silicon_data_source=db + "image=nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.8.0"),
+        disagg(backend="vllm", backend_version="0.18.0",
+               silicon_data_source=db + "vllm/vllm-openai:v0.18.0-cu130"),
+    ]  # fmt: skip
+    points = select_points(rows, models="all", modes="disagg").points
+    routers = [p.decode_router for p in points]
+    assert routers == ["round_robin", "round_robin", "round_robin", "lor"]
+    assert [deployment_for(p).decode.router.value for p in points] == routers
+
+
 def test_modes_select_the_aggregated_the_disaggregated_or_both():
     agg = {**DISAGG, "mode": "agg", "tp_size": "8", "pp_size": "1", "moe_ep_size": "8",
            "moe_tp_size": "1", "attention_dp_size": "1"}  # fmt: skip
