@@ -133,9 +133,9 @@ class AllReduceCost:
 @dataclass(frozen=True, slots=True)
 class AllToAllCost:
     """The engine's MoE all-to-all (expert-parallel dispatch and combine) on one node, for
-    one GPU family: each phase moves a rank's ``tokens x top_k x hidden`` 16-bit rows, the
-    share ``(ep - 1) / ep`` to other GPUs, in ``latency + bytes / (link * bw_eff)``
-    (estimators/_moe.py `all_to_all_seconds`)."""
+    one GPU family: each phase sends each of a rank's tokens, a 16-bit hidden state, once to
+    every other rank holding one of its experts, in ``latency + bytes / (link * bw_eff)``
+    (estimators/_moe.py `all_to_all_seconds`, `dispatch_ranks`)."""
 
     latency_us: float
     bw_eff: float

@@ -773,8 +773,9 @@ class RooflineEstimator:
     def _moe_part(self, m: float, moe_m: float) -> tuple[float, float, float]:
         """(seconds, flops, bytes) of the routed experts of one layer on the busiest GPU for
         `moe_m` tokens (every DP rank's), averaged with the model's dense-MLP layers of `m`
-        tokens (this rank's), plus, under attention DP, the EP all-to-all or, without EP, the
-        gather and scatter of the ranks' tokens (see estimators/_moe.py)."""
+        tokens (this rank's), plus, under attention DP, the exchange of the ranks' tokens: the
+        EP all-to-all where the engine runs one, else their gather and scatter (see
+        estimators/_moe.py)."""
         moe = self._moe
         a = _ACT_BYTES
         t, fl, by = self._routed_experts(moe_m)
