@@ -72,11 +72,16 @@ def moe_curve(
     shape: tuple[int, int, int, int, int, int],
     dtypes: tuple[str, ...],
     distribution: str = DEFAULT_DISTRIBUTION,
+    kernel: str = "",
 ) -> tuple[str, Curve | None, str]:
     """(table label, seconds of the routed experts over the tokens entering the layer or
     None, why None) for ``shape`` = (hidden, expert intermediate, top-k, experts, MoE TP,
-    EP), the first of `dtypes` measured there."""
+    EP), the first of `dtypes` measured there; only the rows of kernels whose
+    ``kernel_source`` holds `kernel` where one is named (the engine's default kernel,
+    `EngineProfile.moe_kernels`)."""
     ref, df = aic.load_moe(system, engine, version)
+    if kernel:
+        df = df[df["kernel_source"].astype(str).str.contains(kernel, regex=False)]
     hidden, inter, topk, experts, moe_tp, moe_ep = shape
     sub = df[
         (df["hidden_size"] == hidden)
@@ -93,12 +98,13 @@ def moe_curve(
         if len(best) >= 2:
             xs = best.index.to_numpy(dtype=float)
             return ref.label, Curve(xs, monotone(best.to_numpy()), 1.0), ""
+    of_kernel = f" of kernel {kernel}" if kernel else ""
     return (
         ref.label,
         None,
         (
-            f"no {'/'.join(dtypes)} {distribution} rows for hidden {hidden}, expert width {inter}, "
-            f"top-{topk} of {experts}, MoE TP {moe_tp}, EP {moe_ep} in {ref.label}"
+            f"no {'/'.join(dtypes)} {distribution} rows{of_kernel} for hidden {hidden}, expert "
+            f"width {inter}, top-{topk} of {experts}, MoE TP {moe_tp}, EP {moe_ep} in {ref.label}"
         ),
     )
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
@@ -206,6 +206,9 @@ class EngineProfile:
     # under attention DP with EP, whether the MoE layer exchanges tokens by all-to-all (one of
     # MOE_ALL_TO_ALL_RULES; else all-gather + reduce-scatter)
     moe_all_to_all: str = MOE_ALL_TO_ALL_ALWAYS
+    # expert precision -> GPU family -> the measured MoE kernel the engine runs by default
+    # there (a `kernel_source` substring of aiconfigurator's moe tables; engines.yaml header)
+    moe_kernels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
     def runs_all_to_all(self, ep: int, top_k: int) -> bool:
         """Whether an EP degree `ep` exchanges attention-DP ranks' tokens by all-to-all for a
@@ -500,6 +503,10 @@ def _build(name: str, key: str, body: Mapping[str, Any]) -> EngineProfile:
             sliding_window_kv=sliding_kv,
             swa_full_tokens_ratio=swa_ratio,
             moe_all_to_all=_moe_all_to_all(body.get("moe_all_to_all", MOE_ALL_TO_ALL_ALWAYS)),
+            moe_kernels={
+                str(Precision(p).value): {str(f).lower(): str(k) for f, k in fams.items()}
+                for p, fams in (body.get("moe_kernels") or {}).items()
+            },
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"{where}: malformed profile ({exc!r})") from None

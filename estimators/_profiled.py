@@ -279,10 +279,31 @@ def routed_experts_curve(
     moe, m = est._moe, est.model
     moe_tp = (est.tp * est.dp) // est.ep
     shape = (m.hidden_size, m.moe_intermediate_size, moe.top_k, moe.num_experts, moe_tp, est.ep)
+    dtypes = moe_dtypes(m, est.precision)
+    kernel = _default_moe_kernel(est)
     try:
-        return moe_curve(system, engine, version, shape, moe_dtypes(m, est.precision))
+        found = moe_curve(system, engine, version, shape, dtypes, kernel=kernel)
+        if found[1] is not None or not kernel:
+            return found
+        # the engine's default kernel may be measured only in another version's table: the
+        # newest that has it
+        for other in reversed(aic.versions_for(system, "moe", engine, "moe_perf.parquet")):
+            again = moe_curve(system, engine, other, shape, dtypes, kernel=kernel)
+            if again[1] is not None:
+                return again
+        return found
     except aic.AicDataMissing as exc:
         return "", None, str(exc)
+
+
+def _default_moe_kernel(est: RooflineEstimator) -> str:
+    """The measured MoE kernel the estimator's engine runs by default for its experts'
+    precision on its GPU family (`EngineProfile.moe_kernels`), or "" (any)."""
+    profile = est.engine
+    if profile is None:
+        return ""
+    expert = (est.model.expert_precision or est.precision).value
+    return profile.moe_kernels.get(expert, {}).get((est.sku.architecture or "").lower(), "")
 
 
 def attach_eager_experts(est: RooflineEstimator, engine_version: str | None = None) -> str:

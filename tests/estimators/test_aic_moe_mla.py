@@ -228,3 +228,27 @@ def test_auto_attaches_no_table_without_an_engine_that_has_one():
     for est in (vidur, a40):
         assert est._measured_experts is None
         assert "routed experts above" not in est.selection_note
+
+
+def test_the_engines_default_moe_kernel_picks_the_table_rows():
+    """vLLM runs MXFP4 experts on Blackwell with FlashInfer's TensorRT-LLM kernels
+    (engines.yaml moe_kernels): its 0.19.0 B200 table times another kernel only, so the
+    curve comes from the 0.24.0 table's rows of that kernel, faster at a prefill's size."""
+    from estimators._profiled import routed_experts_curve
+
+    b200 = load_catalog().get("b200")
+    gptoss = load_model("openai/gpt-oss-120b")
+    est = make_estimator("roofline", gptoss, b200, engine=load_engine("vllm"))
+    label, curve, _ = routed_experts_curve(est, "b200_sxm", "vllm", "0.19.0")
+    assert "/vllm/0.24.0/" in label
+    shape = (2880, 2880, 4, 128, 1, 1)
+    _, any_kernel, _ = moe_curve("b200_sxm", "vllm", "0.19.0", shape, ("w4a16_mxfp4",))
+    assert curve(8192.0) < 0.5 * any_kernel(8192.0)  # 0.19.0's vllm_mxfp4_moe
+    fi = _moe_rows("b200_sxm", "vllm", "0.24.0", shape, "w4a16_mxfp4")
+    fi = fi[fi["kernel_source"].str.contains("flashinfer_trtllm_mxfp4_bf16")]
+    assert curve(8192.0) == pytest.approx(fi[fi["num_tokens"] == 8192]["seconds"].min())
+    # an engine without a default named keeps the nearest version's fastest kernel
+    sglang = make_estimator("roofline", gptoss, b200, engine=load_engine("sglang"))
+    assert "/sglang/0.5.14/" in routed_experts_curve(sglang, "b200_sxm", "sglang", "0.5.14")[0]
+    _, none, why = moe_curve("b200_sxm", "vllm", "0.24.0", shape, ("w4a16_mxfp4",), kernel="nok")
+    assert none is None and "of kernel nok" in why
