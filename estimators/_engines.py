@@ -401,48 +401,22 @@ def _overhead(value: Any) -> IterationOverhead | None:
     return IterationOverhead(float(value["base_ms"]), float(value["per_seq_ms"]))
 
 
-def _kv_admission(value: Any) -> str:
-    if value not in KV_ADMISSIONS:
-        raise ValueError(f"kv_admission {value!r} is not one of {', '.join(KV_ADMISSIONS)}")
-    return str(value)
-
-
-def _first_token(value: Any) -> str:
-    if value not in FIRST_TOKEN_SOURCES:
-        raise ValueError(
-            f"disagg_first_token {value!r} is not one of {', '.join(FIRST_TOKEN_SOURCES)}"
-        )
-    return str(value)
-
-
-def _decode_reserve(value: Any) -> str:
-    if value not in DECODE_RESERVE_MOMENTS:
-        raise ValueError(
-            f"disagg_decode_reserve {value!r} is not one of {', '.join(DECODE_RESERVE_MOMENTS)}"
-        )
-    return str(value)
-
-
-def _moe_all_to_all(value: Any) -> str:
-    if value not in MOE_ALL_TO_ALL_RULES:
-        raise ValueError(
-            f"moe_all_to_all {value!r} is not one of {', '.join(MOE_ALL_TO_ALL_RULES)}"
-        )
+def _one_of(value: Any, name: str, allowed: tuple[str, ...]) -> str:
+    """`value` of the profile's field `name`, one of `allowed`."""
+    if value not in allowed:
+        raise ValueError(f"{name} {value!r} is not one of {', '.join(allowed)}")
     return str(value)
 
 
 def _sliding_kv(value: Any, ratio: Any) -> tuple[str, float]:
-    if value not in SLIDING_KV_LAYOUTS:
-        raise ValueError(
-            f"sliding_window_kv {value!r} is not one of {', '.join(SLIDING_KV_LAYOUTS)}"
-        )
+    value = _one_of(value, "sliding_window_kv", SLIDING_KV_LAYOUTS)
     if value != SLIDING_KV_POOL:
         if ratio is not None:
             raise ValueError(f"swa_full_tokens_ratio is for sliding_window_kv {SLIDING_KV_POOL}")
-        return str(value), 0.0
+        return value, 0.0
     if not isinstance(ratio, (int, float)) or not 0.0 < ratio <= 1.0:
         raise ValueError(f"swa_full_tokens_ratio {ratio!r} is not in (0, 1]")
-    return str(value), float(ratio)
+    return value, float(ratio)
 
 
 def _flag(value: Any, name: str) -> bool:
@@ -487,22 +461,32 @@ def _build(name: str, key: str, body: Mapping[str, Any]) -> EngineProfile:
             sampler_rows=int(memory.get("sampler_rows", 256)),
             graph_reserve_gib=float(memory.get("graph_reserve_gib", 0.0)),
             kv_precision_fp8_weights=Precision(body.get("kv_precision_fp8_weights", "bf16")),
-            kv_admission=_kv_admission(body.get("kv_admission", KV_ON_DEMAND)),
+            kv_admission=_one_of(
+                body.get("kv_admission", KV_ON_DEMAND), "kv_admission", KV_ADMISSIONS
+            ),
             fp8_quant_fused_model_types=tuple(
                 str(t) for t in body.get("fp8_quant_fused_model_types") or ()
             ),
             kv_transfer_layerwise=_flag(
                 body.get("kv_transfer_layerwise", False), "kv_transfer_layerwise"
             ),
-            disagg_first_token=_first_token(
-                body.get("disagg_first_token", FIRST_TOKEN_PREFILL)
+            disagg_first_token=_one_of(
+                body.get("disagg_first_token", FIRST_TOKEN_PREFILL),
+                "disagg_first_token",
+                FIRST_TOKEN_SOURCES,
             ),
-            disagg_decode_reserve=_decode_reserve(
-                body.get("disagg_decode_reserve", DECODE_RESERVE_AT_HANDOFF)
+            disagg_decode_reserve=_one_of(
+                body.get("disagg_decode_reserve", DECODE_RESERVE_AT_HANDOFF),
+                "disagg_decode_reserve",
+                DECODE_RESERVE_MOMENTS,
             ),
             sliding_window_kv=sliding_kv,
             swa_full_tokens_ratio=swa_ratio,
-            moe_all_to_all=_moe_all_to_all(body.get("moe_all_to_all", MOE_ALL_TO_ALL_ALWAYS)),
+            moe_all_to_all=_one_of(
+                body.get("moe_all_to_all", MOE_ALL_TO_ALL_ALWAYS),
+                "moe_all_to_all",
+                MOE_ALL_TO_ALL_RULES,
+            ),
             moe_kernels={
                 str(Precision(p).value): {str(f).lower(): str(k) for f, k in fams.items()}
                 for p, fams in (body.get("moe_kernels") or {}).items()
