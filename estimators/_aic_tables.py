@@ -234,7 +234,8 @@ def resolve_table(
 # --------------------------------------------------------------------------- loading
 
 
-def _read(ref: TableRef, required: tuple[str, ...]) -> Any:
+def _frame(ref: TableRef, required: tuple[str, ...]) -> Any:
+    """The table's rows as they are; AicTableError names the file and a missing field."""
     import pandas as pd
 
     try:
@@ -247,6 +248,14 @@ def _read(ref: TableRef, required: tuple[str, ...]) -> Any:
             raise AicTableError(
                 f"{ref.label}: missing field {col!r}; fields present: {', '.join(df.columns)}"
             )
+    return df
+
+
+def _read(ref: TableRef, required: tuple[str, ...]) -> Any:
+    """`_frame` with its ``latency`` in milliseconds checked and given in ``seconds``."""
+    import pandas as pd
+
+    df = _frame(ref, required)
     lat = pd.to_numeric(df["latency"], errors="coerce").to_numpy(dtype=float)
     bad = ~np.isfinite(lat) | (lat <= 0)
     if bad.any():
@@ -388,7 +397,8 @@ def load_mla_bmm(system: str, engine: str, version: str | None = None) -> tuple[
 # degree; TensorRT-LLM's and vLLM's tables of the same systems record ep_size 4 on GB200/GB300
 # and 8 on the HGX boards)
 ONE_NODE_EP = {"gb200": 4, "gb300": 4}
-_A2A_KEYS = ["ep", "hidden_size", "topk", "num_experts", "num_tokens"]
+_A2A_SHAPE = ["hidden_size", "topk", "num_experts", "num_tokens"]  # a size the tables time
+_A2A_KEYS = ["ep", *_A2A_SHAPE]
 _A2A_KERNELS = ("deepep_ht", "deepep_ll")  # TensorRT-LLM's and vLLM's DeepEP backends
 
 
@@ -400,13 +410,11 @@ def load_all_to_all(system: str, engine: str, version: str | None = None) -> tup
     DeepEP's high-throughput and low-latency kernels where both were measured (the engines
     run the low-latency ones on decode batches, the others on prefills).  16-bit data only
     where the table sets a dtype apart.  AicDataMissing without a table."""
-    import pandas as pd
-
     if engine == "sglang":
         return _load_sglang_deepep(system, version)
     ref = resolve_table(system, "comm", engine, version, "moe_a2a_perf.parquet")
-    with ref.path.open("rb") as fh:
-        df = pd.read_parquet(fh)
+    fields = ("comm_backend", "phase", "comm_dtype", "ep_size", "node_num", "latency")
+    df = _frame(ref, (*fields, *_A2A_SHAPE))
     df = df[df["node_num"] == 1]
     df = df[df["comm_backend"].astype(str).str.endswith(_A2A_KERNELS)]
     dtypes = df["comm_dtype"].astype(str)
@@ -433,6 +441,16 @@ def _fastest_kernel(rows: Any, low_latency: Any) -> Any:
     return rows.groupby(_A2A_KEYS)["us"].min().reset_index()
 
 
+# SGLang's DeepEP tables: the columns (microseconds) of a dispatch and of a combine
+_SGLANG_DEEPEP_TIMES = {
+    "normal": (
+        ("dispatch_transmit_us", "dispatch_notify_us"),
+        ("combine_transmit_us", "combine_notify_us"),
+    ),
+    "ll": (("dispatch_avg_t_us",), ("combine_avg_t_us",)),
+}
+
+
 def _load_sglang_deepep(system: str, version: str | None) -> tuple[str, Any]:
     import pandas as pd
 
@@ -446,22 +464,16 @@ def _load_sglang_deepep(system: str, version: str | None) -> tuple[str, Any]:
             )
         except AicDataMissing:
             continue
-        with ref.path.open("rb") as fh:
-            df = pd.read_parquet(fh)
+        times = _SGLANG_DEEPEP_TIMES[kind]
+        shape = ("node_num", "hidden_size", "num_token", "num_topk", "num_experts")
+        df = _frame(ref, (*shape, *times[0], *times[1]))
         df = df[df["node_num"] == 1].rename(columns={"num_token": "num_tokens", "num_topk": "topk"})
-        if kind == "normal":
-            disp = df["dispatch_transmit_us"] + df["dispatch_notify_us"]
-            comb = df["combine_transmit_us"] + df["combine_notify_us"]
-            keys = ["hidden_size", "topk", "num_experts", "num_tokens"]
-            us = (
-                df.assign(d=disp).groupby(keys)["d"].min()
-                + df.assign(c=comb).groupby(keys)["c"].min()
-            ).reset_index(name="us")
-        else:
-            us = df.assign(us=df["dispatch_avg_t_us"] + df["combine_avg_t_us"])
-        frames.append(
-            us[["hidden_size", "topk", "num_experts", "num_tokens", "us"]].assign(low=kind == "ll")
-        )
+        # a dispatch plus a combine, each on its fastest SM count (the normal kernels'
+        # tables time several)
+        phases = [df.assign(t=sum(df[c] for c in cols)).groupby(_A2A_SHAPE)["t"].min()
+                  for cols in times]  # fmt: skip
+        us = (phases[0] + phases[1]).reset_index(name="us")
+        frames.append(us.assign(low=kind == "ll"))
         labels.append(ref.label)
     if not frames:
         raise AicDataMissing(f"no SGLang DeepEP all-to-all table on {system}")
