@@ -682,7 +682,8 @@ class RooflineEstimator:
             a2a.bw_eff if a2a else c.alltoall_bw_eff,
             (a2a.latency_us if a2a else c.alltoall_latency_us) * 1e-6,
         )
-        if tp * dp > node.gpus_per_node:
+        self._moe_across_nodes = tp * dp > node.gpus_per_node
+        if self._moe_across_nodes:
             self._moe_link = self._a2a_link = (
                 node.inter_node_bandwidth_gbps * 1e9, c.p2p_inter_bw_eff,
                 c.p2p_inter_latency_us * 1e-6,
@@ -898,10 +899,9 @@ class RooflineEstimator:
         experts and the reduce-scatter after: one all-reduce's ring traffic over the DP x TP
         GPUs, at the engine's all-reduce algorithms inside a node."""
         n = self.tp * self.dp
-        bw, eff, lat = self._moe_link
-        if bw != self.tp_link_bw:  # across nodes
-            return _ring_allreduce(nbytes, n, bw, eff, lat)
-        return float(fastest_allreduce(nbytes, n, bw, self._ar_lines))
+        if self._moe_across_nodes:
+            return _ring_allreduce(nbytes, n, *self._moe_link)
+        return float(fastest_allreduce(nbytes, n, self.tp_link_bw, self._ar_lines))
 
     def all_reduce_time(self, nbytes: Any) -> Any:
         """Seconds of one TP all-reduce of `nbytes` (float or numpy array); 0 when tp == 1."""

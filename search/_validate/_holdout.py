@@ -22,7 +22,7 @@ Fits are cached on disk (`estimators._aic_calibration`), so a fold costs seconds
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,22 +89,27 @@ def gpu_fold(sku_id: str) -> HoldOutFold:
     from sku_catalog import load_catalog
 
     catalog = load_catalog()
-    family = (catalog.get(sku_id).architecture or "").lower()
+
+    def family_of(sku: str) -> str:
+        return (catalog.get(sku).architecture or "").lower()
+
+    family = family_of(sku_id)
     fits = fit_all(exclude_sku=sku_id)
-    others = [
-        s for s in FIT_SKUS if s != sku_id and (catalog.get(s).architecture or "").lower() == family
-    ]
-    allreduce: dict[str, dict[str, AllReduceCost | None]] = {}
-    for engine in FIT_ENGINES:
-        got = [r for r in (fit_allreduce(catalog.get(s), engine) for s in others) if r]
-        allreduce[engine] = {family: mean_allreduce(got) if got else None}
-    kin = [
-        s for s in A2A_SKUS if s != sku_id and (catalog.get(s).architecture or "").lower() == family
-    ]
-    all_to_all: dict[str, dict[str, AllToAllCost | None]] = {}
-    for engine in FIT_ENGINES:
-        lines = [r for r in (fit_all_to_all(catalog.get(s), engine) for s in kin) if r]
-        all_to_all[engine] = {family: mean_all_to_all(lines) if lines else None}
+
+    def refit(
+        skus: Sequence[str], fit: Callable[..., Any], mean: Callable[..., Any]
+    ) -> tuple[list[str], dict[str, Any]]:
+        """The other GPUs of the family among `skus`, and each engine's line of that
+        family refitted to their tables (None: no table left)."""
+        kin = [s for s in skus if s != sku_id and family_of(s) == family]
+        lines = {}
+        for engine in FIT_ENGINES:
+            got = [r for r in (fit(catalog.get(s), engine) for s in kin) if r]
+            lines[engine] = {family: mean(got) if got else None}
+        return kin, lines
+
+    others, allreduce = refit(FIT_SKUS, fit_allreduce, mean_allreduce)
+    kin, all_to_all = refit(A2A_SKUS, fit_all_to_all, mean_all_to_all)
     kept = ", ".join(others) or "none: the roofline's NCCL fit applies"
     kept_a2a = ", ".join(kin) or "none: the roofline's alltoall constants apply"
     excluded = (
