@@ -17,7 +17,8 @@ installed package, see `estimators._aic_tables`) give:
   table measured, over its batch sizes and lengths; they fit the attention constants.
 
 The fit reuses `estimators._calibration`'s machinery (Nelder-Mead over the log of one
-group's constants, mean squared log error).  Every 5th (n, k) GEMM shape and every 4th
+group's constants, mean squared log error); the matmul groups are fitted with their
+efficiencies bounded by 1, from several starts (`fit_matmul`).  Every 5th (n, k) GEMM shape and every 4th
 attention head shape is held out of the fit and scored apart (``FitResult.errors``).
 `fit_all` fits every (GPU, engine) pair, optionally without one GPU's tables or without
 the rows at one model's shapes (leave-one-out), caching each fit on disk keyed by a hash
@@ -96,7 +97,7 @@ MIN_DIM = 512  # GEMM n and k from which the table's shapes are a model's projec
 TP_DEGREES = (1, 2, 4, 8)
 HOLD_GEMM_EVERY = 5  # every 5th (n, k) shape is held out
 HOLD_ATTN_EVERY = 4  # every 4th per-GPU head shape is held out
-FIT_VERSION = "aic-roofline-2"  # part of every cache key: change it when the method changes
+FIT_VERSION = "aic-roofline-3"  # part of every cache key: change it when the method changes
 
 MATMUL = ("matmul_eff_max", "matmul_m_half", "matmul_mem_eff", "matmul_overhead_us")
 MATMUL_FP8 = (
@@ -458,6 +459,55 @@ def score_tables(
     return out
 
 
+# The matmul constants that are fractions of a peak (compute efficiency, the HBM bandwidth
+# reached): at most 1.  At small m the compute floor (m_half) and the weight-read time
+# (mem_eff) explain a GEMM's time equally well, so an unbounded fit may trade one for the
+# other: it reached mem_eff 1.5 (SGLang's H200 table: 2.9 in FP8, a bandwidth above the
+# HBM's) with a floor of 140-160 tokens.  The tables' own small-m rows read at 55-90% of
+# the HBM bandwidth (vLLM 0.24.0 H200: a 8192 x 8192 weight in 35 us, 80%), and a floor
+# fitted that way makes a grouped GEMM, which pays it once per expert, 2x too slow at
+# decode batch sizes.
+MATMUL_AT_MOST_ONE = ("eff_max", "mem_eff")
+# m_half starts of the multi-start fit (tokens): the floor's region is flat in the loss
+MATMUL_M_HALF_STARTS = (8.0, 64.0)
+
+
+def fit_matmul(
+    c: RooflineConstants, names: Sequence[str], loss: Callable[[RooflineConstants], float]
+) -> RooflineConstants:
+    """The matmul constants `names` minimising `loss`, the efficiencies bounded by 1
+    (`MATMUL_AT_MOST_ONE`): bounded Nelder-Mead over their logs from `c` and from
+    `MATMUL_M_HALF_STARTS`, each run restarted once from where it stopped; the best."""
+    from scipy.optimize import minimize
+
+    upper = [0.0 if n.endswith(MATMUL_AT_MOST_ONE) else np.inf for n in names]
+    bounds = [(np.log(1e-6), u) for u in upper]
+
+    def constants(x: np.ndarray) -> RooflineConstants:
+        return c.with_values(dict(zip(names, np.exp(x), strict=True)))
+
+    def f(x: np.ndarray) -> float:
+        return loss(constants(x))
+
+    x0 = np.minimum(np.log([max(getattr(c, n), 1e-6) for n in names]), np.log(0.99))
+    x0 = np.where(np.isinf(upper), np.log([max(getattr(c, n), 1e-6) for n in names]), x0)
+    starts = [x0]
+    half = [i for i, n in enumerate(names) if n.endswith("m_half")]
+    for m_half in MATMUL_M_HALF_STARTS:
+        s = x0.copy()
+        s[half] = np.log(m_half)
+        starts.append(s)
+    best = None
+    for s in starts:
+        for _ in range(2):  # a restart from where the simplex collapsed
+            res = minimize(f, s, method="Nelder-Mead", bounds=bounds,
+                           options={"maxiter": 2000, "xatol": 1e-5, "fatol": 1e-10})  # fmt: skip
+            s = res.x
+        if best is None or res.fun < best.fun:
+            best = res
+    return constants(best.x)
+
+
 def fit_tables(t: SkuEngineTables, start: RooflineConstants) -> FitResult:
     """Fit the matmul (16-bit, FP8) and attention constants of `t` from `start`, on the
     rows not held out."""
@@ -477,7 +527,7 @@ def fit_tables(t: SkuEngineTables, start: RooflineConstants) -> FitResult:
             d = np.log(gemm_seconds(rows, cc, sku, fp8)) - np.log(rows.seconds)
             return float(np.sum(w * d * d) / np.sum(w))
 
-        fit = fit_group(c, names, mm_loss)
+        fit = fit_matmul(c, names, mm_loss)
         if fp8:  # own FP8 constants only where they beat the 16-bit ones on held-out rows
             test = gemm[dtype][1]
             off = fit.with_values(dict.fromkeys(MATMUL_FP8, 0.0))
@@ -824,7 +874,8 @@ def write_engine_layer(path: Path, fits: Sequence[FitResult], command: str) -> N
         "# engine's default profile):",
         *[f"#   {label}" for label in sources],
         "# Method (estimators/_aic_calibration.py): per GPU and engine, Nelder-Mead over the log",
-        "# of the constants, mean squared log error of the roofline's own formulas against",
+        "# of the constants (matmul: efficiencies at most 1, several starts), mean squared",
+        "# log error of the roofline's own formulas against",
         "# - GEMM rows with n, k >= 512 and rows at the built-in models' TP-sharded (n, k),",
         "#   interpolated from the table (16-bit -> matmul.*, FP8 -> matmul.fp8_*; FP8 against",
         "#   the FP8 tensor peak, 1-byte weights; fastest kernel per shape, made non-decreasing",

@@ -36,6 +36,56 @@ def test_a_fit_beats_the_vidur_constants_on_held_out_rows():
     assert 0.3 < fit.constants.matmul_eff_max < 1.0
 
 
+def test_the_matmul_fit_keeps_its_efficiencies_physical_and_beats_the_unbounded_one(
+    monkeypatch,
+):
+    """H200 under SGLang: an unbounded fit read the small-m GEMMs as a bandwidth above the
+    HBM's (mem_eff ~2) plus a 140-token compute floor; the bounded multi-start fit stays
+    at or below the peaks and predicts the held-out shapes better."""
+    from estimators import _aic_calibration as cal
+    from estimators._calibration import fit_group
+    from estimators._roofline import load_roofline_constants
+    from sku_catalog import load_catalog
+
+    sku = load_catalog().get("h200")
+    tables = cal.load_tables(sku, "sglang")
+    start = load_roofline_constants(sku)
+    bounded = cal.fit_tables(tables, start)
+    c = bounded.constants
+    assert c.matmul_mem_eff <= 1.0 and c.matmul_eff_max <= 1.0
+    assert c.matmul_fp8_mem_eff <= 1.0
+    assert c.matmul_m_half < 100.0
+    monkeypatch.setattr(cal, "fit_matmul", fit_group)  # the unbounded fit it replaced
+    free = cal.fit_tables(tables, start)
+    assert free.constants.matmul_mem_eff > 1.0
+    assert bounded.errors["gemm bfloat16"][1] < free.errors["gemm bfloat16"][1] - 0.02
+
+
+def test_the_matmul_fit_recovers_known_constants():
+    """GEMM times made by the roofline's own formula from known constants (mem_eff 0.8,
+    m_half 40 tokens): the fit gives them back."""
+    from estimators._aic_calibration import MATMUL, GemmRows, fit_matmul, gemm_seconds
+    from estimators._roofline import RooflineConstants
+    from sku_catalog import load_catalog
+
+    sku = load_catalog().get("h200")
+    truth = RooflineConstants().with_values(
+        {"matmul_eff_max": 0.75, "matmul_m_half": 40.0, "matmul_mem_eff": 0.8,
+         "matmul_overhead_us": 4.0}
+    )  # fmt: skip
+    m, n, k = np.meshgrid(2.0 ** np.arange(0, 14), [1024.0, 4096.0, 8192.0], [2048.0, 8192.0])
+    rows = GemmRows(m.ravel(), n.ravel(), k.ravel(), np.zeros(m.size))
+    rows.seconds = gemm_seconds(rows, truth, sku, False)
+
+    def loss(c: RooflineConstants) -> float:
+        d = np.log(gemm_seconds(rows, c, sku, False)) - np.log(rows.seconds)
+        return float(np.mean(d * d))
+
+    fitted = fit_matmul(RooflineConstants(), MATMUL, loss)
+    for name in MATMUL:
+        assert getattr(fitted, name) == pytest.approx(getattr(truth, name), rel=0.05), name
+
+
 def test_leaving_out_a_model_removes_exactly_its_shapes():
     from estimators import load_model
     from estimators._aic_calibration import load_tables, model_shapes, without_model_shapes
