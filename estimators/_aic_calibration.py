@@ -18,8 +18,12 @@ installed package, see `estimators._aic_tables`) give:
 
 The fit reuses `estimators._calibration`'s machinery (Nelder-Mead over the log of one
 group's constants, mean squared log error); the matmul groups are fitted with their
-efficiencies bounded by 1, from several starts (`fit_matmul`).  Every 5th (n, k) GEMM shape and every 4th
-attention head shape is held out of the fit and scored apart (``FitResult.errors``).
+efficiencies bounded by 1, from several starts (`fit_matmul`).  Where the engine's MoE
+table measures MXFP4 experts in 16-bit math (``w4a16_mxfp4``: GPUs without FP4 tensor
+cores), the rate at which such kernels unpack weights is fitted to those rows on the
+fitted 16-bit constants (`fit_dequant_rate`).  Every 5th (n, k) GEMM shape, every 4th
+attention head shape and every 3rd MoE shape is held out of the fit and scored apart
+(``FitResult.errors``).
 `fit_all` fits every (GPU, engine) pair, optionally without one GPU's tables or without
 the rows at one model's shapes (leave-one-out), caching each fit on disk keyed by a hash
 of the rows it saw.  `engine_layer` turns the fits into roofline.yaml's ``engines:``
@@ -58,9 +62,11 @@ from estimators._roofline import (
     _token_op_time,
     attention_seconds,
     fastest_allreduce,
+    grouped_gemm_part,
     load_roofline_constants,
 )
-from estimators._types import ModelArchitecture
+from estimators._types import MXFP4_BLOCK, ModelArchitecture, Precision
+from estimators._weight_precision import gemm_math
 from sku_catalog import load_catalog
 from sku_catalog._types import GpuSku
 
@@ -97,7 +103,7 @@ MIN_DIM = 512  # GEMM n and k from which the table's shapes are a model's projec
 TP_DEGREES = (1, 2, 4, 8)
 HOLD_GEMM_EVERY = 5  # every 5th (n, k) shape is held out
 HOLD_ATTN_EVERY = 4  # every 4th per-GPU head shape is held out
-FIT_VERSION = "aic-roofline-3"  # part of every cache key: change it when the method changes
+FIT_VERSION = "aic-roofline-4"  # part of every cache key: change it when the method changes
 
 MATMUL = ("matmul_eff_max", "matmul_m_half", "matmul_mem_eff", "matmul_overhead_us")
 MATMUL_FP8 = (
@@ -119,6 +125,9 @@ ATTENTION = (
     "attention_overhead_us",
 )
 GEMM_DTYPES = {"bfloat16": False, "fp8": True}  # table dtype -> FP8 constants
+# MoE rows of MXFP4 weights in 16-bit math: matmul_dequant_tera_per_s
+WEIGHT_ONLY_MOE_DTYPE = "w4a16_mxfp4"
+HOLD_MOE_EVERY = 3  # every 3rd (MoE shape, TP, EP) is held out
 
 
 # --------------------------------------------------------------------------- tables
@@ -158,6 +167,23 @@ class AttnRows:
 
 
 @dataclass(slots=True)
+class WeightOnlyMoeRows:
+    """Measured routed experts of MXFP4 weights in 16-bit math (``w4a16_mxfp4``, balanced
+    routing), one row per (shape, tokens): the rows the dequantization rate is fitted to."""
+
+    tokens: np.ndarray
+    hidden: np.ndarray
+    inter: np.ndarray  # expert intermediate size / MoE TP
+    top_k: np.ndarray
+    local_experts: np.ndarray  # experts / EP
+    ep: np.ndarray
+    seconds: np.ndarray
+
+    def take(self, keep: np.ndarray) -> WeightOnlyMoeRows:
+        return WeightOnlyMoeRows(*(getattr(self, f)[keep] for f in self.__dataclass_fields__))
+
+
+@dataclass(slots=True)
 class SkuEngineTables:
     """The rows one (GPU, engine) fit sees, and the tables they came from."""
 
@@ -167,6 +193,7 @@ class SkuEngineTables:
     gemm: dict[str, GemmRows]  # table dtype -> rows
     attention: AttnRows | None
     excluded: list[str] = field(default_factory=list)  # what was left out, in words
+    weight_only_moe: WeightOnlyMoeRows | None = None
 
 
 def _main_kernel(df) -> str:
@@ -308,7 +335,45 @@ def load_tables(sku: GpuSku, engine: str) -> SkuEngineTables | None:
         adf = adf[adf["kernel_source"] == _main_kernel(adf)]
         keys = ["num_heads", "num_key_value_heads", "head_dim", "batch_size", "isl", "step"]
         phases.append(adf.groupby(keys, sort=True)["seconds"].median().reset_index())
-    return SkuEngineTables(sku, engine, labels, gemm, _attention_rows(*phases))
+    moe = _weight_only_moe_rows(sku, system, engine, version, labels)
+    return SkuEngineTables(sku, engine, labels, gemm, _attention_rows(*phases), [], moe)
+
+
+def _weight_only_moe_rows(
+    sku: GpuSku, system: str, engine: str, version: str | None, labels: list[str]
+) -> WeightOnlyMoeRows | None:
+    """The engine's measured MXFP4 routed experts on `sku` where they run weight-only
+    (16-bit math: no FP4 tensor cores), every kernel's and shape's, without expert
+    parallelism, the fastest kernel at each token count, made non-decreasing in tokens;
+    None where there are none.  Rows with EP are left out: vLLM 0.19.0's H200 table times
+    8 tokens of gpt-oss-20b's 32 experts in 0.223 ms at EP 1 and at EP 8 (4 experts a
+    GPU) alike, so its collector did not shrink the GPU's experts with EP."""
+    if gemm_math(sku, Precision.MXFP4).low:
+        return None
+    try:
+        ref, df = aic.load_moe(system, engine, version)
+    except aic.AicDataMissing:
+        return None
+    df = df[
+        (df["moe_dtype"] == WEIGHT_ONLY_MOE_DTYPE)
+        & (df["distribution"] == "balanced")
+        & (df["moe_ep_size"] == 1)
+    ]
+    if df.empty:
+        return None
+    labels.append(ref.label)
+    keys = ["hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size", "moe_ep_size"]
+    best = df.groupby([*keys, "num_tokens"], sort=True)["seconds"].min().reset_index()
+    best["seconds"] = best.groupby(keys, sort=False)["seconds"].transform(
+        lambda t: monotone(t.to_numpy())
+    )
+    col = {k: best[k].to_numpy(dtype=float) for k in [*keys, "num_tokens", "seconds"]}
+    return WeightOnlyMoeRows(
+        tokens=col["num_tokens"], hidden=col["hidden_size"],
+        inter=col["inter_size"] / col["moe_tp_size"], top_k=col["topk"],
+        local_experts=col["num_experts"] / col["moe_ep_size"], ep=col["moe_ep_size"],
+        seconds=col["seconds"],
+    )  # fmt: skip
 
 
 def model_shapes(
@@ -353,7 +418,14 @@ def without_model_shapes(t: SkuEngineTables, model: ModelArchitecture) -> SkuEng
         f"{model.name}: GEMM (n, k) {sorted(gemms)}; attention (heads, kv heads, head_dim) "
         f"{sorted(heads)}"
     )
-    return replace(t, gemm=gemm, attention=att, excluded=[*t.excluded, what])
+    moe = t.weight_only_moe
+    if moe is not None and model.num_experts:  # its experts' (hidden, top-k) rows
+        mine = (moe.hidden == model.hidden_size) & (moe.top_k == model.num_experts_per_tok)
+        moe = moe.take(~mine) if (~mine).any() else None
+        what += (
+            f"; weight-only MoE rows of hidden {model.hidden_size}, top-{model.num_experts_per_tok}"
+        )
+    return replace(t, gemm=gemm, attention=att, excluded=[*t.excluded, what], weight_only_moe=moe)
 
 
 # --------------------------------------------------------------------------- predictions
@@ -371,6 +443,51 @@ def gemm_seconds(g: GemmRows, c: RooflineConstants, sku: GpuSku, fp8: bool) -> n
     )
     k = _coeffs(c, sku.peak_flops(fp8=fp8), sku.memory_bandwidth_bytes, fp8=fp8)
     return _token_op_time(op, g.m, k)
+
+
+def weight_only_moe_seconds(r: WeightOnlyMoeRows, c: RooflineConstants, sku: GpuSku) -> np.ndarray:
+    """The roofline's seconds for each measured weight-only MoE row: its grouped GEMMs
+    (`grouped_gemm_part`, 16-bit math, MXFP4 weights with their scales, the constants'
+    dequantization bound where they have one) and the activation between them, under
+    the tables' balanced routing (every expert of the rank gets rows once there are as
+    many rows as experts)."""
+    rate = c.matmul_dequant_tera_per_s
+    k = replace(
+        _coeffs(c, sku.peak_flops(fp8=False), sku.memory_bandwidth_bytes),
+        sec_per_weight_elem=1e-12 / rate if rate else 0.0,
+    )
+    w = Precision.MXFP4.bytes + 1.0 / MXFP4_BLOCK
+    out = np.empty(len(r.seconds))
+    for i in range(len(out)):
+        rows = r.tokens[i] * r.top_k[i] / r.ep[i]
+        width = int(r.inter[i])
+        shapes = (("up", 2 * width, int(r.hidden[i])), ("down", int(r.hidden[i]), width))
+        t = grouped_gemm_part(rows, min(r.local_experts[i], rows), shapes, w, k)[0]
+        act = rows * 3 * width * _ACT_BYTES
+        out[i] = t + act * k.sec_per_byte["act"] + k.overhead["act"]
+    return out
+
+
+def _held_out_weight_only_moe(r: WeightOnlyMoeRows) -> np.ndarray:
+    """Mask of the rows of every HOLD_MOE_EVERY-th (shape, TP, EP)."""
+    keys = list(zip(r.hidden.tolist(), r.inter.tolist(), r.top_k.tolist(),
+                    r.local_experts.tolist(), r.ep.tolist(), strict=True))  # fmt: skip
+    shapes = sorted(set(keys))
+    held = {s for i, s in enumerate(shapes) if i % HOLD_MOE_EVERY == HOLD_MOE_EVERY - 1}
+    return np.array([s in held for s in keys])
+
+
+def fit_dequant_rate(r: WeightOnlyMoeRows, c: RooflineConstants, sku: GpuSku) -> RooflineConstants:
+    """`c` with the weight-only dequantization rate (`matmul_dequant_tera_per_s`) that
+    best prices rows `r` (least squares on the log error), its other constants kept."""
+    from scipy.optimize import minimize_scalar
+
+    def loss(x: float) -> float:
+        cc = c.with_values({"matmul_dequant_tera_per_s": float(np.exp(x))})
+        return _log_sq(weight_only_moe_seconds(r, cc, sku), r.seconds)
+
+    res = minimize_scalar(loss, bounds=(np.log(0.1), np.log(1000.0)), method="bounded")
+    return c.with_values({"matmul_dequant_tera_per_s": float(np.exp(res.x))})
 
 
 def attn_seconds(a: AttnRows, c: RooflineConstants, sku: GpuSku) -> np.ndarray:
@@ -444,6 +561,16 @@ def score_tables(
             _mape(gemm_seconds(test, c, t.sku, fp8), test.seconds),
             len(train.m),
             len(test.m),
+        )
+    moe = t.weight_only_moe
+    if moe is not None:  # without a fitted rate: the roofline without that bound
+        held = _held_out_weight_only_moe(moe)
+        pred = weight_only_moe_seconds(moe, c, t.sku)
+        out["moe w4a16_mxfp4"] = (
+            _mape(pred[~held], moe.seconds[~held]),
+            _mape(pred[held], moe.seconds[held]),
+            int((~held).sum()),
+            int(held.sum()),
         )
     if att is not None:
         train, test = att
@@ -538,6 +665,10 @@ def fit_tables(t: SkuEngineTables, start: RooflineConstants) -> FitResult:
                 continue
         c = fit
         fitted += names
+    moe = t.weight_only_moe
+    if moe is not None and "matmul_m_half" in fitted:  # on the fitted 16-bit constants
+        c = fit_dequant_rate(moe.take(~_held_out_weight_only_moe(moe)), c, sku)
+        fitted.append("matmul_dequant_tera_per_s")
     if att is not None:
         train = att[0]
         pf = train.is_prefill
@@ -572,6 +703,9 @@ def _digest(t: SkuEngineTables, start: RooflineConstants) -> str:
         r = t.attention.rows
         for arr in (r.heads, r.kv_heads, r.num_prefill_tokens, r.decode_kv_tokens):
             h.update(np.ascontiguousarray(arr).tobytes())
+    if t.weight_only_moe is not None:
+        for f in WeightOnlyMoeRows.__dataclass_fields__:
+            h.update(np.ascontiguousarray(getattr(t.weight_only_moe, f)).tobytes())
     return h.hexdigest()[:24]
 
 
@@ -883,14 +1017,19 @@ def write_engine_layer(path: Path, fits: Sequence[FitResult], command: str) -> N
         "#   log error weighted by the square root of its measured time (an iteration's time",
         "#   is the sum of its GEMMs': long GEMMs count more, short ones still count); FP8",
         "#   constants are kept only where they beat the 16-bit ones on the held-out FP8 rows;",
+        "# - on GPUs without FP4 tensor cores, the MoE table's MXFP4 experts in 16-bit math",
+        "#   (w4a16_mxfp4, balanced routing, no EP; fastest kernel per shape and token count),",
+        "#   on the fitted 16-bit constants -> matmul.dequant_tera_per_s (weight elements a",
+        "#   weight-only kernel unpacks per second; 1000 = the fit's bound, never binding);",
         "# - one layer's attention, the engine's main kernel, 16-bit KV, at the built-in models'",
         "#   per-GPU head shapes (TP 1-8), full attention: context rows (no cached prefix) and",
         "#   generation rows weighted equally -> attention.prefill_eff_max, prefill_query_pairs,",
         "#   decode_mem_eff, decode_seq_kv, overhead_us.  prefill_causal_factor is set to 1 (the",
         "#   tables cannot tell it from the efficiency: no cached prefix); prefill_ctx_pairs, the",
         "#   elementwise, communication and CPU constants stay as fitted to Vidur's tables above.",
-        "# Every 5th GEMM (n, k) shape and every 4th attention head shape is held out of the",
-        "# fit; benchmarks/fit_roofline_aic.py prints train and held-out errors.",
+        "# Every 5th GEMM (n, k) shape, every 4th attention head shape and every 3rd MoE shape",
+        "# is held out of the fit; benchmarks/fit_roofline_aic.py prints train and held-out",
+        "# errors.",
         "# Lookup for a deployment run by <engine> (vllm, sglang, trtllm; never vidur):",
         "# defaults, engines.<engine>.defaults, families.<family>,",
         "# engines.<engine>.families.<family>, skus.<id>, engines.<engine>.skus.<id>.",

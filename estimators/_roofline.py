@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, fields, replace
 from importlib import resources
 from typing import Any
@@ -150,6 +150,10 @@ class RooflineConstants:
     matmul_fp8_m_half: float = 0.0
     matmul_fp8_mem_eff: float = 0.0
     matmul_fp8_overhead_us: float = 0.0
+    # weight-only GEMMs of 4-bit weights in 16-bit math (MXFP4 experts on GPUs without FP4
+    # tensor cores): weight elements the kernel unpacks and scales per second, in 1e12, a
+    # third bound beside compute and the weight read; 0: not bounded
+    matmul_dequant_tera_per_s: float = 0.0
     # memory-bound elementwise kernels: fraction of HBM bandwidth each reaches
     elementwise_norm_mem_eff: float = 0.35
     elementwise_rope_mem_eff: float = 0.45
@@ -329,6 +333,8 @@ class _Coeffs:
     # the 16-bit GEMM constants for ``matmul16`` ops (16-bit weights a low-precision
     # checkpoint keeps: estimators/_weight_precision.py); None: as ``matmul``
     math16: _Coeffs | None = None
+    # seconds per weight element a weight-only kernel dequantizes (0: not bounded)
+    sec_per_weight_elem: float = 0.0
 
 
 def _coeffs(
@@ -394,6 +400,27 @@ def _token_op_time(op: TokenOp, m: Any, k: _Coeffs) -> Any:
     else:
         t = mem
     return (t + k.overhead[kind]) * op.count
+
+
+def grouped_gemm_part(
+    rows: float, groups: float, shapes: Iterable[tuple[str, int, int]], weight_bytes: float,
+    k: _Coeffs,
+) -> tuple[float, float, float]:  # fmt: skip
+    """(seconds, flops, bytes) of grouped GEMMs (an MoE layer's experts) of `rows` token
+    rows over `groups` weight matrices of each (name, n, k) shape: a GEMM is bound by its
+    compute (each group's tile floor, m_half rows, included), its weight and activation
+    reads, or, for weight-only kernels, the unpacking of its weights
+    (`_Coeffs.sec_per_weight_elem`)."""
+    t = fl = by = 0.0
+    for _, n, kdim in shapes:
+        flops = 2.0 * n * kdim
+        nbytes = groups * n * kdim * weight_bytes + rows * (n + kdim) * _ACT_BYTES
+        comp = flops * (rows + groups * k.m_half) * k.sec_per_flop
+        unpack = groups * n * kdim * k.sec_per_weight_elem
+        t += max(comp, nbytes * k.sec_per_byte["matmul"], unpack) + k.overhead["matmul"]
+        fl += flops * rows
+        by += nbytes
+    return t, fl, by
 
 
 def _ring_allreduce(nbytes: Any, n: int, link_bw: float, eff: float, latency: float) -> Any:
@@ -576,6 +603,10 @@ class RooflineEstimator:
                                   fp4=expert_math is Precision.FP4),
                 self.hbm_bw, fp8=expert_math.low, fp8_quant_fused=fused,
             )  # fmt: skip
+        if self.weights.experts.four_bit and not expert_math.low and c.matmul_dequant_tera_per_s:
+            self._k_experts = replace(
+                self._k_experts, sec_per_weight_elem=1e-12 / c.matmul_dequant_tera_per_s
+            )
 
         # ---- per-GPU shapes
         h = model.hidden_size
@@ -804,17 +835,9 @@ class RooflineEstimator:
         moe = self._moe
         k = self._k_experts
         rows = moe.rows(moe_m)
-        groups = moe.touched(moe_m)
         w = self.model.matmul_weight_bytes(self.weights.experts)
         a = _ACT_BYTES
-        t = fl = by = 0.0
-        for _, n, kdim in moe.gemm_shapes():
-            flops = 2.0 * n * kdim
-            nbytes = groups * n * kdim * w + rows * (n + kdim) * a
-            comp = flops * (rows + groups * k.m_half) * k.sec_per_flop
-            t += max(comp, nbytes * k.sec_per_byte["matmul"]) + k.overhead["matmul"]
-            fl += flops * rows
-            by += nbytes
+        t, fl, by = grouped_gemm_part(rows, moe.touched(moe_m), moe.gemm_shapes(), w, k)
         act = rows * 3 * moe.width * a
         t += act * k.sec_per_byte["act"] + k.overhead["act"]
         measured = self._measured_experts

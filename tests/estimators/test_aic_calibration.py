@@ -86,6 +86,34 @@ def test_the_matmul_fit_recovers_known_constants():
         assert getattr(fitted, name) == pytest.approx(getattr(truth, name), rel=0.05), name
 
 
+def test_the_dequantization_rate_fit_recovers_a_known_rate():
+    """Weight-only MoE rows timed by the roofline with a known rate (3 tera-elements a
+    second): the fit gives it back; the installed tables' fit lands near the kernels'
+    measured element rate (gpt-oss's 128 experts at 32 tokens, H200, about 3-5e12/s)."""
+    from estimators._aic_calibration import (
+        WeightOnlyMoeRows,
+        fit_dequant_rate,
+        weight_only_moe_seconds,
+    )
+    from estimators._roofline import load_roofline_constants
+    from sku_catalog import load_catalog
+
+    sku = load_catalog().get("h200")
+    c = load_roofline_constants(sku, "vllm")
+    tokens = np.tile(2.0 ** np.arange(0, 14), 2)
+    n = len(tokens)
+    rows = WeightOnlyMoeRows(
+        tokens, np.full(n, 2880.0), np.repeat([2880.0, 1440.0], n // 2), np.full(n, 4.0),
+        np.full(n, 128.0), np.ones(n), np.zeros(n),
+    )  # fmt: skip
+    rows.seconds = weight_only_moe_seconds(
+        rows, c.with_values({"matmul_dequant_tera_per_s": 3.0}), sku
+    )
+    fitted = fit_dequant_rate(rows, c.with_values({"matmul_dequant_tera_per_s": 0.0}), sku)
+    assert fitted.matmul_dequant_tera_per_s == pytest.approx(3.0, rel=0.01)
+    assert 2.0 < c.matmul_dequant_tera_per_s < 6.0
+
+
 def test_leaving_out_a_model_removes_exactly_its_shapes():
     from estimators import load_model
     from estimators._aic_calibration import load_tables, model_shapes, without_model_shapes

@@ -93,6 +93,29 @@ def test_mxfp4_experts_run_weight_only_on_hopper(gpt_oss, h100):
     assert t4 == pytest.approx(t16, rel=1e-9)
 
 
+def test_weight_only_experts_are_bounded_by_the_unpacking_of_their_weights(gpt_oss, h100, b200):
+    """With an engine's fitted dequantization rate, 4-bit experts in 16-bit math (Hopper)
+    take at least their weight elements / that rate; 16-bit experts and Blackwell's W4A8
+    experts do not pay it."""
+    from estimators import load_engine
+    from estimators._roofline import load_roofline_constants
+
+    rate = load_roofline_constants(h100, "vllm").matmul_dequant_tera_per_s
+    assert 1.0 < rate < 10.0  # fitted to vLLM's H100 w4a16_mxfp4 MoE table
+    vllm = load_engine("vllm")
+    est = RooflineEstimator(gpt_oss, h100, engine=vllm)
+    touched = est._moe.touched(32.0)
+    elements = touched * (2 * 2880 * 2880 + 2880 * 2880)  # gate-up and down of each expert
+    t, _, _ = est._routed_experts(32.0)
+    assert t >= elements / (rate * 1e12)
+    assert t == pytest.approx(elements / (rate * 1e12), rel=0.1)  # the bound decides
+    est._k_experts = replace(est._k_experts, sec_per_weight_elem=0.0)  # the bound removed
+    assert est._routed_experts(32.0)[0] < 0.7 * t
+    bf16 = RooflineEstimator(with_expert_precision(gpt_oss, Precision.BF16), h100, engine=vllm)
+    assert bf16._k_experts.sec_per_weight_elem == 0.0
+    assert RooflineEstimator(gpt_oss, b200, engine=vllm)._k_experts.sec_per_weight_elem == 0.0
+
+
 def test_mxfp4_experts_compute_with_8_bit_activations_on_blackwell(gpt_oss, b200):
     assert gemm_math(b200, Precision.MXFP4) is Precision.FP8
     est = RooflineEstimator(gpt_oss, b200)
