@@ -52,7 +52,7 @@ from estimators._calibration import _log_sq, fit_group
 from estimators._curves import gemm_curve, monotone
 from estimators._engines import AllReduceCost, AllToAllCost, load_engine
 from estimators._models import builtin_model_names, load_model
-from estimators._moe import all_to_all_seconds, dispatch_ranks
+from estimators._moe import MoeShape, all_to_all_seconds, dispatch_ranks
 from estimators._roofline import (
     _ACT_BYTES,
     AttentionRows,
@@ -62,8 +62,8 @@ from estimators._roofline import (
     _token_op_time,
     attention_seconds,
     fastest_allreduce,
-    grouped_gemm_part,
     load_roofline_constants,
+    routed_experts_part,
 )
 from estimators._types import MXFP4_BLOCK, ModelArchitecture, Precision
 from estimators._weight_precision import gemm_math
@@ -127,7 +127,7 @@ ATTENTION = (
 GEMM_DTYPES = {"bfloat16": False, "fp8": True}  # table dtype -> FP8 constants
 # MoE rows of MXFP4 weights in 16-bit math: matmul_dequant_tera_per_s
 WEIGHT_ONLY_MOE_DTYPE = "w4a16_mxfp4"
-HOLD_MOE_EVERY = 3  # every 3rd (MoE shape, TP, EP) is held out
+HOLD_MOE_EVERY = 3  # every 3rd (MoE shape, MoE TP) is held out
 
 
 # --------------------------------------------------------------------------- tables
@@ -169,14 +169,14 @@ class AttnRows:
 @dataclass(slots=True)
 class WeightOnlyMoeRows:
     """Measured routed experts of MXFP4 weights in 16-bit math (``w4a16_mxfp4``, balanced
-    routing), one row per (shape, tokens): the rows the dequantization rate is fitted to."""
+    routing, no EP), one row per (shape, tokens): the rows the dequantization rate is
+    fitted to."""
 
     tokens: np.ndarray
     hidden: np.ndarray
     inter: np.ndarray  # expert intermediate size / MoE TP
     top_k: np.ndarray
-    local_experts: np.ndarray  # experts / EP
-    ep: np.ndarray
+    experts: np.ndarray
     seconds: np.ndarray
 
     def take(self, keep: np.ndarray) -> WeightOnlyMoeRows:
@@ -362,7 +362,7 @@ def _weight_only_moe_rows(
     if df.empty:
         return None
     labels.append(ref.label)
-    keys = ["hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size", "moe_ep_size"]
+    keys = ["hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size"]
     best = df.groupby([*keys, "num_tokens"], sort=True)["seconds"].min().reset_index()
     best["seconds"] = best.groupby(keys, sort=False)["seconds"].transform(
         lambda t: monotone(t.to_numpy())
@@ -371,8 +371,7 @@ def _weight_only_moe_rows(
     return WeightOnlyMoeRows(
         tokens=col["num_tokens"], hidden=col["hidden_size"],
         inter=col["inter_size"] / col["moe_tp_size"], top_k=col["topk"],
-        local_experts=col["num_experts"] / col["moe_ep_size"], ep=col["moe_ep_size"],
-        seconds=col["seconds"],
+        experts=col["num_experts"], seconds=col["seconds"],
     )  # fmt: skip
 
 
@@ -446,11 +445,10 @@ def gemm_seconds(g: GemmRows, c: RooflineConstants, sku: GpuSku, fp8: bool) -> n
 
 
 def weight_only_moe_seconds(r: WeightOnlyMoeRows, c: RooflineConstants, sku: GpuSku) -> np.ndarray:
-    """The roofline's seconds for each measured weight-only MoE row: its grouped GEMMs
-    (`grouped_gemm_part`, 16-bit math, MXFP4 weights with their scales, the constants'
-    dequantization bound where they have one) and the activation between them, under
-    the tables' balanced routing (every expert of the rank gets rows once there are as
-    many rows as experts)."""
+    """The roofline's seconds for each measured weight-only MoE row: its experts
+    (`routed_experts_part`, 16-bit math, MXFP4 weights with their scales, the constants'
+    dequantization bound where they have one) under the tables' balanced routing (every
+    expert gets rows once there are as many rows as experts)."""
     rate = c.matmul_dequant_tera_per_s
     k = replace(
         _coeffs(c, sku.peak_flops(fp8=False), sku.memory_bandwidth_bytes),
@@ -459,19 +457,17 @@ def weight_only_moe_seconds(r: WeightOnlyMoeRows, c: RooflineConstants, sku: Gpu
     w = Precision.MXFP4.bytes + 1.0 / MXFP4_BLOCK
     out = np.empty(len(r.seconds))
     for i in range(len(out)):
-        rows = r.tokens[i] * r.top_k[i] / r.ep[i]
-        width = int(r.inter[i])
-        shapes = (("up", 2 * width, int(r.hidden[i])), ("down", int(r.hidden[i]), width))
-        t = grouped_gemm_part(rows, min(r.local_experts[i], rows), shapes, w, k)[0]
-        act = rows * 3 * width * _ACT_BYTES
-        out[i] = t + act * k.sec_per_byte["act"] + k.overhead["act"]
+        experts, top_k = int(r.experts[i]), int(r.top_k[i])
+        moe = MoeShape(experts, top_k, int(r.hidden[i]), experts, int(r.inter[i]), True, 1)
+        rows = moe.rows(r.tokens[i])
+        out[i] = routed_experts_part(moe, rows, min(experts, rows), w, k)[0]
     return out
 
 
 def _held_out_weight_only_moe(r: WeightOnlyMoeRows) -> np.ndarray:
-    """Mask of the rows of every HOLD_MOE_EVERY-th (shape, TP, EP)."""
+    """Mask of the rows of every HOLD_MOE_EVERY-th (shape, MoE TP)."""
     keys = list(zip(r.hidden.tolist(), r.inter.tolist(), r.top_k.tolist(),
-                    r.local_experts.tolist(), r.ep.tolist(), strict=True))  # fmt: skip
+                    r.experts.tolist(), strict=True))  # fmt: skip
     shapes = sorted(set(keys))
     held = {s for i, s in enumerate(shapes) if i % HOLD_MOE_EVERY == HOLD_MOE_EVERY - 1}
     return np.array([s in held for s in keys])
@@ -616,8 +612,9 @@ def fit_matmul(
     def f(x: np.ndarray) -> float:
         return loss(constants(x))
 
-    x0 = np.minimum(np.log([max(getattr(c, n), 1e-6) for n in names]), np.log(0.99))
-    x0 = np.where(np.isinf(upper), np.log([max(getattr(c, n), 1e-6) for n in names]), x0)
+    # from `c`, the bounded constants just inside their bound
+    x0 = np.log([max(getattr(c, n), 1e-6) for n in names])
+    x0 = np.where(np.isinf(upper), x0, np.minimum(x0, np.log(0.99)))
     starts = [x0]
     half = [i for i, n in enumerate(names) if n.endswith("m_half")]
     for m_half in MATMUL_M_HALF_STARTS:

@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, fields, replace
 from importlib import resources
 from typing import Any
@@ -402,17 +402,16 @@ def _token_op_time(op: TokenOp, m: Any, k: _Coeffs) -> Any:
     return (t + k.overhead[kind]) * op.count
 
 
-def grouped_gemm_part(
-    rows: float, groups: float, shapes: Iterable[tuple[str, int, int]], weight_bytes: float,
-    k: _Coeffs,
-) -> tuple[float, float, float]:  # fmt: skip
-    """(seconds, flops, bytes) of grouped GEMMs (an MoE layer's experts) of `rows` token
-    rows over `groups` weight matrices of each (name, n, k) shape: a GEMM is bound by its
-    compute (each group's tile floor, m_half rows, included), its weight and activation
-    reads, or, for weight-only kernels, the unpacking of its weights
-    (`_Coeffs.sec_per_weight_elem`)."""
+def routed_experts_part(
+    moe: MoeShape, rows: float, groups: float, weight_bytes: float, k: _Coeffs
+) -> tuple[float, float, float]:
+    """(seconds, flops, bytes) of an MoE layer's routed experts on one GPU: its grouped
+    GEMMs (`moe.gemm_shapes`) of `rows` token rows over `groups` experts, and the
+    activation between them.  A GEMM is bound by its compute (each group's tile floor,
+    m_half rows, included), its weight and activation reads, or, for weight-only kernels,
+    the unpacking of its weights (`_Coeffs.sec_per_weight_elem`)."""
     t = fl = by = 0.0
-    for _, n, kdim in shapes:
+    for _, n, kdim in moe.gemm_shapes():
         flops = 2.0 * n * kdim
         nbytes = groups * n * kdim * weight_bytes + rows * (n + kdim) * _ACT_BYTES
         comp = flops * (rows + groups * k.m_half) * k.sec_per_flop
@@ -420,7 +419,9 @@ def grouped_gemm_part(
         t += max(comp, nbytes * k.sec_per_byte["matmul"], unpack) + k.overhead["matmul"]
         fl += flops * rows
         by += nbytes
-    return t, fl, by
+    act = rows * 3 * moe.width * _ACT_BYTES
+    t += act * k.sec_per_byte["act"] + k.overhead["act"]
+    return t, fl, by + act
 
 
 def _ring_allreduce(nbytes: Any, n: int, link_bw: float, eff: float, latency: float) -> Any:
@@ -833,17 +834,14 @@ class RooflineEstimator:
         their activation) on the busiest GPU for `moe_m` tokens; the time from a measured
         table instead where one is attached (`use_measured_experts`)."""
         moe = self._moe
-        k = self._k_experts
-        rows = moe.rows(moe_m)
         w = self.model.matmul_weight_bytes(self.weights.experts)
-        a = _ACT_BYTES
-        t, fl, by = grouped_gemm_part(rows, moe.touched(moe_m), moe.gemm_shapes(), w, k)
-        act = rows * 3 * moe.width * a
-        t += act * k.sec_per_byte["act"] + k.overhead["act"]
+        t, fl, by = routed_experts_part(
+            moe, moe.rows(moe_m), moe.touched(moe_m), w, self._k_experts
+        )
         measured = self._measured_experts
         if measured is not None and moe_m > measured[1]:
             t = measured[0](moe_m)
-        return t, fl, by + act
+        return t, fl, by
 
     def use_measured_experts(self, curve: Any, above_tokens: float, label: str) -> None:
         """Time the routed experts of iterations of more than `above_tokens` tokens (over

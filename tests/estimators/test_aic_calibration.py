@@ -104,7 +104,7 @@ def test_the_dequantization_rate_fit_recovers_a_known_rate():
     n = len(tokens)
     rows = WeightOnlyMoeRows(
         tokens, np.full(n, 2880.0), np.repeat([2880.0, 1440.0], n // 2), np.full(n, 4.0),
-        np.full(n, 128.0), np.ones(n), np.zeros(n),
+        np.full(n, 128.0), np.zeros(n),
     )  # fmt: skip
     rows.seconds = weight_only_moe_seconds(
         rows, c.with_values({"matmul_dequant_tera_per_s": 3.0}), sku
