@@ -37,10 +37,11 @@ from estimators._aic_calibration import (  # noqa: E402
     FIT_ENGINES,
     all_to_all_line_seconds,
     all_to_all_table,
+    family_lines,
+    fit_all_to_all,
     fit_all_to_all_line,
     mean_all_to_all,
 )
-from estimators._engines import AllToAllCost  # noqa: E402
 from sku_catalog import load_catalog  # noqa: E402
 
 
@@ -52,7 +53,6 @@ def main() -> int:
         return 2
     catalog = load_catalog()
     print("held-out median |log error| (odd log2 tokens per rank; fitted on the even ones)")
-    fits: dict[str, dict[str, list[AllToAllCost]]] = {}
     for engine in FIT_ENGINES:
         for sku_id in A2A_SKUS:
             sku = catalog.get(sku_id)
@@ -69,15 +69,10 @@ def main() -> int:
                 f"  {engine:7s} {sku_id:9s} {float(np.median(err)):.3f}  "
                 f"(p90 {float(np.percentile(err, 90)):.3f}, {len(rows.tokens)} sizes)"
             )
-            family = (sku.architecture or "").lower()
-            fits.setdefault(engine, {}).setdefault(family, []).append(
-                fit_all_to_all_line(rows, link)
-            )
     print("\nengines.yaml all_to_all entries (fitted on every row):")
-    for engine, families in fits.items():
+    for engine, families in family_lines(A2A_SKUS, fit_all_to_all, mean_all_to_all).items():
         print(f"  {engine}:")
-        for family, costs in sorted(families.items()):
-            c = mean_all_to_all(costs)
+        for family, c in sorted(families.items()):
             print(f"    {family}: {{latency_us: {c.latency_us:.3g}, bw_eff: {c.bw_eff:.3g}}}")
     return 0
 

@@ -36,6 +36,8 @@ from estimators._aic_calibration import (  # noqa: E402
     FIT_ENGINES,
     allreduce_seconds,
     allreduce_table,
+    family_lines,
+    fit_allreduce,
     fit_allreduce_lines,
     mean_allreduce,
 )
@@ -63,7 +65,6 @@ def main() -> int:
         return 2
     catalog = load_catalog()
     print("held-out median |log error| (odd log2 sizes; fitted on the even ones): all / >= 8 MiB")
-    entries: dict[str, dict[str, list]] = {}
     for engine in FIT_ENGINES:
         for sku_id in SKUS:
             sku = catalog.get(sku_id)
@@ -78,15 +79,10 @@ def main() -> int:
                 f"  {engine:7s} {sku_id:9s} one line {one[0]:.3f} / {one[1]:.3f}   "
                 f"two lines {two[0]:.3f} / {two[1]:.3f}   ({len(table[0])} messages)"
             )
-            family = (sku.architecture or "").lower()
-            entries.setdefault(engine, {}).setdefault(family, []).append(
-                fit_allreduce_lines(*table, link)
-            )
     print("\nengines.yaml allreduce entries (fitted on every message):")
-    for engine, families in entries.items():
+    for engine, families in family_lines(SKUS, fit_allreduce, mean_allreduce).items():
         print(f"  {engine}:")
-        for family, costs in sorted(families.items()):
-            c = mean_allreduce(costs)
+        for family, c in sorted(families.items()):
             lat, eff = c.large  # type: ignore[misc]
             print(
                 f"    {family}: {{latency_us: {c.latency_us:.3g}, bw_eff: {c.bw_eff:.3g}, "

@@ -42,6 +42,7 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -82,6 +83,7 @@ __all__ = [
     "allreduce_seconds",
     "allreduce_table",
     "engine_layer",
+    "family_lines",
     "fit_all",
     "fit_all_to_all",
     "fit_all_to_all_line",
@@ -982,6 +984,29 @@ def mean_all_to_all(costs: Sequence[AllToAllCost]) -> AllToAllCost:
     return AllToAllCost(
         float(np.mean([c.latency_us for c in costs])), float(np.mean([c.bw_eff for c in costs]))
     )
+
+
+def family_lines(
+    skus: Iterable[str],
+    fit: Callable[[GpuSku, str], Any],
+    mean: Callable[[Sequence[Any]], Any],
+) -> dict[str, dict[str, Any]]:
+    """``{engine: {family: line}}`` for every engine of FIT_ENGINES: `fit` (`fit_allreduce`,
+    `fit_all_to_all`) of each GPU of `skus` that has a table, and `mean` of those of a
+    family (engines.yaml's entry for it); engines and families without a table are left
+    out."""
+    catalog = load_catalog()
+    out: dict[str, dict[str, Any]] = {}
+    for engine in FIT_ENGINES:
+        by_family: dict[str, list[Any]] = {}
+        for sku_id in skus:
+            sku = catalog.get(sku_id)
+            line = fit(sku, engine)
+            if line is not None:
+                by_family.setdefault((sku.architecture or "").lower(), []).append(line)
+        if by_family:
+            out[engine] = {family: mean(lines) for family, lines in by_family.items()}
+    return out
 
 
 def write_engine_layer(path: Path, fits: Sequence[FitResult], command: str) -> None:

@@ -79,6 +79,7 @@ def gpu_fold(sku_id: str) -> HoldOutFold:
         A2A_SKUS,
         FIT_ENGINES,
         FIT_SKUS,
+        family_lines,
         fit_all,
         fit_all_to_all,
         fit_allreduce,
@@ -102,11 +103,8 @@ def gpu_fold(sku_id: str) -> HoldOutFold:
         """The other GPUs of the family among `skus`, and each engine's line of that
         family refitted to their tables (None: no table left)."""
         kin = [s for s in skus if s != sku_id and family_of(s) == family]
-        lines = {}
-        for engine in FIT_ENGINES:
-            got = [r for r in (fit(catalog.get(s), engine) for s in kin) if r]
-            lines[engine] = {family: mean(got) if got else None}
-        return kin, lines
+        lines = family_lines(kin, fit, mean)
+        return kin, {e: {family: lines.get(e, {}).get(family)} for e in FIT_ENGINES}
 
     others, allreduce = refit(FIT_SKUS, fit_allreduce, mean_allreduce)
     kin, all_to_all = refit(A2A_SKUS, fit_all_to_all, mean_all_to_all)
