@@ -31,6 +31,7 @@ from search._limits import NumRequests, Replicas
 from search._op_tables_input import check_op_tables
 from search._speculative_input import SpeculativeSpec
 from simulator import (
+    DECODE_ROUTERS,
     DecodeSpec,
     Deployment,
     GlobalSchedulerKind,
@@ -58,7 +59,7 @@ class DecodePoolSpec(BaseModel):
     dp: PositiveInt = 1  # attention data parallelism of a decode replica (mixture of experts)
     ep: PositiveInt = 1  # expert parallelism of a decode replica (divides dp x tp)
     # which decode replica takes each request (simulator.DecodeSpec.router)
-    router: Literal["lor", "round_robin", "random"] = "lor"
+    router: Literal[DECODE_ROUTERS] = "lor"
 
 
 class SimulateSpec(BaseModel):

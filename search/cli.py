@@ -474,7 +474,7 @@ def _choice(enum_values: list[str]) -> click.Choice:
 )
 @click.option(
     "--decode-router",
-    type=_choice(["lor", "round_robin", "random"]),
+    type=_choice(["lor", "round_robin", "random"]),  # simulator.DECODE_ROUTERS
     default=None,
     help="Which decode replica takes each request: lor (the fewest outstanding requests), "
     "round_robin (each in turn whatever its load, as NVIDIA Dynamo's frontend routes by "

@@ -20,6 +20,7 @@ from simulator._config import (
     SchedulerKind,
 )
 from simulator._deployment import (
+    DECODE_ROUTERS,
     DecodePoolError,
     DecodeSpec,
     Deployment,
@@ -54,6 +55,7 @@ def simulate(*args, **kwargs) -> SimulationResult:
 
 
 __all__ = [
+    "DECODE_ROUTERS",
     "DEFAULT_CHUNK_SIZE",
     "EARLY_STOP_METRICS",
     "ClusterConfig",

@@ -53,6 +53,18 @@ class KvLink(StrEnum):
     NETWORK = "network"  # between nodes: the slower of the two nodes' network per GPU
 
 
+# the routers a decode pool takes (`DecodeSpec.router`), as the CLI and spec spell them:
+# cache-aware routing chooses by the prompt's cached prefix, which only a prefill pool keeps
+DECODE_ROUTERS = tuple(
+    k.value
+    for k in (
+        GlobalSchedulerKind.LEAST_OUTSTANDING,
+        GlobalSchedulerKind.ROUND_ROBIN,
+        GlobalSchedulerKind.RANDOM,
+    )
+)
+
+
 @dataclass(frozen=True, slots=True)
 class DecodeSpec:
     """The decode pool of a disaggregated deployment: `num_replicas` replicas of `dp` x `tp`

@@ -96,3 +96,13 @@ def test_a_bad_decode_router_exits_2_naming_the_choices(tmp_path):
     result = CliRunner().invoke(cli, ["simulate", "--config", str(config)])
     assert result.exit_code == 2 and "decode.router" in result.output
     assert "fastest" in result.output
+
+
+def test_the_cli_offers_exactly_the_decode_routers_the_simulator_takes():
+    """The CLI spells its --decode-router choices out (it imports no simulator to start);
+    they are simulator.DECODE_ROUTERS, which the search spec's decode.router takes too."""
+    from simulator import DECODE_ROUTERS
+
+    option = next(p for p in cli.commands["simulate"].params if p.name == "decode_router")
+    assert tuple(option.type.choices) == DECODE_ROUTERS
+    assert "cache_aware" not in DECODE_ROUTERS
