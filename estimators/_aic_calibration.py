@@ -20,8 +20,9 @@ The fit reuses `estimators._calibration`'s machinery (Nelder-Mead over the log o
 group's constants, mean squared log error); the matmul groups are fitted with their
 efficiencies bounded by 1, from several starts (`fit_matmul`).  Where the engine's MoE
 table measures MXFP4 experts in 16-bit math (``w4a16_mxfp4``: GPUs without FP4 tensor
-cores), the rate at which such kernels unpack weights is fitted to those rows on the
-fitted 16-bit constants (`fit_dequant_rate`).  Every 5th (n, k) GEMM shape, every 4th
+cores), the rate at which such kernels unpack weights, and the M tile whose every copy
+unpacks them again, are fitted to those rows on the fitted 16-bit constants
+(`fit_dequant_rate`).  Every 5th (n, k) GEMM shape, every 4th
 attention head shape and every 3rd MoE shape is held out of the fit and scored apart
 (``FitResult.errors``).
 `fit_all` fits every (GPU, engine) pair, optionally without one GPU's tables or without
@@ -105,7 +106,7 @@ MIN_DIM = 512  # GEMM n and k from which the table's shapes are a model's projec
 TP_DEGREES = (1, 2, 4, 8)
 HOLD_GEMM_EVERY = 5  # every 5th (n, k) shape is held out
 HOLD_ATTN_EVERY = 4  # every 4th per-GPU head shape is held out
-FIT_VERSION = "aic-roofline-4"  # part of every cache key: change it when the method changes
+FIT_VERSION = "aic-roofline-5"  # part of every cache key: change it when the method changes
 
 MATMUL = ("matmul_eff_max", "matmul_m_half", "matmul_mem_eff", "matmul_overhead_us")
 MATMUL_FP8 = (
@@ -129,6 +130,9 @@ ATTENTION = (
 GEMM_DTYPES = {"bfloat16": False, "fp8": True}  # table dtype -> FP8 constants
 # MoE rows of MXFP4 weights in 16-bit math: matmul_dequant_tera_per_s
 WEIGHT_ONLY_MOE_DTYPE = "w4a16_mxfp4"
+# the M tiles (rows) a weight-only kernel may dequantize its weights per: 0, once per weight
+# (`fit_dequant_rate` keeps the one whose fitted rate prices the rows best)
+DEQUANT_TILE_ROWS = (0, 16, 32, 64, 128, 256)
 HOLD_MOE_EVERY = 3  # every 3rd (MoE shape, MoE TP) is held out
 
 
@@ -455,6 +459,7 @@ def weight_only_moe_seconds(r: WeightOnlyMoeRows, c: RooflineConstants, sku: Gpu
     k = replace(
         _coeffs(c, sku.peak_flops(fp8=False), sku.memory_bandwidth_bytes),
         sec_per_weight_elem=1e-12 / rate if rate else 0.0,
+        dequant_tile_rows=c.matmul_dequant_tile_rows,
     )
     w = Precision.MXFP4.bytes + 1.0 / MXFP4_BLOCK
     out = np.empty(len(r.seconds))
@@ -476,16 +481,26 @@ def _held_out_weight_only_moe(r: WeightOnlyMoeRows) -> np.ndarray:
 
 
 def fit_dequant_rate(r: WeightOnlyMoeRows, c: RooflineConstants, sku: GpuSku) -> RooflineConstants:
-    """`c` with the weight-only dequantization rate (`matmul_dequant_tera_per_s`) that
-    best prices rows `r` (least squares on the log error), its other constants kept."""
+    """`c` with the weight-only dequantization rate (`matmul_dequant_tera_per_s`) and M
+    tile (`matmul_dequant_tile_rows`, one of DEQUANT_TILE_ROWS) that best price rows `r`
+    (least squares on the log error; the rate fitted at each tile), its other constants
+    kept."""
     from scipy.optimize import minimize_scalar
 
-    def loss(x: float) -> float:
-        cc = c.with_values({"matmul_dequant_tera_per_s": float(np.exp(x))})
-        return _log_sq(weight_only_moe_seconds(r, cc, sku), r.seconds)
+    best: tuple[float, RooflineConstants] | None = None
+    for tile in DEQUANT_TILE_ROWS:
+        at_tile = c.with_values({"matmul_dequant_tile_rows": float(tile)})
 
-    res = minimize_scalar(loss, bounds=(np.log(0.1), np.log(1000.0)), method="bounded")
-    return c.with_values({"matmul_dequant_tera_per_s": float(np.exp(res.x))})
+        def loss(x: float, cc: RooflineConstants = at_tile) -> float:
+            cc = cc.with_values({"matmul_dequant_tera_per_s": float(np.exp(x))})
+            return _log_sq(weight_only_moe_seconds(r, cc, sku), r.seconds)
+
+        res = minimize_scalar(loss, bounds=(np.log(0.1), np.log(1000.0)), method="bounded")
+        if best is None or res.fun < best[0]:
+            rate = float(np.exp(res.x))
+            best = (float(res.fun), at_tile.with_values({"matmul_dequant_tera_per_s": rate}))
+    assert best is not None
+    return best[1]
 
 
 def attn_seconds(a: AttnRows, c: RooflineConstants, sku: GpuSku) -> np.ndarray:
@@ -667,7 +682,7 @@ def fit_tables(t: SkuEngineTables, start: RooflineConstants) -> FitResult:
     moe = t.weight_only_moe
     if moe is not None and "matmul_m_half" in fitted:  # on the fitted 16-bit constants
         c = fit_dequant_rate(moe.take(~_held_out_weight_only_moe(moe)), c, sku)
-        fitted.append("matmul_dequant_tera_per_s")
+        fitted += ["matmul_dequant_tera_per_s", "matmul_dequant_tile_rows"]
     if att is not None:
         train = att[0]
         pf = train.is_prefill
@@ -776,6 +791,15 @@ def _geomean(values: list[float]) -> float:
     return float(np.exp(np.mean(np.log(values))))
 
 
+def _family_value(name: str, values: list[float]) -> float:
+    """The value a family (or an engine's defaults) takes from its GPUs' fitted `values`:
+    their geometric mean, or for a kernel's tile size, a choice among candidates, the
+    most common (the smallest of equally common ones)."""
+    if name == "matmul_dequant_tile_rows":
+        return min(values, key=lambda v: (-values.count(v), v))
+    return _geomean(values)
+
+
 def _nested(values: dict[str, float]) -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = {}
     for name in RooflineConstants.field_names():
@@ -801,7 +825,7 @@ def engine_layer(fits: Sequence[FitResult]) -> dict[str, dict]:
             names = [
                 n for n in RooflineConstants.field_names() if all(n in f.fitted for f in group)
             ]
-            return {n: _geomean([getattr(f.constants, n) for f in group]) for n in names}
+            return {n: _family_value(n, [getattr(f.constants, n) for f in group]) for n in names}
 
         layer[engine] = {
             "defaults": _nested(mean_of(mine)),
@@ -1042,7 +1066,9 @@ def write_engine_layer(path: Path, fits: Sequence[FitResult], command: str) -> N
         "# - on GPUs without FP4 tensor cores, the MoE table's MXFP4 experts in 16-bit math",
         "#   (w4a16_mxfp4, balanced routing, no EP; fastest kernel per shape and token count),",
         "#   on the fitted 16-bit constants -> matmul.dequant_tera_per_s (weight elements a",
-        "#   weight-only kernel unpacks per second; 1000 = the fit's bound, never binding);",
+        "#   weight-only kernel unpacks per second; 1000 = the fit's bound, never binding) and",
+        "#   matmul.dequant_tile_rows (the M tile each of whose tiles unpacks the weights",
+        "#   again, the best of 0 = once, 16, 32, 64, 128, 256; a family's: the most common);",
         "# - one layer's attention, the engine's main kernel, 16-bit KV, at the built-in models'",
         "#   per-GPU head shapes (TP 1-8), full attention: context rows (no cached prefix) and",
         "#   generation rows weighted equally -> attention.prefill_eff_max, prefill_query_pairs,",

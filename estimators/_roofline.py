@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, fields, replace
 from importlib import resources
@@ -154,6 +155,9 @@ class RooflineConstants:
     # tensor cores): weight elements the kernel unpacks and scales per second, in 1e12, a
     # third bound beside compute and the weight read; 0: not bounded
     matmul_dequant_tera_per_s: float = 0.0
+    # rows of the kernel's M tile: each tile of a group's rows unpacks the group's weights
+    # again (a CTA dequantizes the weight tile it multiplies); 0: once per weight
+    matmul_dequant_tile_rows: float = 0.0
     # memory-bound elementwise kernels: fraction of HBM bandwidth each reaches
     elementwise_norm_mem_eff: float = 0.35
     elementwise_rope_mem_eff: float = 0.45
@@ -333,8 +337,10 @@ class _Coeffs:
     # the 16-bit GEMM constants for ``matmul16`` ops (16-bit weights a low-precision
     # checkpoint keeps: estimators/_weight_precision.py); None: as ``matmul``
     math16: _Coeffs | None = None
-    # seconds per weight element a weight-only kernel dequantizes (0: not bounded)
+    # seconds per weight element a weight-only kernel dequantizes (0: not bounded), and
+    # the rows of its M tile, each of which dequantizes the weights again (0: once)
     sec_per_weight_elem: float = 0.0
+    dequant_tile_rows: float = 0.0
 
 
 def _coeffs(
@@ -409,13 +415,17 @@ def routed_experts_part(
     GEMMs (`moe.gemm_shapes`) of `rows` token rows over `groups` experts, and the
     activation between them.  A GEMM is bound by its compute (each group's tile floor,
     m_half rows, included), its weight and activation reads, or, for weight-only kernels,
-    the unpacking of its weights (`_Coeffs.sec_per_weight_elem`)."""
+    the unpacking of its weights (`_Coeffs.sec_per_weight_elem`), repeated for each M tile
+    of a group's rows (`_Coeffs.dequant_tile_rows`)."""
     t = fl = by = 0.0
+    unpacked = groups * k.sec_per_weight_elem  # seconds per weight element of one expert
+    if k.dequant_tile_rows and groups:
+        unpacked *= math.ceil(rows / groups / k.dequant_tile_rows - 1e-9)
     for _, n, kdim in moe.gemm_shapes():
         flops = 2.0 * n * kdim
         nbytes = groups * n * kdim * weight_bytes + rows * (n + kdim) * _ACT_BYTES
         comp = flops * (rows + groups * k.m_half) * k.sec_per_flop
-        unpack = groups * n * kdim * k.sec_per_weight_elem
+        unpack = n * kdim * unpacked
         t += max(comp, nbytes * k.sec_per_byte["matmul"], unpack) + k.overhead["matmul"]
         fl += flops * rows
         by += nbytes
@@ -606,7 +616,9 @@ class RooflineEstimator:
             )  # fmt: skip
         if self.weights.experts.four_bit and not expert_math.low and c.matmul_dequant_tera_per_s:
             self._k_experts = replace(
-                self._k_experts, sec_per_weight_elem=1e-12 / c.matmul_dequant_tera_per_s
+                self._k_experts,
+                sec_per_weight_elem=1e-12 / c.matmul_dequant_tera_per_s,
+                dequant_tile_rows=c.matmul_dequant_tile_rows,
             )
 
         # ---- per-GPU shapes

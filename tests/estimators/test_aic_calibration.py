@@ -86,10 +86,12 @@ def test_the_matmul_fit_recovers_known_constants():
         assert getattr(fitted, name) == pytest.approx(getattr(truth, name), rel=0.05), name
 
 
-def test_the_dequantization_rate_fit_recovers_a_known_rate():
+@pytest.mark.parametrize("tile", [0.0, 64.0])
+def test_the_dequantization_rate_fit_recovers_a_known_rate_and_tile(tile):
     """Weight-only MoE rows timed by the roofline with a known rate (3 tera-elements a
-    second): the fit gives it back; the installed tables' fit lands near the kernels'
-    measured element rate (gpt-oss's 128 experts at 32 tokens, H200, about 3-5e12/s)."""
+    second), the weights unpacked once or again per 64-row M tile: the fit gives both back;
+    the installed tables' fit lands near the kernels' measured element rate (gpt-oss's 128
+    experts at 32 tokens, H200, about 3-5e12/s)."""
     from estimators._aic_calibration import (
         WeightOnlyMoeRows,
         fit_dequant_rate,
@@ -106,11 +108,12 @@ def test_the_dequantization_rate_fit_recovers_a_known_rate():
         tokens, np.full(n, 2880.0), np.repeat([2880.0, 1440.0], n // 2), np.full(n, 4.0),
         np.full(n, 128.0), np.zeros(n),
     )  # fmt: skip
-    rows.seconds = weight_only_moe_seconds(
-        rows, c.with_values({"matmul_dequant_tera_per_s": 3.0}), sku
-    )
-    fitted = fit_dequant_rate(rows, c.with_values({"matmul_dequant_tera_per_s": 0.0}), sku)
+    truth = {"matmul_dequant_tera_per_s": 3.0, "matmul_dequant_tile_rows": tile}
+    rows.seconds = weight_only_moe_seconds(rows, c.with_values(truth), sku)
+    start = {"matmul_dequant_tera_per_s": 0.0, "matmul_dequant_tile_rows": 128.0}
+    fitted = fit_dequant_rate(rows, c.with_values(start), sku)
     assert fitted.matmul_dequant_tera_per_s == pytest.approx(3.0, rel=0.01)
+    assert fitted.matmul_dequant_tile_rows == tile
     assert 2.0 < c.matmul_dequant_tera_per_s < 6.0
 
 

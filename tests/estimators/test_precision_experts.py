@@ -116,6 +116,27 @@ def test_weight_only_experts_are_bounded_by_the_unpacking_of_their_weights(gpt_o
     assert RooflineEstimator(gpt_oss, b200, engine=vllm)._k_experts.sec_per_weight_elem == 0.0
 
 
+def test_weight_only_experts_unpack_their_weights_again_for_each_m_tile(gpt_oss, h100):
+    """With the fitted M tile (vLLM's H100 table: 64 rows), an expert whose rows fill k
+    tiles unpacks its weights k times: a long prefill's experts cost k x the elements /
+    rate where that bound decides, and a decode's (one tile) as before."""
+    from estimators import load_engine
+    from estimators._roofline import load_roofline_constants
+
+    c = load_roofline_constants(h100, "vllm")
+    assert c.matmul_dequant_tile_rows == 64.0
+    est = RooflineEstimator(gpt_oss, h100, engine=load_engine("vllm"))
+    once = RooflineEstimator(gpt_oss, h100, engine=load_engine("vllm"))
+    once._k_experts = replace(once._k_experts, dequant_tile_rows=0.0)
+    assert est._routed_experts(8.0)[0] == once._routed_experts(8.0)[0]  # one tile
+    tokens = 16384.0  # 65,536 rows over 128 experts: 512 rows, 8 tiles each
+    per_tile = 2880 * 2880 * 3 * 128 / (c.matmul_dequant_tera_per_s * 1e12)
+    t = est._routed_experts(tokens)[0]
+    assert t >= 8 * per_tile
+    assert t == pytest.approx(8 * per_tile, rel=0.1)  # the unpacking decides
+    assert once._routed_experts(tokens)[0] < 0.75 * t
+
+
 def test_mxfp4_experts_compute_with_8_bit_activations_on_blackwell(gpt_oss, b200):
     assert gemm_math(b200, Precision.MXFP4) is Precision.FP8
     est = RooflineEstimator(gpt_oss, b200)
