@@ -20,9 +20,9 @@ The fit reuses `estimators._calibration`'s machinery (Nelder-Mead over the log o
 group's constants, mean squared log error); the matmul groups are fitted with their
 efficiencies bounded by 1, from several starts (`fit_matmul`).  Where the engine's MoE
 table measures MXFP4 experts in 16-bit math (``w4a16_mxfp4``: GPUs without FP4 tensor
-cores), the rate at which such kernels unpack weights, and the M tile whose every copy
-unpacks them again, are fitted to those rows on the fitted 16-bit constants
-(`fit_dequant_rate`).  Every 5th (n, k) GEMM shape, every 4th
+cores), the rate at which such kernels unpack weights, the M tile whose every copy
+unpacks them again and the experts' fixed cost are fitted to those rows on the fitted
+16-bit constants (`fit_dequant_rate`).  Every 5th (n, k) GEMM shape, every 4th
 attention head shape and every 3rd MoE shape is held out of the fit and scored apart
 (``FitResult.errors``).
 `fit_all` fits every (GPU, engine) pair, optionally without one GPU's tables or without
@@ -106,7 +106,7 @@ MIN_DIM = 512  # GEMM n and k from which the table's shapes are a model's projec
 TP_DEGREES = (1, 2, 4, 8)
 HOLD_GEMM_EVERY = 5  # every 5th (n, k) shape is held out
 HOLD_ATTN_EVERY = 4  # every 4th per-GPU head shape is held out
-FIT_VERSION = "aic-roofline-5"  # part of every cache key: change it when the method changes
+FIT_VERSION = "aic-roofline-6"  # part of every cache key: change it when the method changes
 
 MATMUL = ("matmul_eff_max", "matmul_m_half", "matmul_mem_eff", "matmul_overhead_us")
 MATMUL_FP8 = (
@@ -133,6 +133,8 @@ WEIGHT_ONLY_MOE_DTYPE = "w4a16_mxfp4"
 # the M tiles (rows) a weight-only kernel may dequantize its weights per: 0, once per weight
 # (`fit_dequant_rate` keeps the one whose fitted rate prices the rows best)
 DEQUANT_TILE_ROWS = (0, 16, 32, 64, 128, 256)
+DEQUANT_TILE = "matmul_dequant_tile_rows"
+DEQUANT_RATE = "matmul_dequant_tera_per_s"
 HOLD_MOE_EVERY = 3  # every 3rd (MoE shape, MoE TP) is held out
 
 
@@ -460,6 +462,7 @@ def weight_only_moe_seconds(r: WeightOnlyMoeRows, c: RooflineConstants, sku: Gpu
         _coeffs(c, sku.peak_flops(fp8=False), sku.memory_bandwidth_bytes),
         sec_per_weight_elem=1e-12 / rate if rate else 0.0,
         dequant_tile_rows=c.matmul_dequant_tile_rows,
+        dequant_overhead=c.matmul_dequant_overhead_us * 1e-6,
     )
     w = Precision.MXFP4.bytes + 1.0 / MXFP4_BLOCK
     out = np.empty(len(r.seconds))
@@ -481,24 +484,28 @@ def _held_out_weight_only_moe(r: WeightOnlyMoeRows) -> np.ndarray:
 
 
 def fit_dequant_rate(r: WeightOnlyMoeRows, c: RooflineConstants, sku: GpuSku) -> RooflineConstants:
-    """`c` with the weight-only dequantization rate (`matmul_dequant_tera_per_s`) and M
-    tile (`matmul_dequant_tile_rows`, one of DEQUANT_TILE_ROWS) that best price rows `r`
-    (least squares on the log error; the rate fitted at each tile), its other constants
-    kept."""
-    from scipy.optimize import minimize_scalar
+    """`c` with the weight-only dequantization rate (`matmul_dequant_tera_per_s`), M tile
+    (`matmul_dequant_tile_rows`, one of DEQUANT_TILE_ROWS) and fixed cost
+    (`matmul_dequant_overhead_us`) that best price rows `r` (least squares on the log
+    error; rate and fixed cost fitted at each tile), its other constants kept."""
+    from scipy.optimize import minimize
 
+    names = ("matmul_dequant_tera_per_s", "matmul_dequant_overhead_us")
+    # log bounds: 0.1-1000 tera-elements/s, 0.01-1000 us
+    bounds = [(np.log(0.1), np.log(1000.0)), (np.log(0.01), np.log(1000.0))]
     best: tuple[float, RooflineConstants] | None = None
     for tile in DEQUANT_TILE_ROWS:
         at_tile = c.with_values({"matmul_dequant_tile_rows": float(tile)})
 
-        def loss(x: float, cc: RooflineConstants = at_tile) -> float:
-            cc = cc.with_values({"matmul_dequant_tera_per_s": float(np.exp(x))})
+        def loss(x: np.ndarray, cc: RooflineConstants = at_tile) -> float:
+            cc = cc.with_values(dict(zip(names, np.exp(x).tolist(), strict=True)))
             return _log_sq(weight_only_moe_seconds(r, cc, sku), r.seconds)
 
-        res = minimize_scalar(loss, bounds=(np.log(0.1), np.log(1000.0)), method="bounded")
+        res = minimize(loss, np.log([3.0, 10.0]), method="Nelder-Mead", bounds=bounds,
+                       options={"xatol": 1e-4, "fatol": 1e-10, "maxiter": 2000})  # fmt: skip
         if best is None or res.fun < best[0]:
-            rate = float(np.exp(res.x))
-            best = (float(res.fun), at_tile.with_values({"matmul_dequant_tera_per_s": rate}))
+            values = dict(zip(names, np.exp(res.x).tolist(), strict=True))
+            best = (float(res.fun), at_tile.with_values(values))
     assert best is not None
     return best[1]
 
@@ -682,7 +689,9 @@ def fit_tables(t: SkuEngineTables, start: RooflineConstants) -> FitResult:
     moe = t.weight_only_moe
     if moe is not None and "matmul_m_half" in fitted:  # on the fitted 16-bit constants
         c = fit_dequant_rate(moe.take(~_held_out_weight_only_moe(moe)), c, sku)
-        fitted += ["matmul_dequant_tera_per_s", "matmul_dequant_tile_rows"]
+        fitted += [
+            "matmul_dequant_tera_per_s", "matmul_dequant_tile_rows", "matmul_dequant_overhead_us"
+        ]
     if att is not None:
         train = att[0]
         pf = train.is_prefill
@@ -795,7 +804,7 @@ def _family_value(name: str, values: list[float]) -> float:
     """The value a family (or an engine's defaults) takes from its GPUs' fitted `values`:
     their geometric mean, or for a kernel's tile size, a choice among candidates, the
     most common (the smallest of equally common ones)."""
-    if name == "matmul_dequant_tile_rows":
+    if name == DEQUANT_TILE:
         return min(values, key=lambda v: (-values.count(v), v))
     return _geomean(values)
 
@@ -825,7 +834,16 @@ def engine_layer(fits: Sequence[FitResult]) -> dict[str, dict]:
             names = [
                 n for n in RooflineConstants.field_names() if all(n in f.fitted for f in group)
             ]
-            return {n: _family_value(n, [getattr(f.constants, n) for f in group]) for n in names}
+            values = {n: _family_value(n, [getattr(f.constants, n) for f in group]) for n in names}
+            tile = values.get(DEQUANT_TILE)
+            if tile is not None:  # the rate of the GPUs fitted at the tile chosen
+                rates = [
+                    getattr(f.constants, DEQUANT_RATE)
+                    for f in group
+                    if getattr(f.constants, DEQUANT_TILE) == tile
+                ]
+                values[DEQUANT_RATE] = _geomean(rates)
+            return values
 
         layer[engine] = {
             "defaults": _nested(mean_of(mine)),
@@ -1068,7 +1086,9 @@ def write_engine_layer(path: Path, fits: Sequence[FitResult], command: str) -> N
         "#   on the fitted 16-bit constants -> matmul.dequant_tera_per_s (weight elements a",
         "#   weight-only kernel unpacks per second; 1000 = the fit's bound, never binding) and",
         "#   matmul.dequant_tile_rows (the M tile each of whose tiles unpacks the weights",
-        "#   again, the best of 0 = once, 16, 32, 64, 128, 256; a family's: the most common);",
+        "#   again, the best of 0 = once, 16, 32, 64, 128, 256; a family's: the most common,",
+        "#   with the mean rate of the GPUs fitted at it)",
+        "#   and matmul.dequant_overhead_us (the experts' fixed cost beyond their GEMMs');",
         "# - one layer's attention, the engine's main kernel, 16-bit KV, at the built-in models'",
         "#   per-GPU head shapes (TP 1-8), full attention: context rows (no cached prefix) and",
         "#   generation rows weighted equally -> attention.prefill_eff_max, prefill_query_pairs,",

@@ -158,6 +158,9 @@ class RooflineConstants:
     # rows of the kernel's M tile: each tile of a group's rows unpacks the group's weights
     # again (a CTA dequantizes the weight tile it multiplies); 0: once per weight
     matmul_dequant_tile_rows: float = 0.0
+    # fixed cost of one MoE layer's weight-only routed experts beyond their GEMM kernels'
+    # own (routing, permutation and finalization kernels), microseconds
+    matmul_dequant_overhead_us: float = 0.0
     # memory-bound elementwise kernels: fraction of HBM bandwidth each reaches
     elementwise_norm_mem_eff: float = 0.35
     elementwise_rope_mem_eff: float = 0.45
@@ -341,6 +344,7 @@ class _Coeffs:
     # the rows of its M tile, each of which dequantizes the weights again (0: once)
     sec_per_weight_elem: float = 0.0
     dequant_tile_rows: float = 0.0
+    dequant_overhead: float = 0.0  # seconds a weight-only MoE layer's experts add
 
 
 def _coeffs(
@@ -416,8 +420,10 @@ def routed_experts_part(
     activation between them.  A GEMM is bound by its compute (each group's tile floor,
     m_half rows, included), its weight and activation reads, or, for weight-only kernels,
     the unpacking of its weights (`_Coeffs.sec_per_weight_elem`), repeated for each M tile
-    of a group's rows (`_Coeffs.dequant_tile_rows`)."""
-    t = fl = by = 0.0
+    of a group's rows (`_Coeffs.dequant_tile_rows`); weight-only experts also pay their
+    kernels' fixed cost (`_Coeffs.dequant_overhead`)."""
+    t = k.dequant_overhead
+    fl = by = 0.0
     unpacked = groups * k.sec_per_weight_elem  # seconds per weight element of one expert
     if k.dequant_tile_rows and groups:
         unpacked *= math.ceil(rows / groups / k.dequant_tile_rows - 1e-9)
@@ -619,6 +625,7 @@ class RooflineEstimator:
                 self._k_experts,
                 sec_per_weight_elem=1e-12 / c.matmul_dequant_tera_per_s,
                 dequant_tile_rows=c.matmul_dequant_tile_rows,
+                dequant_overhead=c.matmul_dequant_overhead_us * 1e-6,
             )
 
         # ---- per-GPU shapes

@@ -89,9 +89,9 @@ def test_the_matmul_fit_recovers_known_constants():
 @pytest.mark.parametrize("tile", [0.0, 64.0])
 def test_the_dequantization_rate_fit_recovers_a_known_rate_and_tile(tile):
     """Weight-only MoE rows timed by the roofline with a known rate (3 tera-elements a
-    second), the weights unpacked once or again per 64-row M tile: the fit gives both back;
-    the installed tables' fit lands near the kernels' measured element rate (gpt-oss's 128
-    experts at 32 tokens, H200, about 3-5e12/s)."""
+    second), the weights unpacked once or again per 64-row M tile, and a 40 us fixed cost:
+    the fit gives all three back; the installed tables' fit lands near the kernels' measured
+    element rate (gpt-oss's 128 experts at 32 tokens, H200, about 3-5e12/s)."""
     from estimators._aic_calibration import (
         WeightOnlyMoeRows,
         fit_dequant_rate,
@@ -108,12 +108,21 @@ def test_the_dequantization_rate_fit_recovers_a_known_rate_and_tile(tile):
         tokens, np.full(n, 2880.0), np.repeat([2880.0, 1440.0], n // 2), np.full(n, 4.0),
         np.full(n, 128.0), np.zeros(n),
     )  # fmt: skip
-    truth = {"matmul_dequant_tera_per_s": 3.0, "matmul_dequant_tile_rows": tile}
+    truth = {
+        "matmul_dequant_tera_per_s": 3.0,
+        "matmul_dequant_tile_rows": tile,
+        "matmul_dequant_overhead_us": 40.0,
+    }
     rows.seconds = weight_only_moe_seconds(rows, c.with_values(truth), sku)
-    start = {"matmul_dequant_tera_per_s": 0.0, "matmul_dequant_tile_rows": 128.0}
+    start = {
+        "matmul_dequant_tera_per_s": 0.0,
+        "matmul_dequant_tile_rows": 128.0,
+        "matmul_dequant_overhead_us": 0.0,
+    }
     fitted = fit_dequant_rate(rows, c.with_values(start), sku)
     assert fitted.matmul_dequant_tera_per_s == pytest.approx(3.0, rel=0.01)
     assert fitted.matmul_dequant_tile_rows == tile
+    assert fitted.matmul_dequant_overhead_us == pytest.approx(40.0, rel=0.02)
     assert 2.0 < c.matmul_dequant_tera_per_s < 6.0
 
 
