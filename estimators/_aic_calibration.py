@@ -66,6 +66,7 @@ from estimators._roofline import (
     fastest_allreduce,
     load_roofline_constants,
     routed_experts_part,
+    weight_only_coeffs,
 )
 from estimators._types import MXFP4_BLOCK, ModelArchitecture, Precision
 from estimators._weight_precision import gemm_math
@@ -128,13 +129,14 @@ ATTENTION = (
     "attention_overhead_us",
 )
 GEMM_DTYPES = {"bfloat16": False, "fp8": True}  # table dtype -> FP8 constants
-# MoE rows of MXFP4 weights in 16-bit math: matmul_dequant_tera_per_s
+# MoE rows of MXFP4 weights in 16-bit math: the weight-only constants (`fit_dequant_rate`)
 WEIGHT_ONLY_MOE_DTYPE = "w4a16_mxfp4"
 # the M tiles (rows) a weight-only kernel may dequantize its weights per: 0, once per weight
 # (`fit_dequant_rate` keeps the one whose fitted rate prices the rows best)
 DEQUANT_TILE_ROWS = (0, 16, 32, 64, 128, 256)
 DEQUANT_TILE = "matmul_dequant_tile_rows"
 DEQUANT_RATE = "matmul_dequant_tera_per_s"
+DEQUANT_OVERHEAD = "matmul_dequant_overhead_us"
 HOLD_MOE_EVERY = 3  # every 3rd (MoE shape, MoE TP) is held out
 
 
@@ -457,13 +459,7 @@ def weight_only_moe_seconds(r: WeightOnlyMoeRows, c: RooflineConstants, sku: Gpu
     (`routed_experts_part`, 16-bit math, MXFP4 weights with their scales, the constants'
     dequantization bound where they have one) under the tables' balanced routing (every
     expert gets rows once there are as many rows as experts)."""
-    rate = c.matmul_dequant_tera_per_s
-    k = replace(
-        _coeffs(c, sku.peak_flops(fp8=False), sku.memory_bandwidth_bytes),
-        sec_per_weight_elem=1e-12 / rate if rate else 0.0,
-        dequant_tile_rows=c.matmul_dequant_tile_rows,
-        dequant_overhead=c.matmul_dequant_overhead_us * 1e-6,
-    )
+    k = weight_only_coeffs(_coeffs(c, sku.peak_flops(fp8=False), sku.memory_bandwidth_bytes), c)
     w = Precision.MXFP4.bytes + 1.0 / MXFP4_BLOCK
     out = np.empty(len(r.seconds))
     for i in range(len(out)):
@@ -490,12 +486,12 @@ def fit_dequant_rate(r: WeightOnlyMoeRows, c: RooflineConstants, sku: GpuSku) ->
     error; rate and fixed cost fitted at each tile), its other constants kept."""
     from scipy.optimize import minimize
 
-    names = ("matmul_dequant_tera_per_s", "matmul_dequant_overhead_us")
+    names = (DEQUANT_RATE, DEQUANT_OVERHEAD)
     # log bounds: 0.1-1000 tera-elements/s, 0.01-1000 us
     bounds = [(np.log(0.1), np.log(1000.0)), (np.log(0.01), np.log(1000.0))]
     best: tuple[float, RooflineConstants] | None = None
     for tile in DEQUANT_TILE_ROWS:
-        at_tile = c.with_values({"matmul_dequant_tile_rows": float(tile)})
+        at_tile = c.with_values({DEQUANT_TILE: float(tile)})
 
         def loss(x: np.ndarray, cc: RooflineConstants = at_tile) -> float:
             cc = cc.with_values(dict(zip(names, np.exp(x).tolist(), strict=True)))
@@ -689,9 +685,7 @@ def fit_tables(t: SkuEngineTables, start: RooflineConstants) -> FitResult:
     moe = t.weight_only_moe
     if moe is not None and "matmul_m_half" in fitted:  # on the fitted 16-bit constants
         c = fit_dequant_rate(moe.take(~_held_out_weight_only_moe(moe)), c, sku)
-        fitted += [
-            "matmul_dequant_tera_per_s", "matmul_dequant_tile_rows", "matmul_dequant_overhead_us"
-        ]
+        fitted += [DEQUANT_RATE, DEQUANT_TILE, DEQUANT_OVERHEAD]
     if att is not None:
         train = att[0]
         pf = train.is_prefill

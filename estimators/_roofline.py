@@ -397,6 +397,18 @@ def _coeffs(
     )
 
 
+def weight_only_coeffs(k: _Coeffs, c: RooflineConstants) -> _Coeffs:
+    """`k` for weight-only kernels (4-bit weights in 16-bit math): with the constants'
+    unpacking rate (0: not bounded), M tile and the experts' fixed cost."""
+    rate = c.matmul_dequant_tera_per_s
+    return replace(
+        k,
+        sec_per_weight_elem=1e-12 / rate if rate else 0.0,
+        dequant_tile_rows=c.matmul_dequant_tile_rows,
+        dequant_overhead=c.matmul_dequant_overhead_us * 1e-6,
+    )
+
+
 def _token_op_time(op: TokenOp, m: Any, k: _Coeffs) -> Any:
     """Seconds of `op` for `m` tokens (a float, or a numpy array of token counts)."""
     kind = op.kind
@@ -424,7 +436,8 @@ def routed_experts_part(
     kernels' fixed cost (`_Coeffs.dequant_overhead`)."""
     t = k.dequant_overhead
     fl = by = 0.0
-    unpacked = groups * k.sec_per_weight_elem  # seconds per weight element of one expert
+    # seconds per element of one expert's weight matrix, over all groups and their M tiles
+    unpacked = groups * k.sec_per_weight_elem
     if k.dequant_tile_rows and groups:
         unpacked *= math.ceil(rows / groups / k.dequant_tile_rows - 1e-9)
     for _, n, kdim in moe.gemm_shapes():
@@ -621,12 +634,7 @@ class RooflineEstimator:
                 self.hbm_bw, fp8=expert_math.low, fp8_quant_fused=fused,
             )  # fmt: skip
         if self.weights.experts.four_bit and not expert_math.low and c.matmul_dequant_tera_per_s:
-            self._k_experts = replace(
-                self._k_experts,
-                sec_per_weight_elem=1e-12 / c.matmul_dequant_tera_per_s,
-                dequant_tile_rows=c.matmul_dequant_tile_rows,
-                dequant_overhead=c.matmul_dequant_overhead_us * 1e-6,
-            )
+            self._k_experts = weight_only_coeffs(self._k_experts, c)
 
         # ---- per-GPU shapes
         h = model.hidden_size
