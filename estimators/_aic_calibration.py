@@ -821,7 +821,7 @@ def engine_layer(fits: Sequence[FitResult]) -> dict[str, dict]:
         mine = [f for f in fits if f.engine == engine]
         by_family: dict[str, list[FitResult]] = {}
         for f in mine:
-            family = (catalog.get(f.sku_id).architecture or "").lower()
+            family = catalog.get(f.sku_id).family
             by_family.setdefault(family, []).append(f)
 
         def mean_of(group: list[FitResult]) -> dict[str, float]:
@@ -1039,7 +1039,7 @@ def family_lines(
             sku = catalog.get(sku_id)
             line = fit(sku, engine)
             if line is not None:
-                by_family.setdefault((sku.architecture or "").lower(), []).append(line)
+                by_family.setdefault(sku.family, []).append(line)
         if by_family:
             out[engine] = {family: mean(lines) for family, lines in by_family.items()}
     return out

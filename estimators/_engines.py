@@ -239,7 +239,7 @@ class EngineProfile:
     def limits(self, sku: GpuSku, tp: int = 1) -> EngineLimits:
         """The engine's default token budget, batch cap and CUDA-graph batch on `sku`."""
         mem_gib = sku.memory_bytes / GIB
-        family = (sku.architecture or "").lower()
+        family = sku.family
         for tier in self.limit_tiers:
             if mem_gib < float(tier.get("min_memory_gib", 0)):
                 continue

@@ -303,7 +303,7 @@ def _default_moe_kernel(est: RooflineEstimator) -> str:
     if profile is None:
         return ""
     expert = (est.model.expert_precision or est.precision).value
-    return profile.moe_kernels.get(expert, {}).get((est.sku.architecture or "").lower(), "")
+    return profile.moe_kernels.get(expert, {}).get(est.sku.family, "")
 
 
 def attach_eager_experts(est: RooflineEstimator, engine_version: str | None = None) -> str:

@@ -599,7 +599,7 @@ class RooflineEstimator:
         self.node = node
         self.engine = engine
         consts = constants or load_roofline_constants(sku, engine.name if engine else None)
-        family = (sku.architecture or "").lower()
+        family = sku.family
         ar_large = None
         if engine is not None and family in engine.allreduce:
             # the engine's own all-reduce (custom kernels), fitted to its measured tables

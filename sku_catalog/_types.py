@@ -54,6 +54,12 @@ class GpuSku:
     def default_node(self) -> NodeShape:
         return self.nodes[0]
 
+    @property
+    def family(self) -> str:
+        """The architecture in lower case ("" when unknown): the key of the per-family
+        entries of the engine profiles and the roofline constants."""
+        return (self.architecture or "").lower()
+
     def peak_flops(self, fp8: bool = False, fp4: bool = False) -> float:
         """Dense tensor-core peak in FLOP/s for the compute precision."""
         if fp4 and self.fp4_tflops is not None:

@@ -91,10 +91,7 @@ def gpu_fold(sku_id: str) -> HoldOutFold:
 
     catalog = load_catalog()
 
-    def family_of(sku: str) -> str:
-        return (catalog.get(sku).architecture or "").lower()
-
-    family = family_of(sku_id)
+    family = catalog.get(sku_id).family
     fits = fit_all(exclude_sku=sku_id)
 
     def refit(
@@ -102,7 +99,7 @@ def gpu_fold(sku_id: str) -> HoldOutFold:
     ) -> tuple[list[str], dict[str, Any]]:
         """The other GPUs of the family among `skus`, and each engine's line of that
         family refitted to their tables (None: no table left)."""
-        kin = [s for s in skus if s != sku_id and family_of(s) == family]
+        kin = [s for s in skus if s != sku_id and catalog.get(s).family == family]
         lines = family_lines(kin, fit, mean)
         return kin, {e: {family: lines.get(e, {}).get(family)} for e in FIT_ENGINES}
 
