@@ -32,23 +32,24 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from estimators import _aic_tables as aic  # noqa: E402
 from estimators._aic_calibration import (  # noqa: E402
     A2A_SKUS,
     FIT_ENGINES,
     all_to_all_line_seconds,
     all_to_all_table,
+    even_log2,
     family_lines,
     fit_all_to_all,
     fit_all_to_all_line,
     mean_all_to_all,
+    node_link,
 )
 from sku_catalog import load_catalog  # noqa: E402
 
 
 def main() -> int:
-    try:
-        import aiconfigurator_core  # noqa: F401
-    except ModuleNotFoundError:
+    if not aic.aic_available():
         print("needs aiconfigurator-core: pip install 'llmcap[aic]'", file=sys.stderr)
         return 2
     catalog = load_catalog()
@@ -60,8 +61,8 @@ def main() -> int:
             if rows is None:
                 print(f"  {engine:7s} {sku_id:9s} no table")
                 continue
-            link = sku.nodes[0].intra_node_bandwidth_gbps * 1e9
-            train = np.round(np.log2(rows.tokens)).astype(int) % 2 == 0
+            link = node_link(sku)
+            train = even_log2(rows.tokens)
             cost = fit_all_to_all_line(rows.take(train), link)
             test = rows.take(~train)
             err = np.abs(np.log(all_to_all_line_seconds(cost, test, link) / test.seconds))

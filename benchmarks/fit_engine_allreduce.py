@@ -32,14 +32,17 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from estimators import _aic_tables as aic  # noqa: E402
 from estimators._aic_calibration import (  # noqa: E402
     FIT_ENGINES,
     allreduce_seconds,
     allreduce_table,
+    even_log2,
     family_lines,
     fit_allreduce,
     fit_allreduce_lines,
     mean_allreduce,
+    node_link,
 )
 from sku_catalog import load_catalog  # noqa: E402
 
@@ -50,7 +53,7 @@ def _held_out_error(table, link: float, lines: int) -> tuple[float, float]:
     """Median |log error| on the odd-log2-size messages of a fit on the even ones: all, and
     messages of 8 MiB or more."""
     n, nbytes, seconds = table
-    train = np.round(np.log2(nbytes)).astype(int) % 2 == 0
+    train = even_log2(nbytes)
     cost = fit_allreduce_lines(n[train], nbytes[train], seconds[train], link, lines)
     test = ~train
     err = np.abs(np.log(allreduce_seconds(cost, n[test], nbytes[test], link) / seconds[test]))
@@ -58,9 +61,7 @@ def _held_out_error(table, link: float, lines: int) -> tuple[float, float]:
 
 
 def main() -> int:
-    try:
-        import aiconfigurator_core  # noqa: F401
-    except ModuleNotFoundError:
+    if not aic.aic_available():
         print("needs aiconfigurator-core: pip install 'llmcap[aic]'", file=sys.stderr)
         return 2
     catalog = load_catalog()
@@ -72,7 +73,7 @@ def main() -> int:
             if table is None:
                 print(f"  {engine:7s} {sku_id:9s} no table")
                 continue
-            link = sku.nodes[0].intra_node_bandwidth_gbps * 1e9
+            link = node_link(sku)
             one = _held_out_error(table, link, 1)
             two = _held_out_error(table, link, 2)
             print(

@@ -85,6 +85,7 @@ __all__ = [
     "allreduce_seconds",
     "allreduce_table",
     "engine_layer",
+    "even_log2",
     "family_lines",
     "fit_all",
     "fit_all_to_all",
@@ -96,6 +97,7 @@ __all__ = [
     "mean_all_to_all",
     "mean_allreduce",
     "model_shapes",
+    "node_link",
     "score_tables",
     "without_model_shapes",
     "write_engine_layer",
@@ -899,6 +901,18 @@ def _engine_table(sku: GpuSku, engine: str, load: Callable[..., tuple]) -> pd.Da
         return None
 
 
+def node_link(sku: GpuSku) -> float:
+    """Bytes/s of the GPU link inside `sku`'s default node: the link the communication
+    tables were measured over."""
+    return sku.default_node.intra_node_bandwidth_gbps * 1e9
+
+
+def even_log2(sizes: np.ndarray) -> np.ndarray:
+    """Mask of the `sizes` of even log2 (rounded): the communication fits' training rows,
+    the odd ones held out."""
+    return np.round(np.log2(sizes)).astype(int) % 2 == 0
+
+
 def allreduce_table(sku: GpuSku, engine: str) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """(GPUs, message bytes, seconds) of `engine`'s own all-reduce table on `sku` (the version
     its default profile asks for; CUDA-graph kernels where the table has both; 2-8 GPUs,
@@ -936,7 +950,7 @@ def fit_allreduce(sku: GpuSku, engine: str) -> AllReduceCost | None:
     table = allreduce_table(sku, engine)
     if table is None:
         return None
-    return fit_allreduce_lines(*table, sku.nodes[0].intra_node_bandwidth_gbps * 1e9)
+    return fit_allreduce_lines(*table, node_link(sku))
 
 
 # --------------------------------------------------------------------------- all-to-all
@@ -1012,7 +1026,7 @@ def fit_all_to_all(sku: GpuSku, engine: str) -> AllToAllCost | None:
     rows = all_to_all_table(sku, engine)
     if rows is None:
         return None
-    return fit_all_to_all_line(rows, sku.nodes[0].intra_node_bandwidth_gbps * 1e9)
+    return fit_all_to_all_line(rows, node_link(sku))
 
 
 def mean_all_to_all(costs: Sequence[AllToAllCost]) -> AllToAllCost:
