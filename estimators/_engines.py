@@ -5,6 +5,10 @@ A profile is not a code path: it is the numbers an engine brings to one deployme
 
 * the per-iteration host overhead, for decode-only iterations (CUDA graphs) and iterations with
   prefill, and whether the engine overlaps it with the GPU step;
+* which iterations run as CUDA graphs (decode batches up to `graph_max_batch`; prefill
+  iterations up to `piecewise_max_tokens` tokens where the engine captures piecewise graphs)
+  and, for the others, the host time of launching a layer's kernels one by one
+  (`eager_launch`): such an iteration cannot finish before its last kernel is launched;
 * its all-reduce (custom kernels, fitted to measured tables, per GPU family);
 * its default batching policy and limits, under the engine's own names;
 * its memory plan (the fraction it takes and of what, reserves);
@@ -23,7 +27,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from typing import Any
 
@@ -82,6 +86,7 @@ __all__ = [
     "SLIDING_KV_POOL",
     "AllReduceCost",
     "AllToAllCost",
+    "EagerLaunch",
     "EngineLimits",
     "EngineProfile",
     "IterationOverhead",
@@ -108,6 +113,25 @@ class IterationOverhead:
 
     def seconds(self, num_seqs: int) -> float:
         return (self.base_ms + self.per_seq_ms * num_seqs) * 1e-3
+
+
+@dataclass(frozen=True, slots=True)
+class EagerLaunch:
+    """Host time to launch one layer's kernels one by one, in an iteration that runs without
+    CUDA graphs: a dense layer's (attention and MLP) and a mixture-of-experts layer's
+    (attention, router, experts and shared experts), each with its tensor-parallel
+    all-reduces, in microseconds."""
+
+    dense_layer_us: float
+    moe_layer_us: float
+
+    def layer_seconds(self, dense_layers: int, moe_layers: int) -> float:
+        """Mean seconds a layer's launches take, over `dense_layers` and `moe_layers`."""
+        layers = dense_layers + moe_layers
+        if layers <= 0:
+            return 0.0
+        us = dense_layers * self.dense_layer_us + moe_layers * self.moe_layer_us
+        return us / layers * 1e-6
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,6 +233,14 @@ class EngineProfile:
     # expert precision -> GPU family -> the measured MoE kernel the engine runs by default
     # there (a `kernel_source` substring of aiconfigurator's moe tables; engines.yaml header)
     moe_kernels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    # iterations with prefill of at most this many tokens run as piecewise CUDA graphs (0:
+    # prefill iterations never do); a capture size of at most `piecewise_tokens_per_seq`
+    # tokens per sequence of the batch cap (0: no such bound), as `sized` resolves it
+    piecewise_max_tokens: int = 0
+    piecewise_tokens_per_seq: int = 0
+    # host time of launching a layer's kernels in an iteration no CUDA graph covers (None:
+    # not measured for this engine, no such floor)
+    eager_launch: EagerLaunch | None = None
 
     def runs_all_to_all(self, ep: int, top_k: int) -> bool:
         """Whether an EP degree `ep` exchanges attention-DP ranks' tokens by all-to-all for a
@@ -286,6 +318,33 @@ class EngineProfile:
         if Precision(precision).low:  # FP8 or FP4 weights
             return self.kv_precision_fp8_weights
         return Precision(precision)
+
+    def sized(
+        self, sku: GpuSku, tp: int, batch_cap: int, token_budget: int | None
+    ) -> EngineProfile:
+        """The profile as a deployment on `sku` at attention TP `tp` with this batch cap
+        and token budget (each attention DP rank's) runs it: the CUDA graphs the engine
+        captures there, its decode batches (`limits`) and its largest piecewise graph."""
+        graphs = self.limits(sku, tp).graph_max_batch
+        tokens = self.piecewise_max_tokens
+        if self.piecewise_tokens_per_seq:
+            tokens = min(tokens, self.piecewise_tokens_per_seq * batch_cap)
+        if token_budget is not None:
+            tokens = min(tokens, token_budget)
+        unchanged = graphs == self.graph_max_batch and tokens == self.piecewise_max_tokens
+        if unchanged and not self.piecewise_tokens_per_seq:
+            return self
+        return replace(
+            self, graph_max_batch=graphs, piecewise_max_tokens=tokens, piecewise_tokens_per_seq=0
+        )
+
+    def graphed(self, num_tokens: int, decode_only: bool, num_seqs: int) -> bool:
+        """Whether an iteration of `num_seqs` sequences and `num_tokens` tokens runs as a CUDA
+        graph: a decode-only batch the engine captures, or any batch within its piecewise
+        graphs."""
+        if decode_only and num_seqs <= self.graph_max_batch:
+            return True
+        return num_tokens <= self.piecewise_max_tokens
 
     def iteration_overhead(self, decode_only: bool, num_seqs: int) -> IterationOverhead | None:
         """The host overhead model of an iteration (None: the roofline's own)."""
@@ -401,6 +460,15 @@ def _overhead(value: Any) -> IterationOverhead | None:
     return IterationOverhead(float(value["base_ms"]), float(value["per_seq_ms"]))
 
 
+def _eager_launch(value: Any) -> EagerLaunch | None:
+    if value is None:
+        return None
+    launch = EagerLaunch(float(value["dense_layer_us"]), float(value["moe_layer_us"]))
+    if launch.dense_layer_us < 0 or launch.moe_layer_us < 0:
+        raise ValueError(f"eager_launch {dict(value)!r} has a negative time")
+    return launch
+
+
 def _one_of(value: Any, name: str, allowed: tuple[str, ...]) -> str:
     """`value` of the profile's field `name`, one of `allowed`."""
     if value not in allowed:
@@ -443,6 +511,9 @@ def _build(name: str, key: str, body: Mapping[str, Any]) -> EngineProfile:
             limit_tiers=tuple(dict(t) for t in body["limits"]),
             overlap=bool(overhead.get("overlap", False)),
             graph_max_batch=int(overhead.get("graph_max_batch", 0)),
+            piecewise_max_tokens=int(overhead.get("piecewise_max_tokens", 0)),
+            piecewise_tokens_per_seq=int(overhead.get("piecewise_tokens_per_seq", 0)),
+            eager_launch=_eager_launch(overhead.get("eager_launch")),
             decode_overhead=_overhead(overhead.get("decode")),
             prefill_overhead=_overhead(overhead.get("prefill")),
             allreduce={

@@ -110,6 +110,11 @@ _CACHE_LIMIT = 1 << 18  # entries of the token-level cache before it is cleared
 _Entry = tuple[tuple[float, ...], float, float, float, float]
 
 
+def _at_least(stages: tuple[float, ...], floor: float) -> tuple[float, ...]:
+    """Each stage's seconds, no fewer than `floor`."""
+    return tuple([s if s > floor else floor for s in stages])
+
+
 def _add_to_stages(base: tuple[float, ...], a: float) -> tuple[float, ...]:
     """`base` with `a` added to each stage's time, as `batch_cost` adds attention."""
     return tuple([b + a for b in base])
@@ -775,6 +780,14 @@ class RooflineEstimator:
         )
         self._engine_cpu = engine if has_own else None
         self._overlap = bool(engine is not None and engine.overlap)
+        # ---- eager launches: a stage's iteration outside the engine's CUDA graphs lasts at
+        # least as long as its host takes to launch the stage's layers' kernels one by one
+        launch = engine.eager_launch if engine is not None else None
+        self._eager_stage = 0.0
+        if launch is not None:
+            dense = model.num_layers - model.num_moe_layers
+            per_layer = launch.layer_seconds(dense, model.num_moe_layers)
+            self._eager_stage = self.layers_per_stage * per_layer
 
         self._cache: dict[int, _Entry] = {}
         # `decode_steps`: whether it still mirrors `batch_cost`, and the batch sizes checked
@@ -1039,6 +1052,8 @@ class RooflineEstimator:
             pairs += dkv
         a = self.layers_per_stage * at
         stages = (base[0] + a,) if self.pp == 1 else tuple([s + a for s in base])
+        if self._eager_stage and not self.engine.graphed(nt, npt == 0, ns):
+            stages = _at_least(stages, self._eager_stage)
         if self._engine_cpu is not None:
             cpu = self._engine_host_time(npt == 0, batch.num_prefills + nd, cpu)
         if self._overlap:  # host work of the next step runs during this GPU step
@@ -1084,13 +1099,21 @@ class RooflineEstimator:
         checked_sizes = self._pipeline_steps_checked if every_stage else self._decode_steps_checked
         add_to_stages = _ADD_TO_STAGES.get(len(base), _add_to_stages)
         checked = nd in checked_sizes
+        eager = self._eager_stage
+        if eager and self.engine.graphed(nd, True, nd):
+            eager = 0.0
         while True:
             a = layers * decode_attn(nd, dkv)
             stage = base0 + a  # the first stage's time, as `batch_cost` adds it up
+            if stage < eager:
+                stage = eager
             host = (cpu - stage if cpu > stage else 0.0) if overlap else cpu
             moved = nbytes + scale * (dkv * kv_row + q_bytes)
             if every_stage:
-                step = host, add_to_stages(base, a), hop, flops + flops_per_kv * dkv, moved
+                stages = add_to_stages(base, a)
+                if eager:
+                    stages = _at_least(stages, eager)
+                step = host, stages, hop, flops + flops_per_kv * dkv, moved
             else:
                 step = host, stage, flops + flops_per_kv * dkv, moved
             if not checked:
@@ -1203,6 +1226,14 @@ class RooflineEstimator:
         e = self.engine
         if e is not None:
             lines.append(f"  engine: {e.describe()}")
+            if self._eager_stage:
+                graphs = f"decode batches up to {e.graph_max_batch}"
+                if e.piecewise_max_tokens:
+                    graphs += f", iterations up to {e.piecewise_max_tokens} tokens"
+                lines.append(
+                    f"  eager launches: an iteration outside CUDA graphs ({graphs} in graphs) "
+                    f"takes at least {self._eager_stage * 1e3:.1f} ms a stage"
+                )
             if e.decode_overhead is not None:
                 d = e.decode_overhead
                 lines.append(

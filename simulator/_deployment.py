@@ -159,11 +159,32 @@ class Deployment:
             own += self.decode.num_gpus * self.decode.sku.price_per_gpu_hour
         return own
 
+    def sized_engine(self) -> EngineProfile | None:
+        """The engine profile as this deployment's replicas run it (`sized_engine`)."""
+        return sized_engine(self.engine, self.sku, self.tp, self.scheduler, self.dp)
+
     def max_batched_tokens(self) -> int:
         """Most tokens one iteration of one (DP rank's) forward pass can hold: sizes the
         activation reserve."""
         budget = self.scheduler.token_budget()
         return -(-budget // self.dp) if budget is not None else UNBOUNDED_BATCH_TOKENS
+
+
+def sized_engine(
+    engine: EngineProfile | None,
+    sku: GpuSku,
+    tp: int,
+    scheduler: SchedulerConfig,
+    dp: int = 1,
+) -> EngineProfile | None:
+    """`engine` as replicas of `dp` x `tp` GPUs of `sku` running `scheduler` use it
+    (`EngineProfile.sized`): the CUDA graphs it captures there, with each attention DP
+    rank's batch cap and token budget."""
+    if engine is None:
+        return None
+    budget = scheduler.token_budget()
+    rank_budget = -(-budget // dp) if budget else None
+    return engine.sized(sku, tp, -(-scheduler.batch_size // dp), rank_budget)
 
 
 def engine_scheduler(
@@ -280,7 +301,7 @@ def prepare(deployment: Deployment) -> PreparedDeployment:
         d.pp,
         d.precision,
         kv_precision=d.resolved_kv_precision(),
-        engine=d.engine,
+        engine=d.sized_engine(),
         op_tables=d.op_tables,
         ep=d.ep,
         dp=d.dp,
@@ -334,7 +355,9 @@ def _decode_pool(d: Deployment, prefill_memory: MemoryPlan) -> tuple[DecodePool,
     )  # fmt: skip
     estimator = make_estimator(
         d.estimator, d.model, pool.sku, pool.tp, 1, d.precision,
-        kv_precision=d.resolved_kv_precision(), engine=d.engine, op_tables=d.op_tables,
+        kv_precision=d.resolved_kv_precision(),
+        engine=sized_engine(d.engine, pool.sku, pool.tp, pool.scheduler, pool.dp),
+        op_tables=d.op_tables,
         ep=pool.ep, dp=pool.dp,
     )  # fmt: skip
     if d.speculative is not None:
@@ -436,6 +459,7 @@ def _speculative(d: Deployment, target: ExecutionTimeEstimator) -> SpeculativeEs
     if spec.draft_model is not None:
         draft = make_estimator(
             d.estimator, load_model(spec.draft_model), d.sku, d.tp, 1, d.precision,
-            kv_precision=d.resolved_kv_precision(), engine=d.engine, op_tables=d.op_tables,
+            kv_precision=d.resolved_kv_precision(), engine=d.sized_engine(),
+            op_tables=d.op_tables,
         )  # fmt: skip
     return SpeculativeEstimator(target, spec, draft)

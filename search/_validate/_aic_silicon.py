@@ -165,6 +165,9 @@ class ValidationPoint:
     token_budget: int = 0
     batch_cap: int = 0
     memory_fraction: float = 0.0
+    # ... and the largest CUDA graph it captures, in tokens (vLLM's
+    # max-cudagraph-capture-size; 0: the engine's own, `EngineProfile.piecewise_max_tokens`)
+    graph_max_tokens: int = 0
     # how an MoE layer exchanges attention-DP ranks' tokens under EP where the launch recipe
     # chose it (engines.yaml moe_all_to_all; "": the engine's default)
     moe_all_to_all: str = ""

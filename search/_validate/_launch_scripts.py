@@ -65,7 +65,10 @@ these values):
   running requests at 1k/1k else 256, 0.82; its KV cache stays 16-bit.
 - vLLM gpt-oss on B200 (`gptoss_fp4_b200` and its older `_docker` and `_slurm` twins):
   ``kv-cache-dtype: fp8``, ``--max-num-seqs 512`` (its 8192 batched tokens and 0.9 are
-  vLLM's own); the H100/H200 scripts keep vLLM's KV dtype.
+  vLLM's own); the H100/H200 scripts keep vLLM's KV dtype.  Every version of the gpt-oss
+  scripts, on all three GPUs, sets ``max-cudagraph-capture-size: 2048``: iterations of up
+  to 2048 tokens, prefills among them, run as CUDA graphs (`graph_max_tokens`, over the
+  engine's min(2 x max_num_seqs, 512)).
 - vLLM MiniMax-M2.5 FP8 on H200 (`minimaxm2.5_fp8_h200`): ``--gpu-memory-utilization
   0.95`` in every version of the script; its later version (the 0.18 image) adds
   ``--kv-cache-dtype fp8``, ``--max-num-seqs 512`` and ``--max-num-batched-tokens`` 16384
@@ -247,6 +250,7 @@ class ScriptLimits:
     token_budget: int = 0  # per attention DP rank, under the engine's own name
     batch_cap: int = 0  # per attention DP rank
     memory_fraction: float = 0.0
+    graph_max_tokens: int = 0  # vLLM's max-cudagraph-capture-size
 
     def fields(self) -> dict[str, Any]:
         """As `ValidationPoint` fields; the script's KV-cache dtype is the point's KV
@@ -260,6 +264,8 @@ class ScriptLimits:
             found["batch_cap"] = self.batch_cap
         if self.memory_fraction:
             found["memory_fraction"] = self.memory_fraction
+        if self.graph_max_tokens:
+            found["graph_max_tokens"] = self.graph_max_tokens
         return found
 
 
@@ -316,10 +322,10 @@ def _sglang_deepseek(point: ValidationPoint, gpus: int) -> ScriptLimits | None:
     return None
 
 
-def _vllm_gpt_oss(point: ValidationPoint, gpus: int) -> ScriptLimits | None:
+def _vllm_gpt_oss(point: ValidationPoint, gpus: int) -> ScriptLimits:
     if point.sku == "b200":  # gptoss_fp4_b200
-        return ScriptLimits(Precision.FP8, batch_cap=512)
-    return None
+        return ScriptLimits(Precision.FP8, batch_cap=512, graph_max_tokens=2048)
+    return ScriptLimits(graph_max_tokens=2048)  # gptoss_fp4_h100, gptoss_fp4_h200
 
 
 def _vllm_minimax(point: ValidationPoint, gpus: int) -> ScriptLimits | None:

@@ -104,7 +104,7 @@ def engine_for(
 ) -> EngineProfile:
     """The profile a point is simulated with (see `engines` above); a hold-out `fold`
     replaces its all-reduce and all-to-all fits of the held-out GPU's family; the point's
-    launch recipe may choose the MoE exchange."""
+    launch recipe may choose the MoE exchange and its script the CUDA-graph capture size."""
     if engines != AUTO:
         profile = load_engine(engines)
     else:
@@ -114,6 +114,10 @@ def engine_for(
         profile = load_engine(f"{point.engine}@{version}" if version else point.engine)
     if point.moe_all_to_all:  # the launch recipe's choice
         profile = replace(profile, moe_all_to_all=point.moe_all_to_all)
+    if point.graph_max_tokens:  # the launch script's CUDA-graph capture size
+        profile = replace(
+            profile, piecewise_max_tokens=point.graph_max_tokens, piecewise_tokens_per_seq=0
+        )
     if fold is None:
         return profile
     refits = {}
@@ -287,7 +291,7 @@ def _simulate_point(
                     d.pp,
                     d.precision,
                     kv_precision=d.resolved_kv_precision(),
-                    engine=d.engine if d.engine is not None else point.engine,
+                    engine=d.sized_engine() or point.engine,
                     engine_version=point.engine_version,
                     op_tables=op_tables,
                     ep=d.ep,

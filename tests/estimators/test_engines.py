@@ -24,18 +24,8 @@ GIB = float(1 << 30)
 
 
 @pytest.fixture(scope="module")
-def h100():
-    return load_catalog().get("h100-sxm")
-
-
-@pytest.fixture(scope="module")
 def llama70b():
     return load_model("meta-llama/Llama-3.1-70B")
-
-
-@pytest.fixture(scope="module")
-def llama8b():
-    return load_model("meta-llama/Llama-3.1-8B")
 
 
 def test_every_profile_loads():

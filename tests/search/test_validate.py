@@ -21,7 +21,7 @@ from search._validate import (
     select_points,
 )
 from search._validate._launch_scripts import trtllm_deepseek_max_num_tokens
-from search._validate._run import closed_loop_workload, deployment_for
+from search._validate._run import closed_loop_workload, deployment_for, engine_for
 from search.cli import cli
 from simulator import prepare
 
@@ -514,6 +514,21 @@ def test_the_public_points_take_their_scripts_token_budget_and_batch_cap():
     # a script that sets none keeps the engine's limits
     plain = public_point("vllm", "0.18.0", 64, "gpt-oss", system="h200_sxm")
     assert (plain.token_budget, plain.batch_cap, plain.memory_fraction) == (0, 0, 0.0)
+
+
+def test_the_gpt_oss_vllm_scripts_capture_cuda_graphs_up_to_2048_tokens():
+    """max-cudagraph-capture-size 2048 in every gpt-oss vLLM script: a 1k prefill with its
+    decodes runs in the piecewise graphs; other scripts keep vLLM's min(2 x seqs, 512)."""
+    for system in ("b200_sxm", "h100_sxm", "h200_sxm"):
+        point = public_point("vllm", "0.18.0", 4, "gpt-oss", system=system)
+        assert point.graph_max_tokens == 2048
+        engine = engine_for(point)
+        assert (engine.piecewise_max_tokens, engine.piecewise_tokens_per_seq) == (2048, 0)
+        assert deployment_for(point).sized_engine().graphed(1027, False, 4)
+    minimax = public_point("vllm", "0.19.0", 4, "minimax")
+    assert minimax.graph_max_tokens == 0
+    assert deployment_for(minimax).sized_engine().piecewise_max_tokens == 8  # 2 x 4 clients
+    assert not deployment_for(minimax).sized_engine().graphed(1027, False, 4)
 
 
 def test_the_public_points_plan_memory_with_their_scripts_fraction():

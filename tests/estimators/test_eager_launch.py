@@ -1,0 +1,127 @@
+"""Eager launches: which iterations an engine runs as CUDA graphs, and the host time of
+launching a layer's kernels one by one in the others (engines.yaml eager_launch)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from estimators import BatchShape, Precision, load_engine, load_model, make_estimator
+from estimators._engines import EagerLaunch, _build, _engines_yaml
+from simulator._deployment import Deployment, engine_scheduler, sized_engine
+
+
+def _prefill(tokens: int) -> BatchShape:
+    pairs = tokens * (tokens + 1) / 2
+    return BatchShape(tokens, 1, prefill_attn_pairs=pairs, prefill_kv_tokens=tokens)
+
+
+def test_profiles_carry_their_measured_launch_times():
+    """vLLM and SGLang from their engines' graph-against-eager measurements (engines.yaml
+    header); TensorRT-LLM and Vidur's vLLM have none."""
+    vllm, sglang = load_engine("vllm"), load_engine("sglang")
+    assert vllm.eager_launch == EagerLaunch(308.0, 707.0)
+    assert sglang.eager_launch == EagerLaunch(257.0, 1354.0)
+    assert load_engine("vllm@0.11").eager_launch == vllm.eager_launch
+    assert load_engine("trtllm").eager_launch is None
+    assert load_engine("vidur").eager_launch is None
+    assert (vllm.piecewise_max_tokens, vllm.piecewise_tokens_per_seq) == (512, 2)
+    assert sglang.piecewise_max_tokens == 0  # prefill batches run eagerly
+    # a MoE model's mean layer: its dense layers and its MoE layers, each at its own time
+    assert EagerLaunch(100.0, 400.0).layer_seconds(1, 3) == pytest.approx(325e-6)
+    assert EagerLaunch(100.0, 400.0).layer_seconds(0, 0) == 0.0
+
+
+def test_a_negative_launch_time_is_refused():
+    body = _engines_yaml()["vllm"]["profiles"]["0.13"]
+    overhead = {**body["overhead"], "eager_launch": {"dense_layer_us": -1, "moe_layer_us": 5}}
+    with pytest.raises(ValueError, match=r"engines\.yaml vllm\.0\.13: malformed profile.*negative"):
+        _build("vllm", "0.13", {**body, "overhead": overhead})
+
+
+def test_sizing_follows_the_batch_cap_token_budget_and_gpu(h100):
+    """vLLM captures up to min(2 x max_num_seqs, 512) tokens, never past its token budget;
+    SGLang's decode graphs are its limit tier's (cuda_graph_max_bs by GPU memory and TP)."""
+    vllm = load_engine("vllm")
+    assert vllm.sized(h100, 1, 4, 8192).piecewise_max_tokens == 8
+    assert vllm.sized(h100, 1, 1024, 8192).piecewise_max_tokens == 512
+    assert vllm.sized(h100, 1, 1024, 256).piecewise_max_tokens == 256
+    assert vllm.sized(h100, 1, 1024, None).piecewise_tokens_per_seq == 0  # resolved
+    sglang = load_engine("sglang")
+    assert sglang.sized(h100, 2, 64, 8192).graph_max_batch == 256  # TP < 4 below 160 GB
+    assert sglang.sized(h100, 8, 64, 8192).graph_max_batch == 512
+    assert sglang.sized(h100, 8, 64, 8192).piecewise_max_tokens == 0
+    trt = load_engine("trtllm")
+    assert trt.sized(h100, 8, 64, 8192) is trt  # nothing to resolve
+
+
+def test_a_deployment_sizes_its_engine_per_attention_dp_rank(h100):
+    vllm = load_engine("vllm")
+    scheduler = replace(engine_scheduler(vllm, h100, 8, dp=4), batch_size=64)
+    assert sized_engine(vllm, h100, 8, scheduler, dp=4).piecewise_max_tokens == 32
+    assert sized_engine(None, h100, 8, scheduler) is None
+    model = load_model("Qwen/Qwen3-30B-A3B")
+    d = Deployment(model, h100, tp=2, scheduler=replace(scheduler, batch_size=4), engine=vllm)
+    assert d.sized_engine().piecewise_max_tokens == 8
+
+
+def test_graphed_iterations(h100):
+    vllm = load_engine("vllm").sized(h100, 1, 128, 8192)  # captures up to 256 tokens
+    assert vllm.graphed(512, True, 512)  # a decode batch the full graphs capture
+    assert not vllm.graphed(600, True, 600)
+    assert vllm.graphed(256, False, 3)  # a small prefill, in the piecewise graphs
+    assert not vllm.graphed(257, False, 3)
+    sglang = load_engine("sglang")
+    assert sglang.graphed(8, True, 8)
+    assert not sglang.graphed(8, False, 1)  # any prefill batch runs eagerly
+
+
+def test_an_eager_iteration_lasts_at_least_its_launches(llama8b, h100):
+    """Llama-3.1-8B on one H100 under SGLang: a 16-token prefill (a few hundred us of GPU
+    work a layer at most) takes 32 layers x 257 us; the same tokens as decodes replay
+    graphs and are not held to it; a long prefill's GPU time is above the floor."""
+    sglang = load_engine("sglang")
+    est = make_estimator("roofline", llama8b, h100, 1, engine=sglang)
+    bare = make_estimator("roofline", llama8b, h100, 1, engine=replace(sglang, eager_launch=None))
+    floor = 32 * 257e-6
+    small = est.batch_cost(_prefill(16)).stage_times[0]
+    assert bare.batch_cost(_prefill(16)).stage_times[0] < floor
+    assert small == pytest.approx(floor, rel=1e-12)
+    decode = BatchShape(num_decodes=16, decode_kv_tokens=16 * 512)
+    assert est.batch_cost(decode).stage_times == bare.batch_cost(decode).stage_times
+    long = _prefill(8192)
+    assert est.batch_cost(long).stage_times == bare.batch_cost(long).stage_times
+    assert bare.batch_cost(long).stage_times[0] > floor
+    assert "takes at least 8.2 ms a stage" in est.describe()
+
+
+def test_decodes_above_the_graphs_launch_eagerly_and_decode_steps_agree(llama8b, h100):
+    """A decode batch past the engine's captured sizes pays the floor, in `batch_cost` and
+    in the lazily priced `decode_steps` alike (its mirror check would catch a difference),
+    for every pipeline stage."""
+    vllm = replace(load_engine("vllm@0.13"), graph_max_batch=4, piecewise_max_tokens=4)
+    for pp in (1, 2):
+        est = make_estimator("roofline", llama8b, h100, 1, pp, engine=vllm)
+        floor = 32 // pp * 308e-6
+        big = BatchShape(num_decodes=8, decode_kv_tokens=8 * 64)
+        assert min(est.batch_cost(big).stage_times) == pytest.approx(floor, rel=1e-12)
+        small = BatchShape(num_decodes=4, decode_kv_tokens=4 * 64)
+        assert max(est.batch_cost(small).stage_times) < floor
+        steps = est.pipeline_decode_steps(8, 8 * 64)
+        for i in range(3):
+            host, stages, hop, *_ = next(steps)
+            cost = est.batch_cost(BatchShape(num_decodes=8, decode_kv_tokens=8 * (64 + i)))
+            assert (host, stages, hop) == (cost.cpu_overhead, cost.stage_times, cost.pp_hop_time)
+        assert est._pipeline_steps_checked == {8}
+        assert next(est.decode_steps(8, 8 * 64))[1] == est.batch_cost(big).stage_times[0]
+        assert est._decode_steps_mirror
+
+
+def test_a_mixture_of_experts_pays_its_moe_layers_launches(h100):
+    """Qwen3-30B-A3B (48 MoE layers) under vLLM: 48 x 707 us when nothing is graphed."""
+    model = load_model("Qwen/Qwen3-30B-A3B")
+    vllm = replace(load_engine("vllm"), piecewise_max_tokens=0)
+    est = make_estimator("roofline", model, h100, 1, precision=Precision.BF16, engine=vllm)
+    assert est._eager_stage == pytest.approx(48 * 707e-6, rel=1e-12)
+    assert est.batch_cost(_prefill(8)).stage_times[0] == pytest.approx(48 * 707e-6)
