@@ -5,8 +5,8 @@ A profile is not a code path: it is the numbers an engine brings to one deployme
 
 * the per-iteration host overhead, for decode-only iterations (CUDA graphs) and iterations with
   prefill, and whether the engine overlaps it with the GPU step;
-* which iterations run as CUDA graphs (decode batches up to `graph_max_batch`; prefill
-  iterations up to `piecewise_max_tokens` tokens where the engine captures piecewise graphs)
+* which iterations run as CUDA graphs (decode batches up to `graph_max_batch`; any iteration
+  up to `piecewise_max_tokens` tokens where the engine captures piecewise graphs)
   and, for the others, the host time of launching a layer's kernels one by one
   (`eager_launch`): such an iteration cannot finish before its last kernel is launched;
 * its all-reduce (custom kernels, fitted to measured tables, per GPU family);
@@ -233,9 +233,10 @@ class EngineProfile:
     # expert precision -> GPU family -> the measured MoE kernel the engine runs by default
     # there (a `kernel_source` substring of aiconfigurator's moe tables; engines.yaml header)
     moe_kernels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
-    # iterations with prefill of at most this many tokens run as piecewise CUDA graphs (0:
-    # prefill iterations never do); a capture size of at most `piecewise_tokens_per_seq`
-    # tokens per sequence of the batch cap (0: no such bound), as `sized` resolves it
+    # iterations of at most this many tokens, prefills among them, run as piecewise CUDA
+    # graphs (0: no iteration with a prefill does); a capture size of at most
+    # `piecewise_tokens_per_seq` tokens per sequence of the batch cap (0: no such bound), as
+    # `sized` resolves it
     piecewise_max_tokens: int = 0
     piecewise_tokens_per_seq: int = 0
     # host time of launching a layer's kernels in an iteration no CUDA graph covers (None:

@@ -270,8 +270,9 @@ class ScriptLimits:
 
 
 def launch_limits(point: ValidationPoint, tp: int, dp: int) -> dict[str, Any]:
-    """The `ValidationPoint` fields of the KV-cache dtype, token budget, batch cap and
-    memory fraction `point`'s launch script set (module docstring); {} where it set none.
+    """The `ValidationPoint` fields of the KV-cache dtype, token budget, batch cap, memory
+    fraction and CUDA-graph capture size `point`'s launch script set (module docstring); {}
+    where it set none.
     `tp` x `dp` is the script's TP (the GPUs of one server)."""
     rule = _LIMIT_RULES.get((point.engine, point.model))
     limits = rule(point, tp * dp) if rule is not None else None
