@@ -166,8 +166,15 @@ class Deployment:
     def max_batched_tokens(self) -> int:
         """Most tokens one iteration of one (DP rank's) forward pass can hold: sizes the
         activation reserve."""
-        budget = self.scheduler.token_budget()
-        return -(-budget // self.dp) if budget is not None else UNBOUNDED_BATCH_TOKENS
+        budget = rank_token_budget(self.scheduler, self.dp)
+        return budget if budget is not None else UNBOUNDED_BATCH_TOKENS
+
+
+def rank_token_budget(scheduler: SchedulerConfig, dp: int) -> int | None:
+    """Tokens one iteration of one of `dp` attention DP ranks may hold (the policy's token
+    budget split evenly over them), or None where the policy sets no limit."""
+    budget = scheduler.token_budget()
+    return -(-budget // dp) if budget is not None else None
 
 
 def sized_engine(
@@ -182,9 +189,8 @@ def sized_engine(
     rank's batch cap and token budget."""
     if engine is None:
         return None
-    budget = scheduler.token_budget()
-    rank_budget = -(-budget // dp) if budget else None
-    return engine.sized(sku, tp, -(-scheduler.batch_size // dp), rank_budget)
+    budget = rank_token_budget(scheduler, dp)
+    return engine.sized(sku, tp, -(-scheduler.batch_size // dp), budget)
 
 
 def engine_scheduler(
@@ -345,12 +351,12 @@ def _decode_pool(d: Deployment, prefill_memory: MemoryPlan) -> tuple[DecodePool,
         raise DecodePoolError("decode pool: scheduler 'static' cannot take requests mid-batch; "
                          "use sarathi, vllm, orca or sglang")  # fmt: skip
     validate_parallelism(d.model, pool.tp, 1, pool.sku, ep=pool.ep, dp=pool.dp)
-    budget = pool.scheduler.token_budget()
+    budget = rank_token_budget(pool.scheduler, pool.dp)
     memory = check_fits(
         d.model, pool.sku, pool.tp, 1, precision=d.precision,
         kv_precision=d.resolved_kv_precision(), block_size=d.block_size,
         gpu_memory_utilization=d.gpu_memory_utilization,
-        max_num_batched_tokens=-(-budget // pool.dp) if budget else UNBOUNDED_BATCH_TOKENS,
+        max_num_batched_tokens=budget if budget is not None else UNBOUNDED_BATCH_TOKENS,
         engine=d.engine, ep=pool.ep, dp=pool.dp, drafter=_drafter(d, pool.tp),
     )  # fmt: skip
     estimator = make_estimator(
