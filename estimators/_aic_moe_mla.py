@@ -9,7 +9,9 @@ roofline otherwise (named in the estimator's ``fallbacks``):
   hidden size, expert width, top-k, expert count, MoE TP (``tp x dp / ep``), EP and expert
   precision; the fastest measured kernel at each token count.  It replaces the roofline's
   grouped GEMMs and activation; the router GEMM, the all-to-all and FLOP/byte counts stay
-  the roofline's.  The routing distribution is `DEFAULT_DISTRIBUTION` (see there).
+  the roofline's.  The routing distribution is `DEFAULT_DISTRIBUTION` (see there).  Where
+  the engine's named kernel (`EngineProfile.moe_kernels`) is measured only at other
+  models' experts, its time there is scaled to this shape (`scaled_to_shape`).
 * **MLA attention** (``mla/<engine>/<ver>/{context,generation}_mla_perf``): the kernel
   alone, over (sequences, prompt length) and (sequences, cached tokens + 1) at this GPU's
   heads and KV precision; ``kv_b_proj``'s up-projection of the KV tokens a prefill reads
@@ -24,6 +26,8 @@ the smallest size, linear in work above the largest, each curve made monotone.
 from __future__ import annotations
 
 import functools
+import math
+from typing import Any
 
 from estimators import _aic_tables as aic
 from estimators._curves import Curve, Grid2D, grid_from_rows, monotone
@@ -35,6 +39,7 @@ __all__ = [
     "mla_grid",
     "moe_curve",
     "moe_dtypes",
+    "scaled_to_shape",
 ]
 
 # The expert-choice distribution read from the MoE tables.  aiconfigurator's collectors
@@ -78,7 +83,8 @@ def moe_curve(
     None, why None) for ``shape`` = (hidden, expert intermediate, top-k, experts, MoE TP,
     EP), the first of `dtypes` measured there; only the rows of kernels whose
     ``kernel_source`` holds `kernel` where one is named (the engine's default kernel,
-    `EngineProfile.moe_kernels`)."""
+    `EngineProfile.moe_kernels`), scaled from another shape where that kernel has no rows
+    at this one (`scaled_to_shape`)."""
     ref, df = aic.load_moe(system, engine, version)
     if kernel:
         df = df[df["kernel_source"].astype(str).str.contains(kernel, regex=False)]
@@ -98,6 +104,11 @@ def moe_curve(
         if len(best) >= 2:
             xs = best.index.to_numpy(dtype=float)
             return ref.label, Curve(xs, monotone(best.to_numpy()), 1.0), ""
+    if kernel:  # the named kernel measured at another model's shape only
+        scaled = scaled_to_shape(df, shape, dtypes, distribution)
+        if scaled is not None:
+            source, curve = scaled
+            return f"{ref.label} ({kernel} at {source}, scaled)", curve, ""
     of_kernel = f" of kernel {kernel}" if kernel else ""
     return (
         ref.label,
@@ -107,6 +118,52 @@ def moe_curve(
             f"width {inter}, top-{topk} of {experts}, MoE TP {moe_tp}, EP {moe_ep} in {ref.label}"
         ),
     )
+
+
+def scaled_to_shape(
+    rows: Any,
+    shape: tuple[int, int, int, int, int, int],
+    dtypes: tuple[str, ...],
+    distribution: str = DEFAULT_DISTRIBUTION,
+) -> tuple[str, Curve] | None:
+    """(the measured shape, seconds of the routed experts at `shape` over the tokens entering
+    the layer) from one kernel's `rows` measured at another model's experts with the same
+    MoE TP, EP, precision and distribution, or None where there are none.
+
+    A grouped GEMM's time is set by the tokens each expert receives (its GEMMs' M,
+    ``tokens x top-k / experts``): at small M it reads every touched expert's weights, at
+    large M it runs their FLOPs, and both scale with the experts' total size
+    (``experts x hidden x width``) at the same M.  So the measured shape's time at M,
+    times the ratio of total expert sizes, prices `shape` at the token count that gives
+    its experts the same M.  The measured shape nearest in one expert's size is used;
+    token counts below one are dropped."""
+    hidden, inter, topk, experts, moe_tp, moe_ep = shape
+    sub = rows[
+        (rows["moe_tp_size"] == moe_tp)
+        & (rows["moe_ep_size"] == moe_ep)
+        & (rows["distribution"] == distribution)
+    ]
+    fields = ["hidden_size", "inter_size", "topk", "num_experts"]
+    for dtype in dtypes:
+        measured = sub[sub["moe_dtype"] == dtype]
+        if measured.empty:
+            continue
+        shapes = measured[fields].drop_duplicates().itertuples(index=False, name=None)
+        h, i, k, e = min(shapes, key=lambda s: abs(math.log(s[0] * s[1] / (hidden * inter))))
+        one = measured[
+            (measured["hidden_size"] == h)
+            & (measured["inter_size"] == i)
+            & (measured["topk"] == k)
+            & (measured["num_experts"] == e)
+        ]
+        best = one.groupby("num_tokens", sort=True)["seconds"].min()
+        tokens = best.index.to_numpy(dtype=float) * (k / e) * (experts / topk)
+        seconds = monotone(best.to_numpy()) * (experts * hidden * inter) / (e * h * i)
+        keep = tokens >= 1.0
+        if keep.sum() >= 2:
+            source = f"hidden {h}, expert width {i}, top-{k} of {e}"
+            return source, Curve(tokens[keep], seconds[keep], 1.0)
+    return None
 
 
 @functools.cache

@@ -68,7 +68,10 @@ these values):
   vLLM's own); the H100/H200 scripts keep vLLM's KV dtype.  Every version of the gpt-oss
   scripts, on all three GPUs, sets ``max-cudagraph-capture-size: 2048``: iterations of up
   to 2048 tokens, prefills among them, run as CUDA graphs (`graph_max_tokens`, over the
-  engine's min(2 x max_num_seqs, 512)).
+  engine's min(2 x max_num_seqs, 512)).  The H100 and H200 scripts also export
+  ``VLLM_MXFP4_USE_MARLIN=1`` (from their slurm versions on; the first H100 docker script
+  did not), so vLLM runs the experts with its Marlin MXFP4 kernel instead of its Hopper
+  default, the Triton kernel (`moe_kernel`; 2.2x slower at 8,192 tokens at TP 2).
 - vLLM MiniMax-M2.5 FP8 on H200 (`minimaxm2.5_fp8_h200`): ``--gpu-memory-utilization
   0.95`` in every version of the script; its later version (the 0.18 image) adds
   ``--kv-cache-dtype fp8``, ``--max-num-seqs 512`` and ``--max-num-batched-tokens`` 16384
@@ -251,6 +254,7 @@ class ScriptLimits:
     batch_cap: int = 0  # per attention DP rank
     memory_fraction: float = 0.0
     graph_max_tokens: int = 0  # vLLM's max-cudagraph-capture-size
+    moe_kernel: str = ""  # the MoE kernel an environment variable forces (`kernel_source`)
 
     def fields(self) -> dict[str, Any]:
         """As `ValidationPoint` fields; the script's KV-cache dtype is the point's KV
@@ -266,6 +270,8 @@ class ScriptLimits:
             found["memory_fraction"] = self.memory_fraction
         if self.graph_max_tokens:
             found["graph_max_tokens"] = self.graph_max_tokens
+        if self.moe_kernel:
+            found["moe_kernel"] = self.moe_kernel
         return found
 
 
@@ -326,7 +332,8 @@ def _sglang_deepseek(point: ValidationPoint, gpus: int) -> ScriptLimits | None:
 def _vllm_gpt_oss(point: ValidationPoint, gpus: int) -> ScriptLimits:
     if point.sku == "b200":  # gptoss_fp4_b200
         return ScriptLimits(Precision.FP8, batch_cap=512, graph_max_tokens=2048)
-    return ScriptLimits(graph_max_tokens=2048)  # gptoss_fp4_h100, gptoss_fp4_h200
+    # gptoss_fp4_h100, gptoss_fp4_h200: VLLM_MXFP4_USE_MARLIN=1
+    return ScriptLimits(graph_max_tokens=2048, moe_kernel="marlin")
 
 
 def _vllm_minimax(point: ValidationPoint, gpus: int) -> ScriptLimits | None:

@@ -104,7 +104,8 @@ def engine_for(
 ) -> EngineProfile:
     """The profile a point is simulated with (see `engines` above); a hold-out `fold`
     replaces its all-reduce and all-to-all fits of the held-out GPU's family; the point's
-    launch recipe may choose the MoE exchange and its script the CUDA-graph capture size."""
+    launch recipe may choose the MoE exchange and its script the CUDA-graph capture size and
+    the MoE kernel."""
     if engines != AUTO:
         profile = load_engine(engines)
     else:
@@ -118,6 +119,11 @@ def engine_for(
         profile = replace(
             profile, piecewise_max_tokens=point.graph_max_tokens, piecewise_tokens_per_seq=0
         )
+    if point.moe_kernel:  # the MoE kernel the launch script forces
+        expert = (point_model(point).expert_precision or point.precision).value
+        family = load_catalog().get(point.sku).family
+        kernels = {**profile.moe_kernels.get(expert, {}), family: point.moe_kernel}
+        profile = replace(profile, moe_kernels={**profile.moe_kernels, expert: kernels})
     if fold is None:
         return profile
     refits = {}

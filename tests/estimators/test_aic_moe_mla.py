@@ -9,7 +9,13 @@ import pytest
 
 from estimators import _aic_tables as aic
 from estimators import load_engine, load_model, make_estimator
-from estimators._aic_moe_mla import DEFAULT_DISTRIBUTION, mla_bmm_curve, mla_grid, moe_curve
+from estimators._aic_moe_mla import (
+    DEFAULT_DISTRIBUTION,
+    mla_bmm_curve,
+    mla_grid,
+    moe_curve,
+    scaled_to_shape,
+)
 from estimators._contract import BatchShape, decode_steps
 from estimators._profiled_mla import MlaProfiledEstimator
 from estimators._types import Precision
@@ -258,3 +264,56 @@ def test_the_engines_default_moe_kernel_picks_the_table_rows():
     assert "/sglang/0.5.14/" in routed_experts_curve(sglang, "b200_sxm", "sglang", "0.5.14")[0]
     _, none, why = moe_curve("b200_sxm", "vllm", "0.24.0", shape, ("w4a16_mxfp4",), kernel="nok")
     assert none is None and "of kernel nok" in why
+
+
+def _kernel_rows(shapes_seconds, moe_tp=1, moe_ep=1, dtype="w4a16_mxfp4"):
+    """MoE table rows of one kernel: {(hidden, width, top-k, experts): {tokens: seconds}}."""
+    import pandas as pd
+
+    return pd.DataFrame(
+        [
+            dict(hidden_size=h, inter_size=i, topk=k, num_experts=e, moe_tp_size=moe_tp,
+                 moe_ep_size=moe_ep, moe_dtype=dtype, distribution=DEFAULT_DISTRIBUTION,
+                 kernel_source="marlin", num_tokens=n, seconds=t)
+            for (h, i, k, e), times in shapes_seconds.items()
+            for n, t in times.items()
+        ]
+    )
+
+
+def test_a_kernel_measured_at_another_shape_is_priced_at_the_same_tokens_per_expert():
+    """Shape (1024, 512, top-16 of 512) measured; (2048, 512, top-4 of 64) asked: the same
+    tokens per expert (x 16/512 against x 4/64) at half the token count, and the experts'
+    total size 64 x 2048 x 512 against 512 x 1024 x 512: a quarter of the time."""
+    rows = _kernel_rows({(1024, 512, 16, 512): {1: 1e-5, 64: 2e-5, 1024: 8e-5, 4096: 3e-4}})
+    source, curve = scaled_to_shape(rows, (2048, 512, 4, 64, 1, 1), ("w4a16_mxfp4",))
+    assert source == "hidden 1024, expert width 512, top-16 of 512"
+    assert list(curve.xs) == [32.0, 512.0, 2048.0]  # 1 token x 16/512 x 64/4 < 1: dropped
+    assert curve(512.0) == pytest.approx(8e-5 / 4)
+    assert curve(2048.0) == pytest.approx(3e-4 / 4)
+    assert curve(4096.0) == pytest.approx(2 * 3e-4 / 4)  # linear in work above
+
+
+def test_the_nearest_measured_expert_size_is_scaled_and_other_parallelism_is_not_used():
+    rows = _kernel_rows({(4096, 4096, 8, 64): {8: 1.0, 64: 2.0},
+                         (2048, 1024, 8, 64): {8: 3.0, 64: 4.0}})  # fmt: skip
+    source, curve = scaled_to_shape(rows, (2048, 2048, 8, 64, 1, 1), ("w4a16_mxfp4",))
+    assert source.startswith("hidden 2048, expert width 1024")  # 2M elements from 4M, not 16M
+    assert curve(64.0) == pytest.approx(4.0 * 2)
+    assert scaled_to_shape(rows, (2048, 2048, 8, 64, 2, 1), ("w4a16_mxfp4",)) is None
+    assert scaled_to_shape(rows, (2048, 2048, 8, 64, 1, 1), ("nvfp4",)) is None
+
+
+def test_a_named_kernel_without_rows_at_the_shape_is_scaled_from_its_other_shape():
+    """vLLM's Marlin MXFP4 kernel is timed on H100 at one shape (hidden 3,584, top-16 of
+    896), not gpt-oss's: its curve for gpt-oss is scaled from there, and at a prefill's
+    size it runs over twice as long as the Hopper default kernel measured at gpt-oss's."""
+    shape = (2880, 2880, 4, 128, 2, 1)
+    label, marlin, why = moe_curve("h100_sxm", "vllm", "0.24.0", shape, ("w4a16_mxfp4",),
+                                   kernel="marlin")  # fmt: skip
+    assert why == "" and "marlin at hidden 3584, expert width 3072, top-16 of 896" in label
+    _, triton, _ = moe_curve("h100_sxm", "vllm", "0.24.0", shape, ("w4a16_mxfp4",),
+                             kernel="oaitriton")  # fmt: skip
+    assert marlin(8192.0) > 2 * triton(8192.0)
+    _, anything, _ = moe_curve("h100_sxm", "vllm", "0.24.0", shape, ("w4a16_mxfp4",))
+    assert anything(8192.0) == pytest.approx(triton(8192.0))  # no kernel named: no scaling

@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 from click.testing import CliRunner
 
-from estimators import Precision
+from estimators import Precision, load_engine
 from search._validate import (
     DatasetError,
     _aic_silicon,
@@ -529,6 +529,28 @@ def test_the_gpt_oss_vllm_scripts_capture_cuda_graphs_up_to_2048_tokens():
     assert minimax.graph_max_tokens == 0
     assert deployment_for(minimax).sized_engine().piecewise_max_tokens == 8  # 2 x 4 clients
     assert not deployment_for(minimax).sized_engine().graphed(1027, False, 4)
+
+
+@needs_aic
+def test_the_gpt_oss_vllm_hopper_scripts_force_the_marlin_moe_kernel():
+    """VLLM_MXFP4_USE_MARLIN=1 in gptoss_fp4_h100 and _h200: the points' profile names
+    Marlin for the MXFP4 experts on Hopper, and their eager prefills take that kernel's
+    measured time (scaled from the shape it was timed at); the B200 script keeps vLLM's
+    default, FlashInfer's kernel."""
+    from estimators._profiled import routed_experts_curve
+
+    b200 = public_point("vllm", "0.18.0", 4, "gpt-oss")
+    assert b200.moe_kernel == "" and engine_for(b200).moe_kernels == load_engine(
+        "vllm@0.18.0").moe_kernels  # fmt: skip
+    for system in ("h100_sxm", "h200_sxm"):
+        point = public_point("vllm", "0.18.0", 4, "gpt-oss", system=system)
+        assert point.moe_kernel == "marlin"
+        kernels = engine_for(point).moe_kernels["mxfp4"]
+        assert kernels["hopper"] == "marlin"
+        assert kernels["blackwell"] == load_engine("vllm").moe_kernels["mxfp4"]["blackwell"]
+        est = prepare(deployment_for(point)).estimator
+        label, _, _ = routed_experts_curve(est, system, "vllm", "0.18.0")
+        assert "marlin at hidden 3584" in label
 
 
 def test_the_public_points_plan_memory_with_their_scripts_fraction():
