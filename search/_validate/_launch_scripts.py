@@ -69,20 +69,24 @@ these values):
   scripts, on all three GPUs, sets ``max-cudagraph-capture-size: 2048``: iterations of up
   to 2048 tokens, prefills among them, run as CUDA graphs (`graph_max_tokens`, over the
   engine's min(2 x max_num_seqs, 512)).  The H100 and H200 scripts also export
-  ``VLLM_MXFP4_USE_MARLIN=1`` (from their slurm versions on; the first H100 docker script
-  did not), so vLLM runs the experts with its Marlin MXFP4 kernel instead of its Hopper
-  default, the Triton kernel (`moe_kernel`; 2.2x slower at 8,192 tokens at TP 2).
-- vLLM MiniMax-M2.5 FP8 on H200 (`minimaxm2.5_fp8_h200`): ``--gpu-memory-utilization
-  0.95`` in every version of the script; its later version (the 0.18 image) adds
-  ``--kv-cache-dtype fp8``, ``--max-num-seqs 512`` and ``--max-num-batched-tokens`` 16384
-  up to concurrency 32, 32768 above.  Which script version the 0.16 runs used is not
-  recorded: they take only the fraction.  FP8 on B200/B300 (`minimaxm2.5_fp8_b200`):
-  0.95.
+  ``VLLM_MXFP4_USE_MARLIN=1`` from the v0.13.0 image on (InferenceX PR #327, with the
+  image), so vLLM runs the experts with its Marlin MXFP4 kernel instead of its Hopper
+  default, the Triton kernel (`moe_kernel`; 2.2x slower at 8,192 tokens at TP 2); the
+  0.11 runs before it keep the default.
+- vLLM MiniMax-M2.5 FP8 on H200 (`minimaxm2.5_fp8_h200`), every version before PR #1354
+  (2026-05-12; the 0.16 and 0.18 rows were measured in March): ``--gpu-memory-utilization
+  0.95``, and ``--enable-expert-parallel`` whenever ``EP_SIZE -ge 1``, i.e. always: the
+  experts run expert-parallel over the TP GPUs (`ep`) though the rows record EP 1.  The
+  KV dtype, batch cap and token budget the script sets came with PR #1354, after these
+  runs.  FP8 on B200/B300 (`minimaxm2.5_fp8_b200`): 0.95, and before PR #947 (the 0.19
+  image, 2026-04-03) ``--enable-expert-parallel`` on every run too (first hard-coded, then
+  ``-ge 1``), so the 0.17 rows ran EP = TP.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -255,6 +259,7 @@ class ScriptLimits:
     memory_fraction: float = 0.0
     graph_max_tokens: int = 0  # vLLM's max-cudagraph-capture-size
     moe_kernel: str = ""  # the MoE kernel an environment variable forces (`kernel_source`)
+    ep: int = 0  # the expert parallelism it turns on (--enable-expert-parallel: EP = its GPUs)
 
     def fields(self) -> dict[str, Any]:
         """As `ValidationPoint` fields; the script's KV-cache dtype is the point's KV
@@ -272,6 +277,8 @@ class ScriptLimits:
             found["graph_max_tokens"] = self.graph_max_tokens
         if self.moe_kernel:
             found["moe_kernel"] = self.moe_kernel
+        if self.ep:
+            found["ep"] = self.ep
         return found
 
 
@@ -332,21 +339,26 @@ def _sglang_deepseek(point: ValidationPoint, gpus: int) -> ScriptLimits | None:
 def _vllm_gpt_oss(point: ValidationPoint, gpus: int) -> ScriptLimits:
     if point.sku == "b200":  # gptoss_fp4_b200
         return ScriptLimits(Precision.FP8, batch_cap=512, graph_max_tokens=2048)
-    # gptoss_fp4_h100, gptoss_fp4_h200: VLLM_MXFP4_USE_MARLIN=1
-    return ScriptLimits(graph_max_tokens=2048, moe_kernel="marlin")
+    # gptoss_fp4_h100, gptoss_fp4_h200: VLLM_MXFP4_USE_MARLIN=1 from the v0.13.0 image on
+    marlin = "marlin" if _release(point.engine_version) >= (0, 13) else ""
+    return ScriptLimits(graph_max_tokens=2048, moe_kernel=marlin)
 
 
 def _vllm_minimax(point: ValidationPoint, gpus: int) -> ScriptLimits | None:
     if point.precision is not Precision.FP8:
         return None
-    if point.sku == "h200":  # minimaxm2.5_fp8_h200
-        if point.engine_version.startswith("0.18"):  # its later version
-            tokens = 16384 if point.concurrency <= 32 else 32768
-            return ScriptLimits(Precision.FP8, tokens, 512, 0.95)
-        return ScriptLimits(memory_fraction=0.95)
+    if point.sku == "h200":  # minimaxm2.5_fp8_h200, every version before PR #1354
+        return ScriptLimits(memory_fraction=0.95, ep=gpus)
     if point.sku in ("b200", "b300"):  # minimaxm2.5_fp8_b200
-        return ScriptLimits(memory_fraction=0.95)
+        before_947 = _release(point.engine_version) < (0, 19)
+        return ScriptLimits(memory_fraction=0.95, ep=gpus if before_947 else 0)
     return None
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """The numeric release of an engine version ("0.18.0" -> (0, 18, 0); () if none)."""
+    found = re.match(r"v?(\d+(?:\.\d+)*)", version.strip())
+    return tuple(int(part) for part in found.group(1).split(".")) if found else ()
 
 
 _LIMIT_RULES: dict[tuple[str, str], Callable[[ValidationPoint, int], ScriptLimits | None]] = {

@@ -503,14 +503,11 @@ def test_the_public_points_take_their_scripts_token_budget_and_batch_cap():
     assert deployment_for(gpt_oss).scheduler.chunk_size == 20000
     ranks = replace(gpt_oss, dp=2, ep=2)
     assert deployment_for(ranks).scheduler.chunk_size == 40000
-    # vLLM MiniMax-M2.5 on H200 (the script's later version, the 0.18 image)
-    def minimax(concurrency, version="0.18.0"):
-        point = public_point("vllm", version, concurrency, "minimax", system="h200_sxm")
-        return point.token_budget, deployment_for(point).scheduler.chunk_size
-
-    assert minimax(32) == (16384, 16384)
-    assert minimax(64) == (32768, 32768)
-    assert minimax(64, "0.16.0") == (0, 8192)  # vLLM's own
+    # vLLM MiniMax-M2.5 on H200: the script's budget and batch cap came after the 0.18 runs
+    for version in ("0.16.0", "0.18.0"):
+        point = public_point("vllm", version, 64, "minimax", system="h200_sxm")
+        assert (point.token_budget, point.batch_cap, point.kv_cache_dtype) == (0, 0, None)
+        assert deployment_for(point).scheduler.chunk_size == 8192  # vLLM's own
     # a script that sets none keeps the engine's limits
     plain = public_point("vllm", "0.18.0", 64, "gpt-oss", system="h200_sxm")
     assert (plain.token_budget, plain.batch_cap, plain.memory_fraction) == (0, 0, 0.0)
@@ -551,6 +548,24 @@ def test_the_gpt_oss_vllm_hopper_scripts_force_the_marlin_moe_kernel():
         est = prepare(deployment_for(point)).estimator
         label, _, _ = routed_experts_curve(est, system, "vllm", "0.18.0")
         assert "marlin at hidden 3584" in label
+
+
+def test_the_minimax_vllm_scripts_before_their_fix_run_expert_parallel():
+    """`--enable-expert-parallel` when EP_SIZE >= 1, i.e. always: every H200 run and the
+    B200 runs before PR #947 (the 0.19 image) shard the experts over the TP GPUs, though
+    their rows record EP 1; the 0.19 B200 runs (-gt 1) do not."""
+    for system, version, ep in (("h200_sxm", "0.16.0", 4), ("h200_sxm", "0.18.0", 4),
+                                ("b200_sxm", "0.17.0", 4), ("b200_sxm", "0.19.0", 1)):  # fmt: skip
+        point = public_point("vllm", version, 8, "minimax", system=system)
+        assert point.ep == ep
+        assert deployment_for(point).ep == ep
+
+
+def test_marlin_is_forced_from_the_v0_13_image_on():
+    """PR #327 brought VLLM_MXFP4_USE_MARLIN=1 with vLLM 0.13: the 0.11 runs ran Triton."""
+    for version, kernel in (("0.11.2", ""), ("", ""), ("0.13.0", "marlin")):
+        point = public_point("vllm", version, 4, "gpt-oss", system="h200_sxm")
+        assert point.moe_kernel == kernel
 
 
 def test_the_public_points_plan_memory_with_their_scripts_fraction():
