@@ -250,8 +250,8 @@ def _measured_date(record: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class ScriptLimits:
-    """What one launch script sets of the engine's memory plan and batching limits (module
-    docstring); a zero or None field is the engine's own."""
+    """What one launch script sets of the engine's memory plan, batching limits, kernels and
+    parallelism (module docstring); a zero, empty or None field is the engine's own."""
 
     kv_cache_dtype: Precision | None = None
     token_budget: int = 0  # per attention DP rank, under the engine's own name
@@ -284,8 +284,8 @@ class ScriptLimits:
 
 def launch_limits(point: ValidationPoint, tp: int, dp: int) -> dict[str, Any]:
     """The `ValidationPoint` fields of the KV-cache dtype, token budget, batch cap, memory
-    fraction and CUDA-graph capture size `point`'s launch script set (module docstring); {}
-    where it set none.
+    fraction, CUDA-graph capture size, MoE kernel and expert parallelism `point`'s launch
+    script set (module docstring); {} where it set none.
     `tp` x `dp` is the script's TP (the GPUs of one server)."""
     rule = _LIMIT_RULES.get((point.engine, point.model))
     limits = rule(point, tp * dp) if rule is not None else None
