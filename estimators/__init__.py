@@ -38,6 +38,7 @@ from estimators._engines import (
     UnknownEngineError,
     available_engines,
     load_engine,
+    version_tuple,
 )
 from estimators._memory import (
     DoesNotFitError,
@@ -192,6 +193,7 @@ __all__ = [
     "utc_now",
     "validate_parallelism",
     "variant_note",
+    "version_tuple",
     "with_expert_precision",
     "write_op_tables",
 ]

@@ -370,7 +370,7 @@ def _engines_yaml() -> dict[str, Any]:
     return engines
 
 
-def _version_tuple(text: str) -> tuple[int, ...] | None:
+def version_tuple(text: str) -> tuple[int, ...] | None:
     """Numeric release parts of a version (``1.0.0rc3`` -> (1, 0, 0)); None if none."""
     found = re.match(r"^v?(\d+(?:\.\d+)*)", text.strip())
     if not found:
@@ -389,7 +389,7 @@ def available_engines() -> dict[str, list[str]]:
     out = {}
     for name, body in _engines_yaml().items():
         keys = list((body or {}).get("profiles", {}))
-        out[name] = sorted(keys, key=lambda k: _version_tuple(k) or ())
+        out[name] = sorted(keys, key=lambda k: version_tuple(k) or ())
     return out
 
 
@@ -424,7 +424,7 @@ def load_engine(spec: str | None = None) -> EngineProfile:
         return _build(name, key, profiles[key])
     if version in profiles:
         return _build(name, version, profiles[version])
-    wanted = _version_tuple(version)
+    wanted = version_tuple(version)
     if wanted is None:
         raise UnknownEngineError(
             f"engine {name}: version {version!r} is not a release number; profiles: "
@@ -432,11 +432,11 @@ def load_engine(spec: str | None = None) -> EngineProfile:
         )
     ordered = available_engines()[name]
     for i, key in enumerate(ordered):
-        start = _version_tuple(key) or ()
+        start = version_tuple(key) or ()
         until = profiles[key].get("until")
-        end = _version_tuple(str(until)) if until else None
+        end = version_tuple(str(until)) if until else None
         if end is None and i + 1 < len(ordered):
-            end = _version_tuple(ordered[i + 1])
+            end = version_tuple(ordered[i + 1])
         if _cmp(wanted, start) >= 0 and (end is None or _cmp(wanted, end) < 0):
             return _build(name, key, profiles[key])
     raise UnknownEngineError(

@@ -86,12 +86,11 @@ these values):
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from estimators import Precision
+from estimators import Precision, version_tuple
 
 if TYPE_CHECKING:
     from search._validate._aic_silicon import ValidationPoint
@@ -267,19 +266,17 @@ class ScriptLimits:
         found: dict[str, Any] = {}
         if self.kv_cache_dtype is not None:
             found["kv_cache_dtype"] = found["kv_precision"] = self.kv_cache_dtype
-        if self.token_budget:
-            found["token_budget"] = self.token_budget
-        if self.batch_cap:
-            found["batch_cap"] = self.batch_cap
-        if self.memory_fraction:
-            found["memory_fraction"] = self.memory_fraction
-        if self.graph_max_tokens:
-            found["graph_max_tokens"] = self.graph_max_tokens
-        if self.moe_kernel:
-            found["moe_kernel"] = self.moe_kernel
-        if self.ep:
-            found["ep"] = self.ep
+        for name in _SAME_NAMED_FIELDS:
+            value = getattr(self, name)
+            if value:
+                found[name] = value
         return found
+
+
+# the `ScriptLimits` fields that are `ValidationPoint` fields of the same name
+_SAME_NAMED_FIELDS = (
+    "token_budget", "batch_cap", "memory_fraction", "graph_max_tokens", "moe_kernel", "ep",
+)  # fmt: skip
 
 
 def launch_limits(point: ValidationPoint, tp: int, dp: int) -> dict[str, Any]:
@@ -340,7 +337,7 @@ def _vllm_gpt_oss(point: ValidationPoint, gpus: int) -> ScriptLimits:
     if point.sku == "b200":  # gptoss_fp4_b200
         return ScriptLimits(Precision.FP8, batch_cap=512, graph_max_tokens=2048)
     # gptoss_fp4_h100, gptoss_fp4_h200: VLLM_MXFP4_USE_MARLIN=1 from the v0.13.0 image on
-    marlin = "marlin" if _release(point.engine_version) >= (0, 13) else ""
+    marlin = "marlin" if (version_tuple(point.engine_version) or ()) >= (0, 13) else ""
     return ScriptLimits(graph_max_tokens=2048, moe_kernel=marlin)
 
 
@@ -350,15 +347,10 @@ def _vllm_minimax(point: ValidationPoint, gpus: int) -> ScriptLimits | None:
     if point.sku == "h200":  # minimaxm2.5_fp8_h200, every version before PR #1354
         return ScriptLimits(memory_fraction=0.95, ep=gpus)
     if point.sku in ("b200", "b300"):  # minimaxm2.5_fp8_b200
-        before_947 = _release(point.engine_version) < (0, 19)
+        before_947 = (version_tuple(point.engine_version) or ()) < (0, 19)
         return ScriptLimits(memory_fraction=0.95, ep=gpus if before_947 else 0)
     return None
 
-
-def _release(version: str) -> tuple[int, ...]:
-    """The numeric release of an engine version ("0.18.0" -> (0, 18, 0); () if none)."""
-    found = re.match(r"v?(\d+(?:\.\d+)*)", version.strip())
-    return tuple(int(part) for part in found.group(1).split(".")) if found else ()
 
 
 _LIMIT_RULES: dict[tuple[str, str], Callable[[ValidationPoint, int], ScriptLimits | None]] = {
