@@ -57,6 +57,7 @@ from estimators._models import builtin_model_names, load_model
 from estimators._moe import MoeShape, all_to_all_seconds, dispatch_ranks
 from estimators._roofline import (
     _ACT_BYTES,
+    GEMM_FORMATS,
     AttentionRows,
     RooflineConstants,
     TokenOp,
@@ -68,7 +69,7 @@ from estimators._roofline import (
     routed_experts_part,
     weight_only_coeffs,
 )
-from estimators._types import MXFP4_BLOCK, ModelArchitecture, Precision
+from estimators._types import MXFP4_BLOCK, NVFP4_BLOCK, ModelArchitecture, Precision
 from estimators._weight_precision import gemm_math
 from sku_catalog import load_catalog
 from sku_catalog._types import GpuSku
@@ -109,15 +110,17 @@ MIN_DIM = 512  # GEMM n and k from which the table's shapes are a model's projec
 TP_DEGREES = (1, 2, 4, 8)
 HOLD_GEMM_EVERY = 5  # every 5th (n, k) shape is held out
 HOLD_ATTN_EVERY = 4  # every 4th per-GPU head shape is held out
-FIT_VERSION = "aic-roofline-6"  # part of every cache key: change it when the method changes
+FIT_VERSION = "aic-roofline-7"  # part of every cache key: change it when the method changes
 
 MATMUL = ("matmul_eff_max", "matmul_m_half", "matmul_mem_eff", "matmul_overhead_us")
-MATMUL_FP8 = (
-    "matmul_fp8_eff_max",
-    "matmul_fp8_m_half",
-    "matmul_fp8_mem_eff",
-    "matmul_fp8_overhead_us",
-)
+# weights per scale of the tables' fp8_block rows (128 x 128 blocks, as DeepSeek-V3's)
+FP8_BLOCK_WEIGHTS = 128 * 128
+# a low-precision format's matmul constants (`GEMM_FORMATS`: fp8, fp8_block, fp4)
+MATMUL_LOW = {
+    fmt: tuple(f"matmul_{fmt}_{key}" for key in ("eff_max", "m_half", "mem_eff", "overhead_us"))
+    for fmt in GEMM_FORMATS
+}
+MATMUL_FP8 = MATMUL_LOW["fp8"]
 # The tables' context rows have no cached prefix (every pair is causal), so the causal
 # factor cannot be told apart from the efficiency there: it is set to 1 (a causal pair does
 # the FLOPs of a context pair; FlashAttention skips masked tiles), and the per-context-token
@@ -130,7 +133,11 @@ ATTENTION = (
     "attention_decode_seq_kv",
     "attention_overhead_us",
 )
-GEMM_DTYPES = {"bfloat16": False, "fp8": True}  # table dtype -> FP8 constants
+# table dtype -> the GEMM format whose constants its rows fit (None: the 16-bit ones); the
+# per-tensor FP8 rows come before the other low-precision formats, which start from them
+GEMM_DTYPES: dict[str, str | None] = {
+    "bfloat16": None, "fp8": "fp8", "fp8_block": "fp8_block", "nvfp4": "fp4",
+}  # fmt: skip
 # MoE rows of MXFP4 weights in 16-bit math: the weight-only constants (`fit_dequant_rate`)
 WEIGHT_ONLY_MOE_DTYPE = "w4a16_mxfp4"
 # the M tiles (rows) a weight-only kernel may dequantize its weights per: 0, once per weight
@@ -313,7 +320,12 @@ def load_tables(sku: GpuSku, engine: str) -> SkuEngineTables | None:
     except aic.AicDataMissing:
         return None
     labels.append(ref.label)
+    excluded: list[str] = []
     for dtype in GEMM_DTYPES:
+        reason = aic.UNREPRESENTATIVE_GEMM_ROWS.get((engine, dtype))
+        if reason is not None:
+            excluded.append(reason)
+            continue
         sub = df[(df["gemm_dtype"] == dtype) & (df["n"] >= MIN_DIM) & (df["k"] >= MIN_DIM)]
         if sub.empty:
             continue
@@ -348,7 +360,7 @@ def load_tables(sku: GpuSku, engine: str) -> SkuEngineTables | None:
         keys = ["num_heads", "num_key_value_heads", "head_dim", "batch_size", "isl", "step"]
         phases.append(adf.groupby(keys, sort=True)["seconds"].median().reset_index())
     moe = _weight_only_moe_rows(sku, system, engine, version, labels)
-    return SkuEngineTables(sku, engine, labels, gemm, _attention_rows(*phases), [], moe)
+    return SkuEngineTables(sku, engine, labels, gemm, _attention_rows(*phases), excluded, moe)
 
 
 def _weight_only_moe_rows(
@@ -442,9 +454,16 @@ def without_model_shapes(t: SkuEngineTables, model: ModelArchitecture) -> SkuEng
 # --------------------------------------------------------------------------- predictions
 
 
-def gemm_seconds(g: GemmRows, c: RooflineConstants, sku: GpuSku, fp8: bool) -> np.ndarray:
-    """The roofline's seconds for each GEMM row (the estimator's own matmul formula)."""
-    w = 1 if fp8 else 2
+def gemm_seconds(g: GemmRows, c: RooflineConstants, sku: GpuSku, fmt: str | None) -> np.ndarray:
+    """The roofline's seconds for each GEMM row of format `fmt` (None: 16-bit), the
+    estimator's own matmul formula: against the format's tensor peak, its weights with their
+    scales."""
+    precision = {None: Precision.BF16, "fp4": Precision.FP4}.get(fmt, Precision.FP8)
+    w = precision.bytes
+    if fmt == "fp4":
+        w += 1.0 / NVFP4_BLOCK
+    elif fmt == "fp8_block":
+        w += 4.0 / FP8_BLOCK_WEIGHTS
     op = TokenOp(
         "gemm",
         "matmul",
@@ -452,7 +471,8 @@ def gemm_seconds(g: GemmRows, c: RooflineConstants, sku: GpuSku, fp8: bool) -> n
         g.n * g.k * w,
         (g.n + g.k) * _ACT_BYTES,  # type: ignore[arg-type]
     )
-    k = _coeffs(c, sku.peak_flops(fp8=fp8), sku.memory_bandwidth_bytes, fp8=fp8)
+    peak = sku.peak_flops(fp8=precision is Precision.FP8, fp4=precision is Precision.FP4)
+    k = _coeffs(c, peak, sku.memory_bandwidth_bytes, fp8=fmt is not None, gemm_format=fmt or "fp8")
     return _token_op_time(op, g.m, k)
 
 
@@ -573,10 +593,10 @@ def score_tables(
     gemm, att = _splits(t)
     out: dict[str, tuple[float, float, int, int]] = {}
     for dtype, (train, test) in gemm.items():
-        fp8 = GEMM_DTYPES[dtype]
+        fmt = GEMM_DTYPES[dtype]
         out[f"gemm {dtype}"] = (
-            _mape(gemm_seconds(train, c, t.sku, fp8), train.seconds),
-            _mape(gemm_seconds(test, c, t.sku, fp8), test.seconds),
+            _mape(gemm_seconds(train, c, t.sku, fmt), train.seconds),
+            _mape(gemm_seconds(test, c, t.sku, fmt), test.seconds),
             len(train.m),
             len(test.m),
         )
@@ -661,24 +681,25 @@ def fit_tables(t: SkuEngineTables, start: RooflineConstants) -> FitResult:
     fitted: list[str] = []
     sku = t.sku
     gemm, att = _splits(t)
-    for dtype, (train, _) in gemm.items():
-        fp8 = GEMM_DTYPES[dtype]
-        names = MATMUL_FP8 if fp8 else MATMUL
-        if fp8:  # start from the 16-bit fit
-            c = c.with_values({n8: getattr(c, n) for n8, n in zip(MATMUL_FP8, MATMUL, strict=True)})
+    for dtype, (train, test) in gemm.items():
+        fmt = GEMM_DTYPES[dtype]
+        names = MATMUL if fmt is None else MATMUL_LOW[fmt]
+        if fmt is not None:  # start from the constants the format falls back to
+            base = MATMUL if fmt == "fp8" else MATMUL_FP8
+            start = zip(names, base, MATMUL, strict=True)
+            c = c.with_values({n: getattr(c, b) or getattr(c, m) for n, b, m in start})
 
         weight = np.sqrt(train.seconds)
 
-        def mm_loss(cc: RooflineConstants, rows=train, fp8=fp8, w=weight) -> float:
-            d = np.log(gemm_seconds(rows, cc, sku, fp8)) - np.log(rows.seconds)
+        def mm_loss(cc: RooflineConstants, rows=train, fmt=fmt, w=weight) -> float:
+            d = np.log(gemm_seconds(rows, cc, sku, fmt)) - np.log(rows.seconds)
             return float(np.sum(w * d * d) / np.sum(w))
 
         fit = fit_matmul(c, names, mm_loss)
-        if fp8:  # own FP8 constants only where they beat the 16-bit ones on held-out rows
-            test = gemm[dtype][1]
-            off = fit.with_values(dict.fromkeys(MATMUL_FP8, 0.0))
-            if _mape(gemm_seconds(test, off, sku, True), test.seconds) <= _mape(
-                gemm_seconds(test, fit, sku, True), test.seconds
+        if fmt is not None:  # its own constants only where they beat its fallback's held out
+            off = fit.with_values(dict.fromkeys(names, 0.0))
+            if _mape(gemm_seconds(test, off, sku, fmt), test.seconds) <= _mape(
+                gemm_seconds(test, fit, sku, fmt), test.seconds
             ):
                 c = off
                 continue
@@ -1083,12 +1104,16 @@ def write_engine_layer(path: Path, fits: Sequence[FitResult], command: str) -> N
         "# of the constants (matmul: efficiencies at most 1, several starts), mean squared",
         "# log error of the roofline's own formulas against",
         "# - GEMM rows with n, k >= 512 and rows at the built-in models' TP-sharded (n, k),",
-        "#   interpolated from the table (16-bit -> matmul.*, FP8 -> matmul.fp8_*; FP8 against",
-        "#   the FP8 tensor peak, 1-byte weights; fastest kernel per shape, made non-decreasing",
-        "#   in m as the profiled backend reads the table), each row's squared",
-        "#   log error weighted by the square root of its measured time (an iteration's time",
-        "#   is the sum of its GEMMs': long GEMMs count more, short ones still count); FP8",
-        "#   constants are kept only where they beat the 16-bit ones on the held-out FP8 rows;",
+        "#   interpolated from the table (16-bit -> matmul.*, FP8 -> matmul.fp8_*, block-scaled",
+        "#   FP8 (fp8_block) -> matmul.fp8_block_*, NVFP4 -> matmul.fp4_*; low precision against",
+        "#   the FP8 or FP4 tensor peak, its weights with their scales; fastest kernel per shape,",
+        "#   made non-decreasing in m as the profiled backend reads the table), each row's",
+        "#   squared log error weighted by the square root of its measured time (an iteration's",
+        "#   time is the sum of its GEMMs': long GEMMs count more, short ones still count); a",
+        "#   low-precision format's constants are kept only where they beat, on its held-out",
+        "#   rows, the ones it falls back to (FP8: the 16-bit; fp8_block, NVFP4: the FP8);",
+        "#   vLLM's fp8_block rows are left out (estimators/_aic_tables.py",
+        "#   UNREPRESENTATIVE_GEMM_ROWS: flat in m, 4-17x its FP8 rows);",
         "# - on GPUs without FP4 tensor cores, the MoE table's MXFP4 experts in 16-bit math",
         "#   (w4a16_mxfp4, balanced routing, no EP; fastest kernel per shape and token count),",
         "#   on the fitted 16-bit constants -> matmul.dequant_tera_per_s (weight elements a",

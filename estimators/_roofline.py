@@ -69,7 +69,7 @@ from estimators._engines import EngineProfile
 from estimators._moe import MoeShape, all_to_all_seconds, dispatch_ranks
 from estimators._sliding_window import windowed_attention
 from estimators._types import ModelArchitecture, Precision, resolve_kv_precision
-from estimators._weight_precision import WeightPrecisions, gemm_kind, gemm_math
+from estimators._weight_precision import WeightPrecisions, gemm_format, gemm_kind, gemm_math
 from sku_catalog._types import GpuSku, LinkKind, NodeShape
 
 __all__ = [
@@ -156,6 +156,18 @@ class RooflineConstants:
     matmul_fp8_m_half: float = 0.0
     matmul_fp8_mem_eff: float = 0.0
     matmul_fp8_overhead_us: float = 0.0
+    # FP8 GEMMs of block-scaled checkpoints (128 x 128 weight blocks, 1 x 128 activation
+    # groups: DeepSeek-V3, MiniMax-M2, Qwen3 FP8) and NVFP4 GEMMs (against the FP4 tensor
+    # peak, 4.5-bit weights), each fitted to its engine's own rows of that format; 0: as the
+    # per-tensor FP8 ones (`gemm_format`)
+    matmul_fp8_block_eff_max: float = 0.0
+    matmul_fp8_block_m_half: float = 0.0
+    matmul_fp8_block_mem_eff: float = 0.0
+    matmul_fp8_block_overhead_us: float = 0.0
+    matmul_fp4_eff_max: float = 0.0
+    matmul_fp4_m_half: float = 0.0
+    matmul_fp4_mem_eff: float = 0.0
+    matmul_fp4_overhead_us: float = 0.0
     # weight-only GEMMs of 4-bit weights in 16-bit math (MXFP4 experts on GPUs without FP4
     # tensor cores): weight elements the kernel unpacks and scales per second, in 1e12, a
     # third bound beside compute and the weight read; 0: not bounded
@@ -316,6 +328,11 @@ def load_roofline_constants(sku: GpuSku, engine: str | None = None) -> RooflineC
 # --------------------------------------------------------------------------- operators
 
 
+# the weight formats of low-precision GEMMs (estimators/_weight_precision.py `gemm_format`),
+# each the prefix of its matmul constants in RooflineConstants (matmul_<format>_eff_max ...)
+GEMM_FORMATS = ("fp8", "fp8_block", "fp4")
+
+
 @dataclass(frozen=True, slots=True)
 class TokenOp:
     """A token-level operator of one layer (or of the first/last stage), per GPU.
@@ -359,8 +376,10 @@ def _coeffs(
     fp8: bool = False,
     fp8_quant_fused: bool = False,
     math16: _Coeffs | None = None,
+    gemm_format: str = "fp8",
 ) -> _Coeffs:
-    """`fp8`: the GEMMs run in FP8 (its own matmul constants where fitted).
+    """`fp8`: the GEMMs run in low precision, `gemm_format` (`GEMM_FORMATS`) saying which:
+    its own matmul constants where fitted, else the per-tensor FP8 ones, else the 16-bit.
 
     The FP8 constants are fitted to tables that time an engine's FP8 linear layer from a
     16-bit input: the GEMM and the quantization of its input.  The GEMM kernel alone has
@@ -374,11 +393,14 @@ def _coeffs(
         c.matmul_eff_max, c.matmul_m_half, c.matmul_mem_eff, c.matmul_overhead_us
     )  # fmt: skip
     if fp8:
-        eff = c.matmul_fp8_eff_max or eff
-        m_half = c.matmul_fp8_m_half or m_half
-        mem_eff = c.matmul_fp8_mem_eff or mem_eff
+        low_ovh = 0.0
+        for prefix in dict.fromkeys(("fp8", gemm_format)):  # per-tensor FP8, then its own
+            eff = getattr(c, f"matmul_{prefix}_eff_max") or eff
+            m_half = getattr(c, f"matmul_{prefix}_m_half") or m_half
+            mem_eff = getattr(c, f"matmul_{prefix}_mem_eff") or mem_eff
+            low_ovh = getattr(c, f"matmul_{prefix}_overhead_us") or low_ovh
         if not fp8_quant_fused:
-            ovh = c.matmul_fp8_overhead_us or ovh
+            ovh = low_ovh or ovh
     return _Coeffs(
         sec_per_flop=1.0 / (peak * eff),
         m_half=m_half,
@@ -626,12 +648,17 @@ class RooflineEstimator:
         fused = engine is not None and engine.fp8_quant_fused(model.model_type)
         k16 = _coeffs(c, self.attn_peak, self.hbm_bw) if self.precision.low else None
         self._k = _coeffs(
-            c, self.peak, self.hbm_bw, fp8=self.precision.low, fp8_quant_fused=fused, math16=k16
-        )
+            c, self.peak, self.hbm_bw, fp8=self.precision.low, fp8_quant_fused=fused, math16=k16,
+            gemm_format=gemm_format(model, gemm_math(sku, self.precision)),
+        )  # fmt: skip
         # the routed experts' GEMMs in the precision their kernels compute in (`gemm_math`):
         # MXFP4 experts W4A8 on Blackwell, weight-only (16-bit math) elsewhere
         expert_math = gemm_math(sku, self.weights.experts)
-        self._k_experts = self._k
+        # The per-format constants (`gemm_format`) are fitted to dense GEMMs; a grouped
+        # GEMM pays their M floor once per expert, so the experts keep the FP8 ones.
+        self._k_experts = _coeffs(
+            c, self.peak, self.hbm_bw, fp8=self.precision.low, fp8_quant_fused=fused
+        )
         if expert_math is not gemm_math(sku, self.precision):
             self._k_experts = _coeffs(
                 c, sku.peak_flops(fp8=expert_math is Precision.FP8,

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from estimators._types import ModelArchitecture, Precision
 from sku_catalog._types import GpuSku
 
-__all__ = ["WeightPrecisions", "gemm_kind", "gemm_math"]
+__all__ = ["WeightPrecisions", "gemm_format", "gemm_kind", "gemm_math"]
 
 _SIXTEEN = (Precision.BF16, Precision.FP16)
 # by model_type: the attention weights (`WeightPrecisions` kinds) NVIDIA's NVFP4 checkpoint
@@ -78,7 +78,7 @@ class WeightPrecisions:
         )
 
     def describe(self, model: ModelArchitecture) -> str:
-        """"experts mxfp4, attention projections bf16, ..." for the kinds stored apart from
+        """ "experts mxfp4, attention projections bf16, ..." for the kinds stored apart from
         the weight precision the MLPs hold ("" when every kind shares it)."""
         base = self.mlp
         parts = []
@@ -100,6 +100,18 @@ def gemm_math(sku: GpuSku, weight: Precision) -> Precision:
     if w is Precision.MXFP4:
         return Precision.FP8 if sku.fp4_tflops is not None else Precision.BF16
     return Precision.BF16 if w in _SIXTEEN else w
+
+
+def gemm_format(model: ModelArchitecture, math: Precision) -> str:
+    """The weight format of `model`'s GEMMs that compute in `math` (FP8 or FP4), as the
+    engines' GEMM tables tell them apart and the roofline keeps constants for each: ``fp4``
+    (NVFP4, 16-weight blocks with FP8 scales), ``fp8_block`` (a block-scaled FP8
+    checkpoint, `ModelArchitecture.weight_scale_block`: 128 x 128 weight blocks, the
+    activations quantized per 128-element group, as DeepGEMM and the engines' blockwise
+    kernels run them) or ``fp8`` (per-tensor scales, ModelOpt's FP8 checkpoints)."""
+    if Precision(math) is Precision.FP4:
+        return "fp4"
+    return "fp8_block" if model.weight_scale_block else "fp8"
 
 
 def gemm_kind(weight: Precision, dense: Precision) -> str:

@@ -194,10 +194,19 @@ def script_limits(scheduler: SchedulerConfig, point: ValidationPoint) -> Schedul
     return replace(scheduler, **changes) if changes else scheduler
 
 
+# weights per scale of the block-scaled FP8 checkpoints a row's ``fp8_block`` names
+# (Qwen3-FP8, DeepSeek-V3: quantization_config.weight_block_size [128, 128])
+FP8_BLOCK_WEIGHTS = 128 * 128
+
+
 def point_model(point: ValidationPoint) -> ModelArchitecture:
     """The point's model with its weights as the measured checkpoint stores them (its
-    experts' precision where the row sets it apart: `checkpoint_precisions`)."""
-    return with_expert_precision(load_model(point.model), point.expert_precision)
+    experts' precision where the row sets it apart: `checkpoint_precisions`; block-scaled
+    FP8 where the row's GEMMs are ``fp8_block`` and the built-in config is not)."""
+    model = with_expert_precision(load_model(point.model), point.expert_precision)
+    if point.gemm_quant_mode == "fp8_block" and not model.weight_scale_block:
+        model = replace(model, weight_scale_block=FP8_BLOCK_WEIGHTS)
+    return model
 
 
 def disaggregated_deployment(

@@ -75,15 +75,65 @@ def test_the_matmul_fit_recovers_known_constants():
     )  # fmt: skip
     m, n, k = np.meshgrid(2.0 ** np.arange(0, 14), [1024.0, 4096.0, 8192.0], [2048.0, 8192.0])
     rows = GemmRows(m.ravel(), n.ravel(), k.ravel(), np.zeros(m.size))
-    rows.seconds = gemm_seconds(rows, truth, sku, False)
+    rows.seconds = gemm_seconds(rows, truth, sku, None)
 
     def loss(c: RooflineConstants) -> float:
-        d = np.log(gemm_seconds(rows, c, sku, False)) - np.log(rows.seconds)
+        d = np.log(gemm_seconds(rows, c, sku, None)) - np.log(rows.seconds)
         return float(np.mean(d * d))
 
     fitted = fit_matmul(RooflineConstants(), MATMUL, loss)
     for name in MATMUL:
         assert getattr(fitted, name) == pytest.approx(getattr(truth, name), rel=0.05), name
+
+
+def test_the_fp4_fit_recovers_known_constants_against_the_fp4_peak():
+    """NVFP4 rows timed by the roofline (FP4 peak, 4.5-bit weights) from known fp4_*
+    constants: fitting that format's names gives them back."""
+    from estimators._aic_calibration import MATMUL_LOW, GemmRows, fit_matmul, gemm_seconds
+    from estimators._roofline import RooflineConstants
+    from sku_catalog import load_catalog
+
+    sku = load_catalog().get("b200")
+    names = MATMUL_LOW["fp4"]
+    truth = RooflineConstants().with_values(dict(zip(names, (0.45, 60.0, 0.6, 8.0), strict=True)))
+    m, n, k = np.meshgrid(2.0 ** np.arange(0, 14), [1024.0, 4096.0, 8192.0], [2048.0, 8192.0])
+    rows = GemmRows(m.ravel(), n.ravel(), k.ravel(), np.zeros(m.size))
+    rows.seconds = gemm_seconds(rows, truth, sku, "fp4")
+    assert not np.allclose(rows.seconds, gemm_seconds(rows, truth, sku, "fp8"))
+
+    def loss(c: RooflineConstants) -> float:
+        d = np.log(gemm_seconds(rows, c, sku, "fp4")) - np.log(rows.seconds)
+        return float(np.mean(d * d))
+
+    start = RooflineConstants().with_values(dict(zip(names, (0.7, 24.0, 0.8, 4.0), strict=True)))
+    fitted = fit_matmul(start, names, loss)
+    for name in names:
+        assert getattr(fitted, name) == pytest.approx(getattr(truth, name), rel=0.05), name
+
+
+def test_block_fp8_and_nvfp4_rows_fit_their_own_constants_but_vllms_block_rows_are_left_out():
+    """TensorRT-LLM's B200 tables: the fp8_block and nvfp4 rows fit constants of their own
+    that beat the per-tensor FP8 ones on their held-out shapes; vLLM's fp8_block rows (flat
+    in m) are left out with the reason."""
+    from estimators._aic_calibration import fit_tables, load_tables, score_tables
+    from estimators._roofline import load_roofline_constants
+    from sku_catalog import load_catalog
+
+    sku = load_catalog().get("b200")
+    tables = load_tables(sku, "trtllm")
+    assert {"fp8", "fp8_block", "nvfp4"} <= set(tables.gemm)
+    start = load_roofline_constants(sku)
+    fit = fit_tables(tables, start)
+    assert fit.constants.matmul_fp8_block_eff_max > 0 and fit.constants.matmul_fp4_eff_max > 0
+    fp8_only = fit.constants.with_values(
+        {n: 0.0 for n in fit.fitted if n.startswith(("matmul_fp8_block", "matmul_fp4"))}
+    )
+    before = score_tables(tables, fp8_only)
+    for group in ("gemm fp8_block", "gemm nvfp4"):
+        assert fit.errors[group][1] < before[group][1] - 0.05  # held-out MAPE
+    vllm = load_tables(load_catalog().get("h200"), "vllm")
+    assert "fp8_block" not in vllm.gemm and "fp8" in vllm.gemm
+    assert any("fp8_block" in reason for reason in vllm.excluded)
 
 
 @pytest.mark.parametrize("tile", [0.0, 64.0])

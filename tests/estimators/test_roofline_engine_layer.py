@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -76,6 +78,66 @@ def test_fp8_constants_apply_to_fp8_gemms_only():
     assert t8 - ovh == pytest.approx(
         op.flops_per_token * (m + 1) / (H100.peak_flops(fp8=True) * 0.25)
     )
+
+
+B200 = load_catalog().get("b200")
+
+
+def _compute_bound_mlp_up(est: RooflineEstimator, m: float = 8192.0) -> tuple[float, float]:
+    """(seconds of mlp_up_proj at `m` tokens less its fixed cost, its FLOPs a token)."""
+    op = next(o for o in est.layer_ops if o.name == "mlp_up_proj")
+    t = est.token_op_times(np.array([m]))["mlp_up_proj"][0]
+    return t - est._k.overhead["matmul"], op.flops_per_token
+
+
+def test_each_low_precision_format_takes_its_own_matmul_constants():
+    """NVFP4 GEMMs take matmul.fp4_*, a block-scaled FP8 checkpoint's GEMMs matmul.fp8_block_*,
+    a per-tensor FP8 checkpoint's matmul.fp8_*; each against its own tensor peak."""
+    table = {
+        "defaults": {
+            "matmul": {"eff_max": 0.5, "m_half": 1.0, "fp8_eff_max": 0.25,
+                       "fp8_block_eff_max": 0.2, "fp4_eff_max": 0.4, "fp4_overhead_us": 9.0},
+        }
+    }  # fmt: skip
+    block = replace(LLAMA8, weight_scale_block=128 * 128)
+    m = 8192.0
+    with roofline_table(table):
+        cases = [
+            (RooflineEstimator(LLAMA8, B200, precision=Precision.FP4), B200, "fp4", 0.4),
+            (RooflineEstimator(block, H100, precision=Precision.FP8), H100, "fp8", 0.2),
+            (RooflineEstimator(LLAMA8, H100, precision=Precision.FP8), H100, "fp8", 0.25),
+        ]
+    for est, sku, peak, eff in cases:
+        t, flops = _compute_bound_mlp_up(est, m)
+        p = sku.peak_flops(fp8=peak == "fp8", fp4=peak == "fp4")
+        assert t == pytest.approx(flops * (m + 1) / (p * eff))
+    assert cases[0][0]._k.overhead["matmul"] == pytest.approx(9e-6)
+
+
+def test_a_format_without_its_own_constants_falls_back_to_the_fp8_ones():
+    table = {"defaults": {"matmul": {"eff_max": 0.5, "m_half": 1.0, "fp8_eff_max": 0.25}}}
+    block = replace(LLAMA8, weight_scale_block=128 * 128)
+    with roofline_table(table):
+        fp4 = RooflineEstimator(LLAMA8, B200, precision=Precision.FP4)
+        fp8_block = RooflineEstimator(block, H100, precision=Precision.FP8)
+    t4, flops = _compute_bound_mlp_up(fp4)
+    assert t4 == pytest.approx(flops * 8193.0 / (B200.peak_flops(fp4=True) * 0.25))
+    t8, _ = _compute_bound_mlp_up(fp8_block)
+    assert t8 == pytest.approx(flops * 8193.0 / (H100.peak_flops(fp8=True) * 0.25))
+
+
+def test_routed_experts_keep_the_fp8_constants_of_a_format_fitted_to_dense_gemms():
+    """The per-format constants are fitted to dense GEMMs; a grouped GEMM pays the M floor
+    once per expert, so an NVFP4 run's experts keep the FP8 ones."""
+    deepseek = load_model("deepseek-ai/DeepSeek-V3")
+    table = {
+        "defaults": {"matmul": {"eff_max": 0.5, "m_half": 8.0, "fp8_eff_max": 0.5,
+                                "fp8_m_half": 8.0, "fp4_m_half": 500.0}},
+    }  # fmt: skip
+    with roofline_table(table):
+        est = RooflineEstimator(deepseek, B200, tp=8, precision=Precision.FP4)
+    assert est._k.m_half == 500.0
+    assert est._k_experts.m_half == 8.0
 
 
 def test_roofline_table_swaps_the_table_for_the_block_only():

@@ -156,6 +156,20 @@ def test_fp4_rows_map_to_the_layout_of_the_checkpoint_they_measured(
     assert deployment_for(point).model.expert_precision == deployed.expert_precision
 
 
+def test_a_block_scaled_fp8_row_runs_a_block_scaled_checkpoint():
+    """A row whose GEMMs are fp8_block (Qwen3's FP8 checkpoints) deploys the model with
+    128 x 128 weight blocks, whose GEMMs take the block-scaled constants and tables; a
+    per-tensor FP8 row keeps the built-in config's own (none for Qwen3-32B)."""
+    from search._validate._run import point_model
+
+    qwen = {"model_path": "Qwen/Qwen3-32B", "system": "b200_sxm", "backend": "sglang"}
+    [block] = select_points([row(**qwen, gemm_quant_mode="fp8_block")]).points
+    [tensor] = select_points([row(**qwen, gemm_quant_mode="fp8")]).points
+    assert point_model(block).weight_scale_block == 128 * 128
+    assert deployment_for(block).model.weight_scale_block == 128 * 128
+    assert point_model(tensor).weight_scale_block == 0
+
+
 def test_rows_that_cannot_be_simulated_are_counted_by_reason():
     rows = [
         row(mode="disagg"),
