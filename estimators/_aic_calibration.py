@@ -8,7 +8,9 @@ installed package, see `estimators._aic_tables`) give:
   (the shapes of models' TP-sharded projections and LM heads), plus rows at the built-in
   models' own TP-sharded shapes interpolated from the table (the profiled backend's
   bilinear interpolation, inside the measured range), fit the matmul constants,
-  16-bit rows the 16-bit ones, FP8 rows the FP8 ones, each row's squared log error
+  16-bit rows the 16-bit ones, each low-precision format's rows its own (`GEMM_DTYPES`:
+  per-tensor FP8, block-scaled FP8, NVFP4; not `aic.UNREPRESENTATIVE_GEMM_ROWS`), kept
+  only where they beat the constants the format falls back to, each row's squared log error
   weighted by the square root of its time (an iteration's time is the sum of its GEMMs');
   each shape's times are made non-decreasing in m first, as the profiled backend does;
 * attention: seconds of one layer's context (prefill, causal, no cached prefix) and

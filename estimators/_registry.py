@@ -149,7 +149,14 @@ def _profiled(
     **_: Any,
 ) -> ProfiledEstimator:
     if Precision(precision) is Precision.FP4:
-        raise ProfiledDataMissing("profiled estimator: the measured tables hold no FP4 GEMMs yet")
+        # aiconfigurator's nvfp4 GEMM rows time a linear layer with its input's quantization,
+        # which an engine may fuse into the kernel before it (TensorRT-LLM's Llama layer:
+        # `fp8_quant_fused_model_types`); the roofline's matmul.fp4_* constants, fitted to
+        # those rows, keep that fixed cost apart where it is fused
+        raise ProfiledDataMissing(
+            "profiled estimator: FP4 GEMMs are priced by the roofline (its NVFP4 constants "
+            "are fitted to the measured nvfp4 GEMM tables)"
+        )
     profiled = MlaProfiledEstimator if model.is_mla else ProfiledEstimator
     return profiled(
         model,
