@@ -90,7 +90,7 @@ from estimators._speculative import (
     drafter_memory,
     expected_tokens_per_step,
 )
-from estimators._types import ModelArchitecture, Precision, resolve_kv_precision
+from estimators._types import FP8_BLOCK_WEIGHTS, ModelArchitecture, Precision, resolve_kv_precision
 from estimators._weight_precision import WeightPrecisions
 
 # fitting the roofline's engine constants to aiconfigurator's tables reads them with pandas,
@@ -120,6 +120,7 @@ __all__ = [
     "FIRST_TOKEN_PREFILL",
     "FIT_ENGINES",
     "FIT_SKUS",
+    "FP8_BLOCK_WEIGHTS",
     "MOE_ALL_TO_ALL_ABOVE_TOP_K",
     "MOE_ALL_TO_ALL_ALWAYS",
     "MOE_ALL_TO_ALL_NEVER",

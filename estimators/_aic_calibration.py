@@ -71,7 +71,13 @@ from estimators._roofline import (
     routed_experts_part,
     weight_only_coeffs,
 )
-from estimators._types import MXFP4_BLOCK, NVFP4_BLOCK, ModelArchitecture, Precision
+from estimators._types import (
+    FP8_BLOCK_WEIGHTS,
+    MXFP4_BLOCK,
+    NVFP4_BLOCK,
+    ModelArchitecture,
+    Precision,
+)
 from estimators._weight_precision import gemm_math
 from sku_catalog import load_catalog
 from sku_catalog._types import GpuSku
@@ -115,8 +121,6 @@ HOLD_ATTN_EVERY = 4  # every 4th per-GPU head shape is held out
 FIT_VERSION = "aic-roofline-7"  # part of every cache key: change it when the method changes
 
 MATMUL = ("matmul_eff_max", "matmul_m_half", "matmul_mem_eff", "matmul_overhead_us")
-# weights per scale of the tables' fp8_block rows (128 x 128 blocks, as DeepSeek-V3's)
-FP8_BLOCK_WEIGHTS = 128 * 128
 # a low-precision format's matmul constants (`GEMM_FORMATS`: fp8, fp8_block, fp4)
 MATMUL_LOW = {
     fmt: tuple(f"matmul_{fmt}_{key}" for key in ("eff_max", "m_half", "mem_eff", "overhead_us"))

@@ -114,11 +114,11 @@ AIC_ENGINES: dict[str, str] = {
     "trt-llm": "trtllm",
 }
 # (engine directory, gemm_dtype) rows that time no kernel the engine serves that format
-# with: the roofline's fit (estimators/_aic_calibration.py) and the profiled backend leave
-# them out (that format then takes the per-tensor FP8 rows and constants), for the reason
-# given.  vLLM's fp8_block GEMM rows (0.24.0 tables of H100, H200 and B200): flat in m from
-# 1 to 2,048 tokens (a 7168 x 2048 weight: 57-87 us on H200, 170-260 us on B200, where
-# reading its 14.7 MB takes 3 us and 2 us), 4-17x vLLM's own per-tensor FP8 rows and 5-30x
+# with: the roofline's fit (estimators/_aic_calibration.py) leaves them out (that format
+# then takes the engine's per-tensor FP8 constants), for the reason given.  vLLM's
+# fp8_block GEMM rows (0.24.0 tables of H100, H200 and B200): flat in m from 1 to 2,048
+# tokens (a 7168 x 2048 weight: 57-87 us on H200, 170-260 us on B200, where reading its
+# 14.7 MB takes 3 us and 2 us), 4-17x vLLM's own per-tensor FP8 rows and 5-30x
 # TensorRT-LLM's and SGLang's fp8_block rows at the same shapes on the same GPU: a kernel
 # bound by neither its compute nor its weight read.
 UNREPRESENTATIVE_GEMM_ROWS: dict[tuple[str, str], str] = {

@@ -46,6 +46,10 @@ _BYTES = {
 }  # fmt: skip
 NVFP4_BLOCK = 16  # weights per FP8 (E4M3) scale of an NVFP4 tensor
 MXFP4_BLOCK = 32  # weights per E8M0 scale of an MXFP4 tensor
+# weights per fp32 scale of the common block-scaled FP8 checkpoints (DeepSeek-V3, Qwen3-FP8,
+# MiniMax-M2: quantization_config.weight_block_size [128, 128]) and of aiconfigurator's
+# fp8_block GEMM rows
+FP8_BLOCK_WEIGHTS = 128 * 128
 
 
 @dataclass(frozen=True, slots=True)

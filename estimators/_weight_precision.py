@@ -78,7 +78,7 @@ class WeightPrecisions:
         )
 
     def describe(self, model: ModelArchitecture) -> str:
-        """ "experts mxfp4, attention projections bf16, ..." for the kinds stored apart from
+        """"experts mxfp4, attention projections bf16, ..." for the kinds stored apart from
         the weight precision the MLPs hold ("" when every kind shares it)."""
         base = self.mlp
         parts = []

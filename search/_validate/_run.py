@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from estimators import (
+    FP8_BLOCK_WEIGHTS,
     EngineProfile,
     EstimatorFallbackWarning,
     ModelArchitecture,
@@ -192,11 +193,6 @@ def script_limits(scheduler: SchedulerConfig, point: ValidationPoint) -> Schedul
     if point.batch_cap:
         changes["batch_size"] = min(point.batch_cap * point.dp, point.concurrency)
     return replace(scheduler, **changes) if changes else scheduler
-
-
-# weights per scale of the block-scaled FP8 checkpoints a row's ``fp8_block`` names
-# (Qwen3-FP8, DeepSeek-V3: quantization_config.weight_block_size [128, 128])
-FP8_BLOCK_WEIGHTS = 128 * 128
 
 
 def point_model(point: ValidationPoint) -> ModelArchitecture:
