@@ -20,28 +20,23 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from dataclasses import dataclass
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from estimators import load_model  # noqa: E402
-from search._capacity import (  # noqa: E402
+from estimators import load_model
+from search._capacity import (
     CapacitySearchOptions,
     LatencySLO,
     find_capacity,
 )
-from simulator import (  # noqa: E402
+from simulator import (
     Deployment,
     SchedulerConfig,
     SchedulerKind,
     prepare,
     service_bound,
 )
-from sku_catalog import load_catalog  # noqa: E402
-from workloads import build_workload  # noqa: E402
+from sku_catalog import load_catalog
+from workloads import build_workload
 
 LLAMA_7B = "meta-llama/Llama-2-7b-hf"
 LLAMA_70B = "meta-llama/Llama-2-70b-hf"

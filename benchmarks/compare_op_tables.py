@@ -25,14 +25,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from estimators import Precision  # noqa: E402
-from estimators._curves import gemm_curve  # noqa: E402
-from estimators._op_tables import _ASKED_DTYPES, OpTableMissing, load_op_tables  # noqa: E402
-from estimators._profiled import AicOpTables, profiled_coverage  # noqa: E402
-from sku_catalog import load_catalog  # noqa: E402
+from estimators import Precision
+from estimators._curves import gemm_curve
+from estimators._op_tables import _ASKED_DTYPES, OpTableMissing, load_op_tables
+from estimators._profiled import AicOpTables, profiled_coverage
+from sku_catalog import load_catalog
 
 
 def _stats(ratios: np.ndarray) -> str:

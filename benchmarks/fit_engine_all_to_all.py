@@ -25,15 +25,11 @@ FP8 shows above the link's share it really reaches.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from estimators import _aic_tables as aic  # noqa: E402
-from estimators._aic_calibration import (  # noqa: E402
+from estimators import _aic_tables as aic
+from estimators._aic_calibration import (
     A2A_SKUS,
     FIT_ENGINES,
     all_to_all_line_seconds,
@@ -45,7 +41,7 @@ from estimators._aic_calibration import (  # noqa: E402
     mean_all_to_all,
     node_link,
 )
-from sku_catalog import load_catalog  # noqa: E402
+from sku_catalog import load_catalog
 
 
 def main() -> int:

@@ -25,15 +25,11 @@ the mean of its GPUs' fits: hopper = h100_sxm and h200_sxm).
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from estimators import _aic_tables as aic  # noqa: E402
-from estimators._aic_calibration import (  # noqa: E402
+from estimators import _aic_tables as aic
+from estimators._aic_calibration import (
     FIT_ENGINES,
     allreduce_seconds,
     allreduce_table,
@@ -44,7 +40,7 @@ from estimators._aic_calibration import (  # noqa: E402
     mean_allreduce,
     node_link,
 )
-from sku_catalog import load_catalog  # noqa: E402
+from sku_catalog import load_catalog
 
 SKUS = ("a100-80gb", "h100-sxm", "h200", "b200")
 

@@ -27,11 +27,8 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from estimators import _aic_tables as aic  # noqa: E402
-from estimators._aic_calibration import (  # noqa: E402
+from estimators import _aic_tables as aic
+from estimators._aic_calibration import (
     FIT_ENGINES,
     FIT_SKUS,
     fit_tables,
@@ -39,8 +36,10 @@ from estimators._aic_calibration import (  # noqa: E402
     score_tables,
     write_engine_layer,
 )
-from estimators._roofline import load_roofline_constants  # noqa: E402
-from sku_catalog import load_catalog  # noqa: E402
+from estimators._roofline import load_roofline_constants
+from sku_catalog import load_catalog
+
+ROOT = Path(__file__).resolve().parents[1]
 
 YAML_PATH = ROOT / "estimators" / "data" / "roofline.yaml"
 

@@ -7,7 +7,7 @@ engine's nvfp4 and fp8 GEMM rows next to the roofline's, so that the operator-le
 the FP4 points can be read apart from the end-to-end one.  Reads operator tables only; no
 end-to-end point, nothing fitted.
 
-    PYTHONPATH=$PWD python benchmarks/fp4_gemm_check.py [--engine trtllm --engine vllm]
+    python benchmarks/fp4_gemm_check.py [--engine trtllm --engine vllm]
 """
 
 from __future__ import annotations

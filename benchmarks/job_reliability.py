@@ -38,12 +38,9 @@ from pathlib import Path
 import yaml
 from sqlalchemy import text
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from search._db import DatabaseError, open_database  # noqa: E402
-from search._db.store import job_state  # noqa: E402
-from search._spec import load_spec  # noqa: E402
+from search._db import DatabaseError, open_database
+from search._db.store import job_state
+from search._spec import load_spec
 
 LLMCAP = str(Path(sys.executable).parent / "llmcap")
 LEASE_S = 3.0

@@ -16,15 +16,11 @@ the others (leave-one-shape-out) and prints the error at 1,024, 4,096 and 8,192 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from estimators import _aic_tables as aic  # noqa: E402
-from estimators._aic_moe_mla import scaled_to_shape  # noqa: E402
+from estimators import _aic_tables as aic
+from estimators._aic_moe_mla import scaled_to_shape
 
 SYSTEMS = ("h100_sxm", "h200_sxm", "b200_sxm")
 ENGINES = ("vllm", "sglang", "trtllm")

@@ -27,19 +27,17 @@ from __future__ import annotations
 import argparse
 import json
 import resource
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from search._db import open_database
+from search._driver import SearchDriver
+from search._pareto import best_configuration, rank_configurations
+from search._results_view import with_labels
+from search._spec import load_spec
 
-from search._db import open_database  # noqa: E402
-from search._driver import SearchDriver  # noqa: E402
-from search._pareto import best_configuration, rank_configurations  # noqa: E402
-from search._results_view import with_labels  # noqa: E402
-from search._spec import load_spec  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 SPEC = ROOT / "examples" / "vidur_llama2_70b_chat.yaml"
 

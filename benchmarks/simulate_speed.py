@@ -26,13 +26,12 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from estimators import load_model
+from simulator import Deployment, RunOptions, SchedulerConfig, SchedulerKind, prepare
+from sku_catalog import load_catalog
+from workloads import WorkloadSpec, build_workload
 
-from estimators import load_model  # noqa: E402
-from simulator import Deployment, RunOptions, SchedulerConfig, SchedulerKind, prepare  # noqa: E402  # noqa: E402
-from sku_catalog import load_catalog  # noqa: E402
-from workloads import WorkloadSpec, build_workload  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 DEFAULT_TRACE = ROOT.parent / "shared" / "data" / "traces" / "azure_llm_2023_conv.csv"
 

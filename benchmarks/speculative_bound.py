@@ -16,21 +16,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from estimators import SpeculativeConfig, load_engine, load_model  # noqa: E402
-from search._capacity import (  # noqa: E402
+from estimators import SpeculativeConfig, load_engine, load_model
+from search._capacity import (
     CapacitySearchOptions,
     find_capacity,
     throughput_upper_bound,
 )
-from simulator import Deployment, engine_scheduler, prepare, service_bound  # noqa: E402
-from sku_catalog import load_catalog  # noqa: E402
-from workloads import build_workload  # noqa: E402
+from simulator import Deployment, engine_scheduler, prepare, service_bound
+from sku_catalog import load_catalog
+from workloads import build_workload
 
 LLAMA_8B = "meta-llama/Llama-3.1-8B"
 EAGLE = SpeculativeConfig("eagle", 3, 0.7)

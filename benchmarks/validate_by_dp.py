@@ -17,13 +17,9 @@ from __future__ import annotations
 
 import argparse
 import csv
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from search._validate._aic_silicon import load_aic_silicon  # noqa: E402
+from search._validate._aic_silicon import load_aic_silicon
 
 
 def read_points(directory: Path) -> dict[str, dict[str, str]]:

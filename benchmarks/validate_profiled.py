@@ -26,16 +26,12 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from estimators import _aic_tables as aic  # noqa: E402
-from estimators import _gemm_regressor  # noqa: E402
-from estimators._profiled import Curve, Grid2D, _gemm_cube, gemm_curve, monotone  # noqa: E402
+from estimators import _aic_tables as aic
+from estimators import _gemm_regressor
+from estimators._profiled import Curve, Grid2D, _gemm_cube, gemm_curve, monotone
 
 FLOOR_S = 50e-6  # second column: only points measured at 50 us or more
 SYSTEMS = ("h100_sxm", "h200_sxm", "b200_sxm", "a100_sxm", "l40s")

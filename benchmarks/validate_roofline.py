@@ -28,17 +28,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from estimators import _calibration as cal  # noqa: E402
-from estimators import _roofline  # noqa: E402
-from estimators._roofline import (  # noqa: E402
+from estimators import _calibration as cal
+from estimators import _roofline
+from estimators._roofline import (
     RooflineEstimator,
     load_roofline_constants,
 )
-from sku_catalog import load_catalog  # noqa: E402
+from sku_catalog import load_catalog
+
+ROOT = Path(__file__).resolve().parents[1]
 
 YAML_PATH = ROOT / "estimators" / "data" / "roofline.yaml"
 BIG_TOKENS = 128
