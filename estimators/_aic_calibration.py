@@ -71,13 +71,7 @@ from estimators._roofline import (
     routed_experts_part,
     weight_only_coeffs,
 )
-from estimators._types import (
-    FP8_BLOCK_WEIGHTS,
-    MXFP4_BLOCK,
-    NVFP4_BLOCK,
-    ModelArchitecture,
-    Precision,
-)
+from estimators._types import FP8_BLOCK_WEIGHTS, ModelArchitecture, Precision, weight_bytes
 from estimators._weight_precision import gemm_math
 from sku_catalog import load_catalog
 from sku_catalog._types import GpuSku
@@ -465,11 +459,7 @@ def gemm_seconds(g: GemmRows, c: RooflineConstants, sku: GpuSku, fmt: str | None
     estimator's own matmul formula: against the format's tensor peak, its weights with their
     scales."""
     precision = {None: Precision.BF16, "fp4": Precision.FP4}.get(fmt, Precision.FP8)
-    w = precision.bytes
-    if fmt == "fp4":
-        w += 1.0 / NVFP4_BLOCK
-    elif fmt == "fp8_block":
-        w += 4.0 / FP8_BLOCK_WEIGHTS
+    w = weight_bytes(precision, FP8_BLOCK_WEIGHTS if fmt == "fp8_block" else 0)
     op = TokenOp(
         "gemm",
         "matmul",
@@ -488,7 +478,7 @@ def weight_only_moe_seconds(r: WeightOnlyMoeRows, c: RooflineConstants, sku: Gpu
     dequantization bound where they have one) under the tables' balanced routing (every
     expert gets rows once there are as many rows as experts)."""
     k = weight_only_coeffs(_coeffs(c, sku.peak_flops(fp8=False), sku.memory_bandwidth_bytes), c)
-    w = Precision.MXFP4.bytes + 1.0 / MXFP4_BLOCK
+    w = weight_bytes(Precision.MXFP4)
     out = np.empty(len(r.seconds))
     for i in range(len(out)):
         experts, top_k = int(r.experts[i]), int(r.top_k[i])

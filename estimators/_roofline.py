@@ -654,17 +654,13 @@ class RooflineEstimator:
         # the routed experts' GEMMs in the precision their kernels compute in (`gemm_math`):
         # MXFP4 experts W4A8 on Blackwell, weight-only (16-bit math) elsewhere
         expert_math = gemm_math(sku, self.weights.experts)
-        # The per-format constants (`gemm_format`) are fitted to dense GEMMs; a grouped
-        # GEMM pays their M floor once per expert, so the experts keep the FP8 ones.
+        # against that precision's peak, with the FP8 constants in low precision: the
+        # per-format ones (`gemm_format`) are fitted to dense GEMMs, and a grouped GEMM pays
+        # their M floor once per expert
         self._k_experts = _coeffs(
-            c, self.peak, self.hbm_bw, fp8=self.precision.low, fp8_quant_fused=fused
-        )
-        if expert_math is not gemm_math(sku, self.precision):
-            self._k_experts = _coeffs(
-                c, sku.peak_flops(fp8=expert_math is Precision.FP8,
-                                  fp4=expert_math is Precision.FP4),
-                self.hbm_bw, fp8=expert_math.low, fp8_quant_fused=fused,
-            )  # fmt: skip
+            c, sku.peak_flops(fp8=expert_math is Precision.FP8, fp4=expert_math is Precision.FP4),
+            self.hbm_bw, fp8=expert_math.low, fp8_quant_fused=fused,
+        )  # fmt: skip
         if self.weights.experts.four_bit and not expert_math.low and c.matmul_dequant_tera_per_s:
             self._k_experts = weight_only_coeffs(self._k_experts, c)
 

@@ -52,6 +52,21 @@ MXFP4_BLOCK = 32  # weights per E8M0 scale of an MXFP4 tensor
 FP8_BLOCK_WEIGHTS = 128 * 128
 
 
+def weight_bytes(precision: Precision, fp8_scale_block: int = 0) -> float:
+    """Bytes per matmul weight at `precision`, its scales included: block-scaled FP8 adds one
+    fp32 scale per `fp8_scale_block` weights (128 x 128 blocks: 4 / 16384 B a weight; 0: a
+    per-tensor scale); NVFP4 one 1-byte scale per 16 weights (0.5 + 1/16 B a weight, 4.5
+    bits; its per-tensor fp32 scale is negligible); MXFP4 one 1-byte E8M0 scale per 32
+    (0.5 + 1/32 B, 4.25 bits)."""
+    if precision is Precision.FP4:
+        return precision.bytes + 1.0 / NVFP4_BLOCK
+    if precision is Precision.MXFP4:
+        return precision.bytes + 1.0 / MXFP4_BLOCK
+    if precision is Precision.FP8 and fp8_scale_block:
+        return precision.bytes + 4.0 / fp8_scale_block
+    return precision.bytes
+
+
 @dataclass(frozen=True, slots=True)
 class ModelArchitecture:
     """A decoder-only transformer, with the fields of a HuggingFace config.json."""
@@ -119,17 +134,9 @@ class ModelArchitecture:
         return fields
 
     def matmul_weight_bytes(self, precision: Precision) -> float:
-        """Bytes per matmul weight at `precision`, its scales included: a block-scaled FP8
-        checkpoint adds one fp32 scale per `weight_scale_block` weights (128 x 128 blocks:
-        4 / 16384 B a weight); NVFP4 one 1-byte scale per 16 weights (0.5 + 1/16 B a weight,
-        4.5 bits; its per-tensor fp32 scale is negligible); MXFP4 one 1-byte E8M0 scale per 32
-        (0.5 + 1/32 B, 4.25 bits)."""
-        if precision is Precision.FP4:
-            return precision.bytes + 1.0 / NVFP4_BLOCK
-        if precision is Precision.MXFP4:
-            return precision.bytes + 1.0 / MXFP4_BLOCK
-        scale = 4.0 / self.weight_scale_block if self.weight_scale_block else 0.0
-        return precision.bytes + (scale if precision is Precision.FP8 else 0.0)
+        """Bytes per matmul weight at `precision`, its scales included (`weight_bytes`, with
+        this checkpoint's FP8 block)."""
+        return weight_bytes(precision, self.weight_scale_block)
 
     @property
     def is_mla(self) -> bool:

@@ -166,8 +166,14 @@ class Deployment:
     def max_batched_tokens(self) -> int:
         """Most tokens one iteration of one (DP rank's) forward pass can hold: sizes the
         activation reserve."""
-        budget = rank_token_budget(self.scheduler, self.dp)
-        return budget if budget is not None else UNBOUNDED_BATCH_TOKENS
+        return rank_batched_tokens(self.scheduler, self.dp)
+
+
+def rank_batched_tokens(scheduler: SchedulerConfig, dp: int) -> int:
+    """Most tokens one iteration of one of `dp` attention DP ranks can hold: its share of
+    the policy's token budget (`rank_token_budget`), else `UNBOUNDED_BATCH_TOKENS`."""
+    budget = rank_token_budget(scheduler, dp)
+    return budget if budget is not None else UNBOUNDED_BATCH_TOKENS
 
 
 def rank_token_budget(scheduler: SchedulerConfig, dp: int) -> int | None:
@@ -351,12 +357,11 @@ def _decode_pool(d: Deployment, prefill_memory: MemoryPlan) -> tuple[DecodePool,
         raise DecodePoolError("decode pool: scheduler 'static' cannot take requests mid-batch; "
                          "use sarathi, vllm, orca or sglang")  # fmt: skip
     validate_parallelism(d.model, pool.tp, 1, pool.sku, ep=pool.ep, dp=pool.dp)
-    budget = rank_token_budget(pool.scheduler, pool.dp)
     memory = check_fits(
         d.model, pool.sku, pool.tp, 1, precision=d.precision,
         kv_precision=d.resolved_kv_precision(), block_size=d.block_size,
         gpu_memory_utilization=d.gpu_memory_utilization,
-        max_num_batched_tokens=budget if budget is not None else UNBOUNDED_BATCH_TOKENS,
+        max_num_batched_tokens=rank_batched_tokens(pool.scheduler, pool.dp),
         engine=d.engine, ep=pool.ep, dp=pool.dp, drafter=_drafter(d, pool.tp),
     )  # fmt: skip
     estimator = make_estimator(

@@ -333,11 +333,16 @@ def _sglang_deepseek(point: ValidationPoint, gpus: int) -> ScriptLimits | None:
     return None
 
 
+def _release(point: ValidationPoint) -> tuple[int, ...]:
+    """The release of `point`'s engine image, () for a nightly or dev build."""
+    return version_tuple(point.engine_version) or ()
+
+
 def _vllm_gpt_oss(point: ValidationPoint, gpus: int) -> ScriptLimits:
     if point.sku == "b200":  # gptoss_fp4_b200
         return ScriptLimits(Precision.FP8, batch_cap=512, graph_max_tokens=2048)
     # gptoss_fp4_h100, gptoss_fp4_h200: VLLM_MXFP4_USE_MARLIN=1 from the v0.13.0 image on
-    marlin = "marlin" if (version_tuple(point.engine_version) or ()) >= (0, 13) else ""
+    marlin = "marlin" if _release(point) >= (0, 13) else ""
     return ScriptLimits(graph_max_tokens=2048, moe_kernel=marlin)
 
 
@@ -347,10 +352,9 @@ def _vllm_minimax(point: ValidationPoint, gpus: int) -> ScriptLimits | None:
     if point.sku == "h200":  # minimaxm2.5_fp8_h200, every version before PR #1354
         return ScriptLimits(memory_fraction=0.95, ep=gpus)
     if point.sku in ("b200", "b300"):  # minimaxm2.5_fp8_b200
-        before_947 = (version_tuple(point.engine_version) or ()) < (0, 19)
+        before_947 = _release(point) < (0, 19)
         return ScriptLimits(memory_fraction=0.95, ep=gpus if before_947 else 0)
     return None
-
 
 
 _LIMIT_RULES: dict[tuple[str, str], Callable[[ValidationPoint, int], ScriptLimits | None]] = {
