@@ -178,14 +178,17 @@ def _auto(
 ) -> ExecutionTimeEstimator:
     """The profiled backend where the tables (`tables`: engine_version, op_tables) cover
     the deployment, else the roofline with a warning.  Mixture-of-experts and latent-attention
-    models stay on the roofline: aiconfigurator's MoE and MLA kernels are timed outside CUDA
-    graphs, and priced from them throughout, the MoE validation points' TPOT error rises
-    (29.5% -> 43.5% MAPE); `--estimator profiled` still prices them from the tables.  The
-    iterations an engine runs eagerly (more tokens than its CUDA graphs capture) run the
-    experts as the tables time them: there the roofline takes the routed experts from the
-    engine's MoE table (`attach_eager_experts`)."""
+    models stay on the roofline: aiconfigurator's MoE tables time the kernels their
+    collectors chose, replayed as CUDA graphs where they can be captured (its
+    collector/trtllm/collect_moe.py: `benchmark_with_power(allow_graph_fail=True)`), not
+    necessarily the kernel an engine's decode batches run, and priced from the tables
+    throughout, the MoE validation points' TPOT error rises (29.5% -> 43.5% MAPE when the MLA
+    tables were used too; 17.9% -> 22.0% for the routed experts alone, 2026-11-25);
+    `--estimator profiled` still prices them from the tables.  The iterations an engine runs
+    eagerly (more tokens than its CUDA graphs capture), compute-bound, take the routed experts
+    from the engine's MoE table (`attach_eager_experts`)."""
     if model.is_moe or model.is_mla:
-        reason = "its MoE and MLA tables are timed outside CUDA graphs"
+        reason = "its MoE and MLA tables may time other kernels than its decode batches run"
     else:
         try:
             est = _profiled(model, sku, tp, pp, precision, kv_precision, engine, **tables)
