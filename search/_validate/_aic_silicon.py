@@ -56,6 +56,7 @@ from typing import Any
 
 from estimators import ModelArchitecture, Precision, load_model
 from search._validate._launch_scripts import (
+    mtp_sweep_runs,
     server_options,
     speculative_run,
     speculative_twins,
@@ -337,11 +338,12 @@ def select_points(
             mapped.append(map_disagg_row(row, where, line))
         else:
             mapped.append(_map_row(row, where, line))
-    twins = speculative_twins(
+    records = [
         (point, row["silicon_data_source"] or "")
         for point, row in zip(mapped, rows, strict=True)
         if not isinstance(point, str)
-    )
+    ]
+    twins = {**mtp_sweep_runs(records), **speculative_twins(records)}
     measured: set[ValidationPoint] = set()  # each kept measurement (`_measurement`)
     for point_or_reason in mapped:
         if not isinstance(point_or_reason, str) and point_or_reason.id in twins:

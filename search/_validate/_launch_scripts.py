@@ -37,6 +37,8 @@ an acceptance nobody recorded either, so llmcap cannot reproduce them (`speculat
   concurrency (`speculative_twins`): SGLang 0.5.9 DeepSeek-R1 FP8 on B200 at TP 8,
   concurrency 4-64, and TensorRT-LLM 1.1.0rc2.post2 DeepSeek-R1 on H200 and B200, a
   measurement other than the plain configuration's is the twin's.
+- A sweep that ran only `-mtp` configurations (`mtp_sweep_runs`): TensorRT-LLM
+  1.1.0rc2.post2 DeepSeek-R1 measured on 2026-01-14, FP4 and FP8, B200 and H200.
 
 The scripts also set the engine's memory plan and batching limits (`launch_limits`): the
 KV-cache dtype (`kv_cache_dtype`, over the engine's default for the weights), the token
@@ -236,6 +238,41 @@ def speculative_twins(points: Iterable[tuple[ValidationPoint, str]]) -> dict[str
         if not same and date >= plain_date:
             twins[point.id] = TWIN_REASON
     return twins
+
+
+# (engine, version) of DeepSeek-R1 rows -> the measurement dates of sweeps that ran only its
+# `-mtp` configurations on that image, and what triggered them (`mtp_sweep_runs`)
+MTP_ONLY_SWEEPS: dict[tuple[str, str], dict[str, str]] = {
+    ("trtllm", "1.1.0rc2.post2"): {"2026-01-14": "InferenceX PR 392"},
+}
+MTP_SWEEP_REASON = "speculative (MTP) run, acceptance not recorded (sweep of -mtp configurations)"
+
+
+def mtp_sweep_runs(points: Iterable[tuple[ValidationPoint, str]]) -> dict[str, str]:
+    """The ids of the aggregated DeepSeek-R1 points measured on a date when the benchmark
+    swept only the `-mtp` configurations of their image (`MTP_ONLY_SWEEPS`), each with the
+    reason; `points` pairs each point with its row's `silicon_data_source`.
+
+    Evidence (SemiAnalysisAI/InferenceX, perf-changelog.yaml, read 2026-11-25): since PR 267
+    (merged 2025-12-15: "sweeps will no longer run nightly, rather they will run only when
+    necessary as indicated by the perf-changelog.yaml file", its author on PR 256 that day)
+    a sweep runs the configuration keys a new changelog entry names.  Between
+    that and PR 587's evals-only entry (late January 2026), the only entry naming a
+    TensorRT-LLM DeepSeek-R1 single-node key is PR 392's, which names `dsr1-fp4-b200-trt-mtp`,
+    `dsr1-fp8-b200-trt-mtp` and `dsr1-fp8-h200-trt-mtp` alone ("Add MTP (Multi-Token
+    Prediction) support for single-node TRT configs"); their plain twins ran the same image,
+    1.1.0rc2.post2, until PRs 594 and 620 moved them to 1.2.0rc6.post2.  So the rows of that
+    image measured on 2026-01-14 are the `-mtp` configurations'.  PR 587's sweep named both
+    twins, so a row of its date (2026-01-28) stays unless `speculative_twins` tells it
+    apart.  The measured values play no part."""
+    runs: dict[str, str] = {}
+    for point, record in points:
+        if point.source != "benchmark-db" or point.model != DEEPSEEK or point.mode != "agg":
+            continue
+        sweeps = MTP_ONLY_SWEEPS.get((point.engine, point.engine_version), {})
+        if _measured_date(record) in sweeps:
+            runs[point.id] = MTP_SWEEP_REASON
+    return runs
 
 
 def _measured_date(record: str) -> str:

@@ -314,29 +314,32 @@ def twin_rows(engine: str, version: str, dumped: str, csv_date: str, **fields: s
 
     return [
         one("plain", "db-dump/2026-04-27; config_id=87", dumped, "8.759961854292433"),
-        one("copy", "source_file=2026-03-25.csv", csv_date, "8.759961854292431"),
+        one("copy", "source_file=2026-03-25.csv", dumped, "8.759961854292431"),
         one("twin", "source_file=2026-03-25.csv", csv_date, "6.7032488884248025"),
         one("alone", "source_file=2026-03-25.csv", csv_date, "6.7", concurrency=8),
     ]  # fmt: skip
 
 
 @pytest.mark.parametrize(
-    ("engine", "version", "fields", "dumped", "csv_date"),
+    ("engine", "version", "fields", "dumped", "csv_date", "kept"),
     [  # SGLang 0.5.9 B200 FP8 TP 8; TensorRT-LLM 1.1.0rc2.post2 H200 and B200 TP 8 EP 8
-        ("sglang", "0.5.9", {}, "2026-03-25T00:00:00.000Z", "2026-03-25T16:34:14Z"),
+        ("sglang", "0.5.9", {}, "2026-03-25T00:00:00.000Z", "2026-03-25T16:34:14Z",
+         ["plain", "alone"]),
+        # 2026-01-14: a sweep of the -mtp configurations alone (`mtp_sweep_runs`)
         ("trtllm", "1.1.0rc2.post2", {"system": "h200_sxm", "moe_tp_size": "1",
-                                      "moe_ep_size": "8"}, "2025-12-15", "2026-01-14"),
+                                      "moe_ep_size": "8"}, "2025-12-15", "2026-01-14",
+         ["plain"]),
         ("trtllm", "1.1.0rc2.post2", {"moe_tp_size": "1", "moe_ep_size": "8"},
-         "2025-12-15", "2026-01-28"),
+         "2025-12-15", "2026-01-28", ["plain", "alone"]),
     ],
 )  # fmt: skip
 def test_another_measurement_of_a_plain_point_sharing_the_mtp_image_is_the_twin_s(
-    engine, version, fields, dumped, csv_date
+    engine, version, fields, dumped, csv_date, kept
 ):
     selection = select_points(twin_rows(engine, version, dumped, csv_date, **fields),
                               models="moe")  # fmt: skip
     # the copy is the plain measurement, whether counted once or twice
-    assert [p.id for p in selection.points if p.id != "copy"] == ["plain", "alone"]
+    assert [p.id for p in selection.points if p.id != "copy"] == kept
     assert selection.skipped[_launch_scripts.TWIN_REASON] == 1
 
 
@@ -377,6 +380,31 @@ def test_the_public_dump_keeps_one_result_per_configuration_and_point():
     assert sum(len(found) > 1 for found in runs.values()) == 24
     twins = _launch_scripts.TWIN_REASON
     assert _aic_silicon.load_aic_silicon(models="moe").skipped[twins] == 61
+
+
+def test_rows_of_a_sweep_that_ran_only_the_mtp_configurations_are_skipped():
+    def kept(version, date, **fields):
+        source = f"source_file=2026-04-06.csv; silicon_concurrency=8; measured={date}"
+        rows = [deepseek_row("trtllm", version, 8, silicon_data_source=source, **fields)]
+        selection = select_points(rows, models="moe")
+        assert sum(selection.skipped.values()) == 1 - len(selection.points)
+        return len(selection.points)
+
+    fp4 = {"gemm_quant_mode": "nvfp4", "moe_quant_mode": "nvfp4"}
+    # PR 392's sweep of the -mtp twins, FP4 and FP8, B200 and H200
+    assert kept("1.1.0rc2.post2", "2026-01-14T00:00:00.000Z", **fp4) == 0
+    assert kept("1.1.0rc2.post2", "2026-01-14T00:00:00.000Z") == 0
+    assert kept("1.1.0rc2.post2", "2026-01-14T00:00:00.000Z", system="h200_sxm") == 0
+    # the plain configurations' own sweep, and PR 587's, which named both twins
+    assert kept("1.1.0rc2.post2", "2025-12-15T00:00:00.000Z", **fp4) == 1
+    assert kept("1.1.0rc2.post2", "2026-01-28T00:00:00.000Z", **fp4) == 1
+    # another image measured that day
+    assert kept("1.2.0rc6.post2", "2026-01-14T00:00:00.000Z", **fp4) == 1
+    source = "source_file=2026-04-06.csv; silicon_concurrency=8; measured=2026-01-14"
+    skipped = select_points(
+        [deepseek_row("trtllm", "1.1.0rc2.post2", 8, silicon_data_source=source)], models="moe"
+    ).skipped
+    assert skipped == {_launch_scripts.MTP_SWEEP_REASON: 1}
 
 
 def test_a_measurement_copied_into_another_dump_counts_once():
