@@ -90,6 +90,7 @@ __all__ = [
     "EngineLimits",
     "EngineProfile",
     "IterationOverhead",
+    "SharedExpertsStream",
     "UnknownEngineError",
     "available_engines",
     "load_engine",
@@ -132,6 +133,24 @@ class EagerLaunch:
             return 0.0
         us = dense_layers * self.dense_layer_us + moe_layers * self.moe_layer_us
         return us / layers * 1e-6
+
+
+@dataclass(frozen=True, slots=True)
+class SharedExpertsStream:
+    """The iterations in which an engine runs a mixture-of-experts layer's shared experts on
+    an auxiliary CUDA stream, concurrently with the router and the routed experts: those of
+    at most `max_tokens` tokens per attention-DP rank (0: any number), and with
+    `graphed_only` only those run as CUDA graphs."""
+
+    max_tokens: int = 0
+    graphed_only: bool = False
+
+    def covers(self, num_tokens: int, graphed: bool) -> bool:
+        """Whether an iteration of `num_tokens` tokens per attention-DP rank, run as a CUDA
+        graph or not (`graphed`), runs the shared experts beside the routed ones."""
+        if self.graphed_only and not graphed:
+            return False
+        return self.max_tokens <= 0 or num_tokens <= self.max_tokens
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,6 +261,9 @@ class EngineProfile:
     # host time of launching a layer's kernels in an iteration no CUDA graph covers (None:
     # not measured for this engine, no such floor)
     eager_launch: EagerLaunch | None = None
+    # where a mixture-of-experts layer runs its shared experts on an auxiliary CUDA stream
+    # beside the router and the routed experts (None: on the main stream, after them)
+    shared_experts_stream: SharedExpertsStream | None = None
 
     def runs_all_to_all(self, ep: int, top_k: int) -> bool:
         """Whether an EP degree `ep` exchanges attention-DP ranks' tokens by all-to-all for a
@@ -470,6 +492,21 @@ def _eager_launch(value: Any) -> EagerLaunch | None:
     return launch
 
 
+def _shared_experts_stream(value: Any) -> SharedExpertsStream | None:
+    if value is None:
+        return None
+    unknown = set(value) - {"max_tokens", "graphed_only"}
+    if unknown:
+        raise ValueError(f"shared_experts_stream has unknown keys {sorted(unknown)}")
+    stream = SharedExpertsStream(
+        int(value.get("max_tokens", 0)),
+        _flag(value.get("graphed_only", False), "shared_experts_stream.graphed_only"),
+    )
+    if stream.max_tokens < 0:
+        raise ValueError(f"shared_experts_stream.max_tokens {stream.max_tokens} is negative")
+    return stream
+
+
 def _one_of(value: Any, name: str, allowed: tuple[str, ...]) -> str:
     """`value` of the profile's field `name`, one of `allowed`."""
     if value not in allowed:
@@ -515,6 +552,7 @@ def _build(name: str, key: str, body: Mapping[str, Any]) -> EngineProfile:
             piecewise_max_tokens=int(overhead.get("piecewise_max_tokens", 0)),
             piecewise_tokens_per_seq=int(overhead.get("piecewise_tokens_per_seq", 0)),
             eager_launch=_eager_launch(overhead.get("eager_launch")),
+            shared_experts_stream=_shared_experts_stream(body.get("shared_experts_stream")),
             decode_overhead=_overhead(overhead.get("decode")),
             prefill_overhead=_overhead(overhead.get("prefill")),
             allreduce={

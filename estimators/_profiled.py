@@ -64,7 +64,13 @@ from estimators._op_tables import (
     layer_gemm_shapes,
     load_op_tables,
 )
-from estimators._roofline import _ACT_BYTES, OPERATOR_NAMES, RooflineEstimator, _token_op_time
+from estimators._roofline import (
+    _ACT_BYTES,
+    OPERATOR_NAMES,
+    RooflineEstimator,
+    TokenOp,
+    _token_op_time,
+)
 from estimators._types import ModelArchitecture, Precision
 from sku_catalog._types import GpuSku, NodeShape
 
@@ -561,6 +567,10 @@ class ProfiledEstimator(RooflineEstimator):
         if self.tp > 1:  # under EP or attention DP one (the MoE exchange is `_moe_part`'s)
             t += self.operator_counts["all_reduce"] * self.all_reduce_time(self._act_row_bytes * m)
         return t
+
+    def _op_seconds(self, op: TokenOp, m: float) -> float:
+        curve = self._gemm_curves.get(op.name)
+        return curve(m) if curve is not None else _token_op_time(op, m, self._k)
 
     def _dense_mlp_seconds(self, m: float) -> float:
         if not self._dense_mlp_curves:

@@ -436,6 +436,11 @@ def weight_only_coeffs(k: _Coeffs, c: RooflineConstants) -> _Coeffs:
     )
 
 
+def _entry_key(nt: int, ns: int, moe_nt: int, shared_beside: bool) -> int:
+    """`RooflineEstimator._cache`'s key of a batch's token-level part."""
+    return (shared_beside << 72) | (moe_nt << 48) | (nt << 24) | ns
+
+
 def _token_op_time(op: TokenOp, m: Any, k: _Coeffs) -> Any:
     """Seconds of `op` for `m` tokens (a float, or a numpy array of token counts)."""
     kind = op.kind
@@ -718,6 +723,13 @@ class RooflineEstimator:
             self._moe = MoeShape.of(model, tp * dp, ep)
             self._a2a_ranks = dispatch_ranks(model.num_experts, model.num_experts_per_tok, ep)
         self._moe_layer_share = model.num_moe_layers / model.num_layers
+        # the ops an engine may run beside the routed experts (`_moe_part`)
+        self._shared_expert_ops = tuple(op for op in ops if op.name.startswith("shared_expert_"))
+        self._router_ops = tuple(op for op in ops if op.name == "moe_router")
+        # the engine's auxiliary stream for them, where this model has them
+        self._shared_stream = (
+            engine.shared_experts_stream if engine is not None and self._shared_expert_ops else None
+        )
         if parallel:
             ops = [op for op in ops if op.name != "post_attention_layernorm"]
         self.layer_ops: tuple[TokenOp, ...] = tuple(ops)
@@ -822,10 +834,13 @@ class RooflineEstimator:
 
     # ---------------------------------------------------------------- token level
 
-    def _layer_token_part(self, nt: int, moe_nt: int = 0) -> tuple[float, float, float]:
+    def _layer_token_part(
+        self, nt: int, moe_nt: int = 0, shared_beside: bool = False
+    ) -> tuple[float, float, float]:
         """(seconds incl. all-reduces, flops, bytes) of one layer's token-level ops, per GPU;
-        `moe_nt`: the tokens the experts take under attention DP (0: `nt`)."""
-        key = (moe_nt << 24) | nt
+        `moe_nt`: the tokens the experts take under attention DP (0: `nt`); `shared_beside`:
+        the shared experts run beside the routed ones (`_moe_part`)."""
+        key = (shared_beside << 48) | (moe_nt << 24) | nt
         hit = self._layer_cache.get(key)
         if hit is not None:
             return hit
@@ -837,7 +852,7 @@ class RooflineEstimator:
             by += (op.fixed_bytes + op.bytes_per_token * m) * op.count
         t = self._layer_seconds(m)
         if self._moe is not None:
-            mt, mf, mb = self._moe_part(m, float(moe_nt or nt))
+            mt, mf, mb = self._moe_part(m, float(moe_nt or nt), shared_beside)
             t, fl, by = t + mt, fl + mf, by + mb
         hit = (t, fl, by)
         self._layer_cache[key] = hit
@@ -866,12 +881,18 @@ class RooflineEstimator:
             matmul(f"{prefix}_down_proj", h, inter),
         ]
 
-    def _moe_part(self, m: float, moe_m: float) -> tuple[float, float, float]:
+    def _moe_part(
+        self, m: float, moe_m: float, shared_beside: bool = False
+    ) -> tuple[float, float, float]:
         """(seconds, flops, bytes) of the routed experts of one layer on the busiest GPU for
         `moe_m` tokens (every DP rank's), averaged with the model's dense-MLP layers of `m`
         tokens (this rank's), plus, under attention DP, the exchange of the ranks' tokens: the
         EP all-to-all where the engine runs one, else their gather and scatter (see
-        estimators/_moe.py)."""
+        estimators/_moe.py).  With `shared_beside` the layer's shared experts run on an
+        auxiliary stream while the router, the exchange and the routed experts run on the
+        main one (`EngineProfile.shared_experts_stream`): the layer waits for the longer of
+        the two, so the time the shorter one took, counted with the layer's token ops, is
+        taken off here."""
         moe = self._moe
         a = _ACT_BYTES
         t, fl, by = self._routed_experts(moe_m)
@@ -879,6 +900,10 @@ class RooflineEstimator:
             t += all_to_all_seconds(moe_m, self._a2a_ranks, moe.hidden, a, self.ep, *self._a2a_link)
         elif self.dp > 1:  # all-gather then reduce-scatter: one all-reduce's ring traffic
             t += self._gather_scatter_time(moe_m * self._act_row_bytes)
+        if shared_beside and self._shared_expert_ops:
+            shared = sum(self._op_seconds(op, m) for op in self._shared_expert_ops)
+            main = t + sum(self._op_seconds(op, m) for op in self._router_ops)
+            t -= shared if shared < main else main
         share = self._moe_layer_share
         if share < 1.0:  # dense-MLP layers of the model, by their share of the layers
             dt = self._dense_mlp_seconds(m)
@@ -891,6 +916,11 @@ class RooflineEstimator:
     def _dense_mlp_seconds(self, m: float) -> float:
         """Seconds of the MLP of one of the model's dense (non-MoE) layers for m tokens."""
         return sum(_token_op_time(op, m, self._k) for op in self._dense_mlp_ops)
+
+    def _op_seconds(self, op: TokenOp, m: float) -> float:
+        """Seconds of one of the layer's token ops for m tokens, as `_layer_seconds` prices
+        it (the hook backends override with their measured GEMMs)."""
+        return _token_op_time(op, m, self._k)
 
     def _routed_experts(self, moe_m: float) -> tuple[float, float, float]:
         """(seconds, flops, bytes) of one MoE layer's routed experts (grouped GEMMs and
@@ -945,10 +975,13 @@ class RooflineEstimator:
             )
         return t
 
-    def _token_entry(self, nt: int, ns: int, moe_nt: int = 0) -> _Entry:
-        """(stage base times, pp hop, cpu overhead, flops, bytes) of the token-level part."""
+    def _token_entry(
+        self, nt: int, ns: int, moe_nt: int = 0, shared_beside: bool = False
+    ) -> _Entry:
+        """(stage base times, pp hop, cpu overhead, flops, bytes) of the token-level part;
+        `shared_beside`: the shared experts run beside the routed ones (`_moe_part`)."""
         k = self._k
-        lt, lf, lb = self._layer_token_part(nt, moe_nt)
+        lt, lf, lb = self._layer_token_part(nt, moe_nt, shared_beside)
         ht, hf, hb = self._head_part(ns)
         m = float(nt)
         L = self.layers_per_stage
@@ -973,7 +1006,7 @@ class RooflineEstimator:
         entry = (tuple(stages), hop, cpu, flops, nbytes)
         if len(self._cache) >= _CACHE_LIMIT:
             self._cache.clear()
-        self._cache[(moe_nt << 48) | (nt << 24) | ns] = entry
+        self._cache[_entry_key(nt, ns, moe_nt, shared_beside)] = entry
         return entry
 
     # ---------------------------------------------------------------- communication
@@ -1052,11 +1085,14 @@ class RooflineEstimator:
         nd = batch.num_decodes
         nt = npt + nd
         ns = batch.num_prefills + nd
-        entry = self._cache.get((moe_nt << 48) | (nt << 24) | ns)
+        beside = self._shared_stream is not None and self._shared_stream.covers(
+            nt, self.engine.graphed(nt, npt == 0, ns)
+        )
+        entry = self._cache.get(_entry_key(nt, ns, moe_nt, beside))
         if entry is None:
             if nt <= 0:
                 return BatchCost((0.0,) * self.pp, 0.0, 0.0, 0.0, 0.0)
-            entry = self._token_entry(nt, ns, moe_nt)
+            entry = self._token_entry(nt, ns, moe_nt, beside)
         base, hop, cpu, flops, nbytes = entry
 
         # attention: two narrow hooks (per-operator times), which backends override
@@ -1152,9 +1188,12 @@ class RooflineEstimator:
     def _decode_entry(self, nd: int) -> _Entry:
         """The token-level part of a decode-only step of `nd` sequences (`_token_entry`),
         with the engine profile's host time when it has one."""
-        entry = self._cache.get((nd << 24) | nd)
+        beside = self._shared_stream is not None and self._shared_stream.covers(
+            nd, self.engine.graphed(nd, True, nd)
+        )
+        entry = self._cache.get(_entry_key(nd, nd, 0, beside))
         if entry is None:
-            entry = self._token_entry(nd, nd)
+            entry = self._token_entry(nd, nd, 0, beside)
         if self._engine_cpu is None:
             return entry
         base, hop, cpu, flops, nbytes = entry

@@ -249,3 +249,14 @@ def test_a_profiles_moe_exchange_rule_is_checked():
     assert _build("trtllm", "1.0", body).moe_all_to_all == "above_top_k"
     with pytest.raises(ValueError, match="moe_all_to_all 'sometimes' is not one of always"):
         _build("trtllm", "1.0", {**body, "moe_all_to_all": "sometimes"})
+
+
+def test_a_shared_experts_stream_reads_its_bounds_and_refuses_bad_ones():
+    from estimators._engines import SharedExpertsStream, _build, _engines_yaml
+
+    body = _engines_yaml()["vllm"]["profiles"]["0.13"]
+    assert _build("vllm", "0.13", body).shared_experts_stream == SharedExpertsStream(256)
+    for bad, match in (({"max_tokens": -1}, "negative"), ({"tokens": 8}, "unknown keys"),
+                       ({"graphed_only": "yes"}, "not true or false")):  # fmt: skip
+        with pytest.raises(ValueError, match=match):
+            _build("vllm", "0.13", {**body, "shared_experts_stream": bad})

@@ -328,3 +328,49 @@ def test_a_gpt_oss_config_reads_as_a_mixture_of_experts(tmp_path):
     # (3.3B) and Mistral (12.9B) do
     embedding = 201088 * 2880
     assert (m.active_params - embedding) / 1e9 == pytest.approx(3.61, abs=0.05)
+
+
+def test_shared_experts_run_beside_the_routed_ones_where_the_engine_streams_them():
+    """TensorRT-LLM runs DeepSeek's shared experts on an auxiliary stream in CUDA-graphed
+    iterations, vLLM (0.13+) in iterations of up to 256 tokens: the MoE layer then waits for
+    the longer of the shared experts and the router with the routed experts."""
+    b200 = load_catalog().get("b200")
+    deepseek = load_model("deepseek-ai/DeepSeek-V3")
+    trt, vllm, sglang = load_engine("trtllm"), load_engine("vllm"), load_engine("sglang")
+    assert trt.shared_experts_stream.covers(4096, graphed=True)
+    assert not trt.shared_experts_stream.covers(8, graphed=False)
+    assert vllm.shared_experts_stream.covers(256, graphed=False)
+    assert not vllm.shared_experts_stream.covers(257, graphed=True)
+    assert sglang.shared_experts_stream is None
+    assert load_engine("vllm@0.12.0").shared_experts_stream is None
+
+    def estimator(engine):
+        return RooflineEstimator(deepseek, b200, tp=8, precision=Precision.FP4, engine=engine)
+
+    plain, beside = estimator(replace(trt, shared_experts_stream=None)), estimator(trt)
+    shared = sum(plain._op_seconds(op, 8.0) for op in plain._shared_expert_ops)
+    main = plain._routed_experts(8.0)[0] + sum(
+        plain._op_seconds(op, 8.0) for op in plain._router_ops
+    )
+    assert 0 < shared < main
+    share = deepseek.num_moe_layers / deepseek.num_layers
+    assert beside._moe_part(8.0, 8.0, True)[0] == pytest.approx(
+        plain._moe_part(8.0, 8.0)[0] - share * shared
+    )
+    assert beside._moe_part(8.0, 8.0)[0] == pytest.approx(plain._moe_part(8.0, 8.0)[0])
+    # a graphed decode step saves it on every MoE layer; a prefill iteration (eager) does not
+    decode = BatchShape(num_decodes=8, decode_kv_tokens=8 * 2048)
+    saved = plain.batch_cost(decode).stage_times[0] - beside.batch_cost(decode).stage_times[0]
+    assert saved == pytest.approx(deepseek.num_layers * share * shared, rel=1e-6)
+    prefill = BatchShape(num_prefill_tokens=1024, num_prefills=1,
+                         prefill_attn_pairs=1024 * 1025 / 2, prefill_kv_tokens=1024)  # fmt: skip
+    assert beside.batch_cost(prefill).stage_times[0] == pytest.approx(
+        plain.batch_cost(prefill).stage_times[0]
+    )
+    # a model without shared experts is unchanged
+    qwen = load_model("Qwen3-235B-A22B")
+    q_plain, q_trt = (
+        RooflineEstimator(qwen, b200, tp=8, precision=Precision.FP8, engine=engine)
+        for engine in (replace(trt, shared_experts_stream=None), trt)
+    )
+    assert q_trt._moe_part(8.0, 8.0, True)[0] == pytest.approx(q_plain._moe_part(8.0, 8.0)[0])
