@@ -1085,9 +1085,7 @@ class RooflineEstimator:
         nd = batch.num_decodes
         nt = npt + nd
         ns = batch.num_prefills + nd
-        beside = self._shared_stream is not None and self._shared_stream.covers(
-            nt, self.engine.graphed(nt, npt == 0, ns)
-        )
+        beside = self._shared_beside(nt, npt == 0, ns)
         entry = self._cache.get(_entry_key(nt, ns, moe_nt, beside))
         if entry is None:
             if nt <= 0:
@@ -1185,12 +1183,16 @@ class RooflineEstimator:
             yield step
             dkv += nd
 
+    def _shared_beside(self, nt: int, decode_only: bool, ns: int) -> bool:
+        """Whether an iteration of `nt` tokens and `ns` sequences per attention-DP rank runs
+        the shared experts beside the routed ones (the engine's `shared_experts_stream`)."""
+        stream = self._shared_stream
+        return stream is not None and stream.covers(nt, self.engine.graphed(nt, decode_only, ns))
+
     def _decode_entry(self, nd: int) -> _Entry:
         """The token-level part of a decode-only step of `nd` sequences (`_token_entry`),
         with the engine profile's host time when it has one."""
-        beside = self._shared_stream is not None and self._shared_stream.covers(
-            nd, self.engine.graphed(nd, True, nd)
-        )
+        beside = self._shared_beside(nd, True, nd)
         entry = self._cache.get(_entry_key(nd, nd, 0, beside))
         if entry is None:
             entry = self._token_entry(nd, nd, 0, beside)

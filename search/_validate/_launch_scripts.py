@@ -211,7 +211,7 @@ def speculative_twins(points: Iterable[tuple[ValidationPoint, str]]) -> dict[str
     candidates: list[tuple[ValidationPoint, tuple[Any, ...], tuple[float, float], str]] = []
     plain: dict[tuple[Any, ...], tuple[tuple[float, float], str]] = {}
     for point, record in points:
-        if point.source != "benchmark-db" or point.model != DEEPSEEK or point.mode != "agg":
+        if not _public_deepseek_agg(point):
             continue
         image = (point.engine, point.engine_version, point.sku, point.precision)
         if image not in SHARED_MTP_IMAGES:
@@ -241,9 +241,9 @@ def speculative_twins(points: Iterable[tuple[ValidationPoint, str]]) -> dict[str
 
 
 # (engine, version) of DeepSeek-R1 rows -> the measurement dates of sweeps that ran only its
-# `-mtp` configurations on that image, and what triggered them (`mtp_sweep_runs`)
-MTP_ONLY_SWEEPS: dict[tuple[str, str], dict[str, str]] = {
-    ("trtllm", "1.1.0rc2.post2"): {"2026-01-14": "InferenceX PR 392"},
+# `-mtp` configurations on that image (`mtp_sweep_runs`)
+MTP_ONLY_SWEEPS: dict[tuple[str, str], frozenset[str]] = {
+    ("trtllm", "1.1.0rc2.post2"): frozenset({"2026-01-14"}),  # InferenceX PR 392's sweep
 }
 MTP_SWEEP_REASON = "speculative (MTP) run, acceptance not recorded (sweep of -mtp configurations)"
 
@@ -267,12 +267,18 @@ def mtp_sweep_runs(points: Iterable[tuple[ValidationPoint, str]]) -> dict[str, s
     apart.  The measured values play no part."""
     runs: dict[str, str] = {}
     for point, record in points:
-        if point.source != "benchmark-db" or point.model != DEEPSEEK or point.mode != "agg":
+        if not _public_deepseek_agg(point):
             continue
-        sweeps = MTP_ONLY_SWEEPS.get((point.engine, point.engine_version), {})
-        if _measured_date(record) in sweeps:
+        dates = MTP_ONLY_SWEEPS.get((point.engine, point.engine_version), frozenset())
+        if _measured_date(record) in dates:
             runs[point.id] = MTP_SWEEP_REASON
     return runs
+
+
+def _public_deepseek_agg(point: ValidationPoint) -> bool:
+    """Whether `point` is an aggregated DeepSeek-R1 measurement of the public benchmark, the
+    rows `speculative_twins` and `mtp_sweep_runs` judge."""
+    return point.source == "benchmark-db" and point.model == DEEPSEEK and point.mode == "agg"
 
 
 def _measured_date(record: str) -> str:
