@@ -30,6 +30,17 @@ points of SGLang on GB200 with attention DP exchange tokens by all-to-all
 (`ValidationPoint.moe_all_to_all`); its B200 recipes (recipes/b200-fp8/8k1k_stp_maxtpt_0.yaml)
 keep the default.
 
+Those recipes also give each attention-DP worker expert parallelism over all its GPUs
+(``tp-size``, ``dp-size`` and ``ep-size`` alike: 4/4/4 prefill and 32 or 48 decode in
+recipes/gb200-fp4/1k1k/max-tpt.yaml and mid-curve.yaml, 8/8/8 and 32 in
+ishandhanani/srt-slurm recipes/gb200-fp8/1k8k/max-tpt.yaml, run on the v0.5.5.post2
+image), and under DeepEP SGLang enforces it:
+under ``--moe-a2a-backend deepep`` its server arguments set ``ep_size = tp_size``
+(ServerArgs._handle_a2a_moe, "The expert parallel size is adjusted to be the same as the
+tensor parallel size").  The 0.5.5.post2 rows record ``moe_ep_size`` 1 with
+``moe_tp_size`` = DP (every expert split 32 ways), not the layout those recipes launch:
+an attention-DP pool of these points takes EP = its GPUs.
+
 The frontend picks each request's decode worker (`ValidationPoint.decode_router`).  NVIDIA
 Dynamo's frontend routes round-robin unless launched with another `--router-mode` (Dynamo
 docs, Router Guide: `--router-mode` default round-robin), whatever each worker's load: in a
@@ -84,6 +95,8 @@ def map_disagg_row(row: dict[str, str], where: str, line: int) -> ValidationPoin
     if pp > 1 or d_pp > 1:
         return "pipeline parallelism in a disaggregated pool"
     deepep = basics.engine == "sglang" and basics.sku == "gb200" and max(dp, d_dp) > 1
+    if deepep:  # SGLang's ep_size is its tp_size there (module docstring)
+        ep, d_ep = _deepep_ep(tp, dp, ep), _deepep_ep(d_tp, d_dp, d_ep)
     return measured_point(
         row, basics, where, line,
         engine_version=_engine_version(row, basics.engine), tp=tp, pp=pp, dp=dp, ep=ep,
@@ -99,6 +112,12 @@ def map_disagg_row(row: dict[str, str], where: str, line: int) -> ValidationPoin
             batch_size=_int(row, "decode_batch_size", where, line, default=0),
         ),
     )  # fmt: skip
+
+
+def _deepep_ep(tp: int, dp: int, ep: int) -> int:
+    """A pool's expert parallelism under SGLang's DeepEP launch: every GPU of an
+    attention-DP worker (SGLang's tp_size), whatever the row records."""
+    return tp * dp if dp > 1 else ep
 
 
 _DYNAMO_TRTLLM_IMAGE = "ai-dynamo/tensorrtllm-runtime:"

@@ -89,6 +89,29 @@ def test_sglangs_gb200_recipes_exchange_moe_tokens_by_all_to_all():
     assert deployment_for(trt).engine.moe_all_to_all == "above_top_k"
 
 
+def test_sglangs_deepep_workers_run_expert_parallel_over_all_their_gpus():
+    """Under DeepEP SGLang sets ep_size = tp_size (its tp_size: every GPU of the worker), so
+    an attention-DP pool recorded with EP 1 (the 0.5.5.post2 rows) runs EP = its GPUs; a
+    pool without attention DP, and SGLang without DeepEP (B200), keep the row's layout."""
+    recorded_ep1 = {"prefill_moe_ep_size": "1", "prefill_moe_tp_size": "8",
+                    "decode_attention_dp_size": "32", "decode_moe_tp_size": "32",
+                    "decode_moe_ep_size": "1"}  # fmt: skip
+    tp_prefill = {"prefill_tp_size": "4", "prefill_attention_dp_size": "1",
+                  "prefill_moe_tp_size": "4", "prefill_moe_ep_size": "1"}  # fmt: skip
+    rows = [
+        disagg(backend="sglang", backend_version="0.5.5.post2", system="gb200", **recorded_ep1),
+        disagg(backend="sglang", backend_version="0.5.5.post2", system="gb200",
+               **{**recorded_ep1, **tp_prefill}),
+        disagg(backend="sglang", backend_version="0.5.8", **recorded_ep1),
+    ]  # fmt: skip
+    gb200, gb200_tp_prefill, b200 = select_points(rows, models="all", modes="disagg").points
+    assert (gb200.dp, gb200.ep, gb200.decode.dp, gb200.decode.ep) == (8, 8, 32, 32)
+    assert (gb200_tp_prefill.tp, gb200_tp_prefill.ep, gb200_tp_prefill.decode.ep) == (4, 1, 32)
+    assert (b200.ep, b200.decode.ep) == (1, 1)
+    d = deployment_for(gb200)
+    assert (d.ep, d.decode.ep) == (8, 32)
+
+
 def test_dynamo_fronted_rows_route_decodes_round_robin():
     """Rows run from a Dynamo image, and SGLang's srt-slurm runs (a Dynamo frontend by
     default), route decode workers round-robin; vLLM rows from vLLM's own image, naming no
