@@ -8,10 +8,28 @@ from the installed package at run time (`pip install llmcap[aic]`), never copied
 How the points were measured (from the rows' `silicon_data_source` and aiconfigurator's own
 accuracy tooling): a benchmark client drives one aggregated server in a closed loop at the
 listed concurrency C (`silicon_concurrency=C`; C requests start together and each finished
-request is replaced at once), ignoring EOS, about 10 C requests per point, after warm-up
-requests that are not counted.  `silicon_ttft_ms` is the mean over requests of first-token
-time minus send time; `silicon_tpot_ms` is the mean over requests of (end-to-end - TTFT) /
-(output tokens - 1), so it excludes the first token.
+request is replaced at once), ignoring EOS, about 10 C requests per point.  `silicon_ttft_ms`
+is the mean over requests of first-token time minus send time; `silicon_tpot_ms` is the mean
+over requests of (end-to-end - TTFT) / (output tokens - 1), so it excludes the first token.
+
+Warm-up: the public benchmark's single-node client (InferenceMAX's clone of
+kimbochen/bench_serving, `benchmark_serving.py`) sent one test request, then timed every
+request from a fresh server; warm-up requests (2 C, not timed) came with InferenceMAX PR #480
+("upstream kimbochen/bench_serving, adding warmup", opened 2026-01-17; its warm-up code was
+upstream by 2026-02-03, when ishandhanani/srt-slurm PR #138 copied it).  Before that, the first
+wave of a point's requests met the server cold (kernels compiled, loaded or autotuned on first
+use), and the mean TTFT carries whatever stall that caused: X seconds on the first C of the
+10 C requests adds X / 10 to the mean at every concurrency.  How large X was depends on the
+engine and its kernels (the eight Llama-3.1-70B TensorRT-LLM and vLLM points of `validate
+--filter source=benchmark-db --limit 8`, all measured then, are predicted at 10% TTFT MAPE
+without one; SGLang's DeepSeek-R1 FP4 rows of November 2025 measure 5-9 s at every
+concurrency, 0.15-0.8 s from March 2026 on); the simulator has no cold start, and none is
+guessed.  Each aggregated `benchmark-db` point says which client measured it
+(`client_warmup`, by the row's `measured=` date): before the PR opened, no warm-up; after
+2026-02-03, warm-up; in between (109 rows) either.  The report groups the errors by it.
+The disaggregated rows' multi-node client (srt-slurm's sa-bench) warmed each concurrency up
+with 5 C requests before timing it, but which client measured each of those rows is not
+recorded.
 
 The two campaigns in the file differ in their prompt and output lengths (`source`):
 - `benchmark-db`, the public benchmark dump (`db-dump/...`, `source_file=2026-04-06.csv` and
@@ -45,6 +63,7 @@ for (`select_points(modes=...)`), under the same rules per pool.
 from __future__ import annotations
 
 import csv
+import datetime
 import functools
 import io
 import math
@@ -110,6 +129,9 @@ REQUIRED_COLUMNS = (
 )  # fmt: skip
 
 _CONCURRENCY = re.compile(r"silicon_concurrency=(\d+)")
+_MEASURED = re.compile(r"measured=(\d{4})-(\d{2})-(\d{2})")
+
+
 class DatasetError(ValueError):
     """A validation dataset that is missing or malformed (the message names file and field)."""
 
@@ -184,6 +206,10 @@ class ValidationPoint:
     replicas: int = 1
     batch_size: int = 0
     decode: PoolShape | None = None
+    # whether the campaign's client warmed the server up before timing (module docstring):
+    # "warm-up", "no warm-up" (the mean TTFT may carry the server's cold start), "warm-up or
+    # not" (measured while the change was under review) or "" (not recorded)
+    client_warmup: str = ""
 
     @property
     def mode(self) -> str:
@@ -516,7 +542,9 @@ def _map_row(row: dict[str, str], where: str, line: int) -> ValidationPoint | st
     if isinstance(shape, str):
         return shape
     tp, pp, dp, ep = shape
-    point = measured_point(row, basics, where, line, tp=tp, pp=pp, dp=dp, ep=ep)
+    point = measured_point(
+        row, basics, where, line, tp=tp, pp=pp, dp=dp, ep=ep, client_warmup=_client_warmup(row)
+    )
     speculative = speculative_run(point)
     if speculative is not None:
         return speculative
@@ -555,6 +583,27 @@ def measured_point(
         length_ratio=LENGTH_RATIO[source],
     )
     return ValidationPoint(**{**common, **fields})
+
+
+# when the public benchmark's client took warm-up requests (module docstring): InferenceMAX
+# PR #480 opened on the first date, and its warm-up code was upstream by the second
+CLIENT_WARMUP_OPENED = datetime.date(2026, 1, 17)
+CLIENT_WARMUP_UPSTREAM = datetime.date(2026, 2, 3)
+# `ValidationPoint.client_warmup`
+WARMED_UP, NOT_WARMED_UP, WARMUP_EITHER = "warm-up", "no warm-up", "warm-up or not"
+
+
+def _client_warmup(row: dict[str, str]) -> str:
+    """Whether the public benchmark's single-node client warmed the server up before timing
+    an aggregated row, by its measurement date (module docstring); "" for other campaigns."""
+    text = row["silicon_data_source"] or ""
+    found = _MEASURED.search(text)
+    if _source(text) != "benchmark-db" or found is None:
+        return ""
+    measured = datetime.date(*(int(part) for part in found.groups()))
+    if measured < CLIENT_WARMUP_OPENED:
+        return NOT_WARMED_UP
+    return WARMED_UP if measured > CLIENT_WARMUP_UPSTREAM else WARMUP_EITHER
 
 
 # each campaign's client length spread (`ValidationPoint.length_ratio`; module docstring)

@@ -25,8 +25,11 @@ GROUPS: tuple[tuple[str, Callable[[PointResult], str]], ...] = (
     ("campaign", lambda r: r.point.source),
     # the measured checkpoint's weights (fp8, fp4, bf16 + mxfp4 experts, ...)
     ("weights", lambda r: r.point.weights),
+    # whether the client warmed the server up before timing (`ValidationPoint.client_warmup`)
+    ("client warm-up", lambda r: r.point.client_warmup or "not recorded"),
 )
-_SHOWN_WHEN_MIXED = ("campaign", "weights")  # tables shown only where their key varies
+# tables shown only where their key varies
+_SHOWN_WHEN_MIXED = ("campaign", "weights", "client warm-up")
 
 
 @dataclass(frozen=True, slots=True)

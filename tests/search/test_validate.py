@@ -407,6 +407,30 @@ def test_rows_of_a_sweep_that_ran_only_the_mtp_configurations_are_skipped():
     assert skipped == {_launch_scripts.MTP_SWEEP_REASON: 1}
 
 
+def test_points_say_whether_the_benchmark_client_warmed_the_server_up():
+    """The public benchmark's client sent warm-up requests from InferenceMAX PR #480 (opened
+    2026-01-17, upstream by 2026-02-03) on; its earlier points' mean TTFT may carry the
+    server's cold start.  The report groups the errors by it; NVIDIA's own runs do not record
+    it."""
+
+    def warmup(source: str) -> str:
+        [point] = select_points([row(silicon_data_source=source)]).points
+        return point.client_warmup
+
+    dump = "db-dump/2026-04-27; silicon_concurrency=8; measured="
+    assert warmup(dump + "2025-11-10T00:00:00.000Z") == _aic_silicon.NOT_WARMED_UP
+    assert warmup(dump + "2026-01-16T00:00:00.000Z") == _aic_silicon.NOT_WARMED_UP
+    # measured while the change was under review: either
+    assert warmup(dump + "2026-01-17T00:00:00.000Z") == _aic_silicon.WARMUP_EITHER
+    assert warmup(dump + "2026-02-03T00:00:00.000Z") == _aic_silicon.WARMUP_EITHER
+    assert warmup(dump + "2026-02-04T00:00:00.000Z") == _aic_silicon.WARMED_UP
+    copy = "source_file=2026-04-06.csv; silicon_concurrency=8; measured=2026-03-25T00:00:00Z"
+    assert warmup(copy) == _aic_silicon.WARMED_UP
+    assert warmup("db-dump/2026-04-27; silicon_concurrency=8") == ""  # no date recorded
+    own = "source_file=/data/b200_sxm/x.csv; silicon_concurrency=8; measured=2026-03-17"
+    assert warmup(own) == ""  # NVIDIA's own campaign
+
+
 def test_a_measurement_copied_into_another_dump_counts_once():
     first = row(id="a", silicon_data_source="db-dump/x; silicon_concurrency=8")
     copy = row(id="b", silicon_data_source="source_file=2026-04-06.csv; silicon_concurrency=8")
