@@ -34,10 +34,9 @@ Those recipes also give each attention-DP worker expert parallelism over all its
 (``tp-size``, ``dp-size`` and ``ep-size`` alike: 4/4/4 prefill and 32 or 48 decode in
 recipes/gb200-fp4/1k1k/max-tpt.yaml and mid-curve.yaml, 8/8/8 and 32 in
 ishandhanani/srt-slurm recipes/gb200-fp8/1k8k/max-tpt.yaml, run on the v0.5.5.post2
-image), and under DeepEP SGLang enforces it:
-under ``--moe-a2a-backend deepep`` its server arguments set ``ep_size = tp_size``
-(ServerArgs._handle_a2a_moe, "The expert parallel size is adjusted to be the same as the
-tensor parallel size").  The 0.5.5.post2 rows record ``moe_ep_size`` 1 with
+image), and SGLang enforces it: under ``--moe-a2a-backend deepep`` its server arguments set
+``ep_size = tp_size`` (ServerArgs._handle_a2a_moe, "The expert parallel size is adjusted to
+be the same as the tensor parallel size").  The 0.5.5.post2 rows record ``moe_ep_size`` 1 with
 ``moe_tp_size`` = DP (every expert split 32 ways), not the layout those recipes launch:
 an attention-DP pool of these points takes EP = its GPUs.
 
