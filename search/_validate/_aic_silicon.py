@@ -75,6 +75,7 @@ from typing import Any
 
 from estimators import ModelArchitecture, Precision, load_model
 from search._validate._launch_scripts import (
+    measured_date,
     mtp_sweep_runs,
     server_options,
     speculative_run,
@@ -129,7 +130,6 @@ REQUIRED_COLUMNS = (
 )  # fmt: skip
 
 _CONCURRENCY = re.compile(r"silicon_concurrency=(\d+)")
-_MEASURED = re.compile(r"measured=(\d{4})-(\d{2})-(\d{2})")
 
 
 class DatasetError(ValueError):
@@ -597,10 +597,12 @@ def _client_warmup(row: dict[str, str]) -> str:
     """Whether the public benchmark's single-node client warmed the server up before timing
     an aggregated row, by its measurement date (module docstring); "" for other campaigns."""
     text = row["silicon_data_source"] or ""
-    found = _MEASURED.search(text)
-    if _source(text) != "benchmark-db" or found is None:
+    if _source(text) != "benchmark-db":
         return ""
-    measured = datetime.date(*(int(part) for part in found.groups()))
+    try:
+        measured = datetime.date.fromisoformat(measured_date(text))
+    except ValueError:  # no date recorded
+        return ""
     if measured < CLIENT_WARMUP_OPENED:
         return NOT_WARMED_UP
     return WARMED_UP if measured > CLIENT_WARMUP_UPSTREAM else WARMUP_EITHER

@@ -221,7 +221,7 @@ def speculative_twins(points: Iterable[tuple[ValidationPoint, str]]) -> dict[str
             point.dp, point.ep, point.isl, point.osl, point.concurrency,
         )  # fmt: skip
         measured = (point.measured_ttft_ms, point.measured_tpot_ms)
-        date = _measured_date(record)
+        date = measured_date(record)
         if record.startswith("db-dump"):
             plain[deployment] = (measured, date)
         else:
@@ -270,7 +270,7 @@ def mtp_sweep_runs(points: Iterable[tuple[ValidationPoint, str]]) -> dict[str, s
         if not _public_deepseek_agg(point):
             continue
         dates = MTP_ONLY_SWEEPS.get((point.engine, point.engine_version), frozenset())
-        if _measured_date(record) in dates:
+        if measured_date(record) in dates:
             runs[point.id] = MTP_SWEEP_REASON
     return runs
 
@@ -281,7 +281,7 @@ def _public_deepseek_agg(point: ValidationPoint) -> bool:
     return point.source == "benchmark-db" and point.model == DEEPSEEK and point.mode == "agg"
 
 
-def _measured_date(record: str) -> str:
+def measured_date(record: str) -> str:
     """The ``measured=`` date (YYYY-MM-DD) of a row's `silicon_data_source`, or ""."""
     for part in record.split(";"):
         name, _, value = part.strip().partition("=")
