@@ -9,6 +9,8 @@ A profile is not a code path: it is the numbers an engine brings to one deployme
   up to `piecewise_max_tokens` tokens where the engine captures piecewise graphs)
   and, for the others, the host time of launching a layer's kernels one by one
   (`eager_launch`): such an iteration cannot finish before its last kernel is launched;
+* the host work its HTTP frontend does on a request before the engine sees it (`frontend`:
+  tokenizing the prompt, one request at a time);
 * its all-reduce (custom kernels, fitted to measured tables, per GPU family);
 * its default batching policy and limits, under the engine's own names;
 * its memory plan (the fraction it takes and of what, reserves);
@@ -133,6 +135,19 @@ class EagerLaunch:
             return 0.0
         us = dense_layers * self.dense_layer_us + moe_layers * self.moe_layer_us
         return us / layers * 1e-6
+
+
+@dataclass(frozen=True, slots=True)
+class Frontend:
+    """The host work of the engine's HTTP server on each request before the scheduler sees
+    it: tokenizing the prompt, `tokenize_us_per_token` microseconds a prompt token, one
+    request at a time (engines.yaml header)."""
+
+    tokenize_us_per_token: float
+
+    @property
+    def seconds_per_token(self) -> float:
+        return self.tokenize_us_per_token * 1e-6
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,6 +279,9 @@ class EngineProfile:
     # where a mixture-of-experts layer runs its shared experts on an auxiliary CUDA stream
     # beside the router and the routed experts (None: on the main stream, after them)
     shared_experts_stream: SharedExpertsStream | None = None
+    # the HTTP server's work on a request before the scheduler takes it in (None: none, the
+    # request reaches the scheduler when the client sends it)
+    frontend: Frontend | None = None
 
     def runs_all_to_all(self, ep: int, top_k: int) -> bool:
         """Whether an EP degree `ep` exchanges attention-DP ranks' tokens by all-to-all for a
@@ -492,6 +510,18 @@ def _eager_launch(value: Any) -> EagerLaunch | None:
     return launch
 
 
+def _frontend(value: Any) -> Frontend | None:
+    if value is None:
+        return None
+    unknown = set(value) - {"tokenize_us_per_token"}
+    if unknown:
+        raise ValueError(f"frontend has unknown keys {sorted(unknown)}")
+    per_token = float(value["tokenize_us_per_token"])
+    if not per_token >= 0:
+        raise ValueError(f"frontend.tokenize_us_per_token {per_token} is negative")
+    return Frontend(per_token)
+
+
 def _shared_experts_stream(value: Any) -> SharedExpertsStream | None:
     if value is None:
         return None
@@ -553,6 +583,7 @@ def _build(name: str, key: str, body: Mapping[str, Any]) -> EngineProfile:
             piecewise_tokens_per_seq=int(overhead.get("piecewise_tokens_per_seq", 0)),
             eager_launch=_eager_launch(overhead.get("eager_launch")),
             shared_experts_stream=_shared_experts_stream(body.get("shared_experts_stream")),
+            frontend=_frontend(body.get("frontend")),
             decode_overhead=_overhead(overhead.get("decode")),
             prefill_overhead=_overhead(overhead.get("prefill")),
             allreduce={

@@ -138,6 +138,9 @@ class ClusterConfig:
     # `prefix_cache_tokens` (None: as many tokens as the replica's KV blocks; inf: unbounded)
     prefix_cache: bool = True
     prefix_cache_tokens: float | None = None
+    # host seconds each replica's HTTP frontend spends on a prompt token before its scheduler
+    # sees the request (tokenizing, one request at a time: estimators `Frontend`); 0: none
+    tokenize_seconds_per_token: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

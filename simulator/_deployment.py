@@ -329,6 +329,7 @@ def prepare(deployment: Deployment) -> PreparedDeployment:
         global_scheduler=d.global_scheduler,
         prefix_cache=d.prefix_cache,
         prefix_cache_tokens=d.prefix_cache_tokens,
+        tokenize_seconds_per_token=_tokenize_seconds_per_token(d),
     )
     hardware = Hardware(
         gpus_per_replica=d.gpus_per_replica,
@@ -342,6 +343,12 @@ def prepare(deployment: Deployment) -> PreparedDeployment:
     if d.decode is not None:
         prepared.decode_pool, prepared.decode_memory = _decode_pool(d, memory)
     return prepared
+
+
+def _tokenize_seconds_per_token(d: Deployment) -> float:
+    """Host seconds the engine's frontend spends on a prompt token (0: none modelled)."""
+    frontend = d.engine.frontend if d.engine is not None else None
+    return frontend.seconds_per_token if frontend is not None else 0.0
 
 
 def _decode_pool(d: Deployment, prefill_memory: MemoryPlan) -> tuple[DecodePool, MemoryPlan]:

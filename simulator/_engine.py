@@ -26,6 +26,7 @@ from simulator._config import ClusterConfig, GlobalSchedulerKind, RunOptions, Sc
 from simulator._events import ARRIVAL as _ARRIVAL
 from simulator._events import BATCH_END as _BATCH_END
 from simulator._events import DISPATCH as _DISPATCH
+from simulator._events import TOKENIZED as _TOKENIZED
 from simulator._events import TRANSFER as _TRANSFER
 from simulator._events import WAKE as _WAKE
 from simulator._kv_transfer import TransferQueue, layerwise_transfer_wait
@@ -158,6 +159,10 @@ class Simulation:
             for r in range(cluster.num_replicas)
         ]
         self._route = make_router(cluster.global_scheduler, self.replicas, self.options.seed)
+        # each replica's frontend tokenizes one prompt at a time (`_tokenize`): when it is
+        # free again, by replica id
+        self._tokenize_per_token = cluster.tokenize_seconds_per_token
+        self._frontend_free = [0.0] * len(self.replicas)
         # an arriving request the router sent to a replica that can serve it: it queues
         # there, or first reserves its decode KV (`_reserve_decode_at_route`)
         self._enqueue: Callable[[Request, Replica, float], None] = _enqueue
@@ -359,6 +364,24 @@ class Simulation:
             req.replica = replica.id
             self.on_request_done(req, now)
             return
+        if self._tokenize_per_token > 0.0:
+            self._tokenize(req, replica, now)
+            return
+        self._enqueue(req, replica, now)
+
+    def _tokenize(self, req: Request, replica: Replica, now: float) -> None:
+        """The replica's HTTP frontend tokenizes the request's prompt, after the prompts it
+        took before, and hands it to the scheduler when done (`_tokenized`); the router
+        counts it against the replica meanwhile."""
+        start = max(now, self._frontend_free[replica.id])
+        done = start + req.prompt_tokens * self._tokenize_per_token
+        self._frontend_free[replica.id] = done
+        replica.outstanding += 1
+        self._seq += 1
+        heapq.heappush(self._heap, (done, _TOKENIZED, self._seq, replica, req, None))
+
+    def _tokenized(self, replica: Replica, req: Request, now: float) -> None:
+        replica.outstanding -= 1  # `_enqueue` counts it from now on
         self._enqueue(req, replica, now)
 
     @collector_paused()
@@ -407,6 +430,8 @@ class Simulation:
                     countdown = self.events_to_progress
                 elif kind == _ARRIVAL:
                     self._arrive(a, t)
+                elif kind == _TOKENIZED:
+                    self._tokenized(replica, a, t)
                 elif kind == _TRANSFER:
                     b.kv_sent(a, t)
                     replica.receive(a, t)

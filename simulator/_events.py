@@ -8,6 +8,7 @@ from __future__ import annotations
 
 BATCH_END = 0
 WAKE = 1  # a free stage 0 (pipeline parallelism)
-ARRIVAL = 2
-DISPATCH = 3  # a wake-up after the arrivals of the same instant
-TRANSFER = 4  # a prompt's KV cache reaches the decode pool
+ARRIVAL = 2  # the client sends a request
+TOKENIZED = 3  # a replica's frontend has tokenized a request's prompt: its scheduler takes it
+DISPATCH = 4  # a wake-up after the arrivals of the same instant
+TRANSFER = 5  # a prompt's KV cache reaches the decode pool
