@@ -1,6 +1,7 @@
 """Latency at zero load: every request served alone, the least any arrival rate gives it.
 
-At zero load a request never waits and never shares an iteration: its prompt runs
+At zero load a request never waits and never shares an iteration: its prompt is
+tokenized by the engine's frontend (`ClusterConfig.tokenize_seconds_per_token`), then runs
 alone (in the scheduler's chunks, for Sarathi-Serve; whole otherwise), then each
 decode step alone, every iteration passing through all pipeline stages.  Under the
 cost model, adding work to an iteration never shortens it, and splitting a prompt
@@ -34,8 +35,15 @@ ZERO_LOAD_METRICS = frozenset({"ttft", "tbt", "tpot", "e2e", "normalized_latency
 class _AloneCosts:
     """Seconds of one iteration of a lone request, through every stage, memoised."""
 
-    def __init__(self, estimator: ExecutionTimeEstimator, pp: int, sched: SchedulerConfig) -> None:
+    def __init__(
+        self,
+        estimator: ExecutionTimeEstimator,
+        pp: int,
+        sched: SchedulerConfig,
+        tokenize_per_token: float = 0.0,
+    ) -> None:
         self.estimator = estimator
+        self.tokenize_per_token = tokenize_per_token
         self.pp = pp
         self.chunk = sched.chunk_size if sched.kind.chunked else None
         self.prefill = lru_cache(maxsize=None)(self._prefill)
@@ -50,10 +58,12 @@ class _AloneCosts:
         return self._iteration(BatchShape(tokens, 1, pairs, context + tokens, 0, 0))
 
     def _prefill(self, prompt: int) -> float:
-        """The prompt alone, from its first chunk to its first token."""
+        """The prompt alone, from the client's send (its tokenizing first) to its first
+        token."""
         size = self.chunk or prompt
         starts = range(0, prompt, size)
-        return sum(self._chunk(min(size, prompt - start), start) for start in starts)
+        chunks = sum(self._chunk(min(size, prompt - start), start) for start in starts)
+        return prompt * self.tokenize_per_token + chunks
 
     def _decode(self, context: int) -> float:
         """One decode step alone, reading `context` cached tokens."""
@@ -123,7 +133,11 @@ def zero_load_percentile(
 
 def _prefill_costs(prepared: PreparedDeployment) -> _AloneCosts:
     """A lone request's iterations on the deployment's (prefill) replicas."""
-    return _AloneCosts(prepared.estimator, prepared.cluster.pp, prepared.deployment.scheduler)
+    cluster = prepared.cluster
+    return _AloneCosts(
+        prepared.estimator, cluster.pp, prepared.deployment.scheduler,
+        cluster.tokenize_seconds_per_token,
+    )  # fmt: skip
 
 
 def zero_load_headroom(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from estimators import load_model
+from estimators import load_engine, load_model
 from search._capacity import CapacitySearchOptions, LatencySLO, find_capacity, unit_arrival_times
 from search._evaluate import EvaluationTask, evaluate
 from search._zero_load import ZERO_LOAD_METRICS, zero_load_percentile
@@ -21,13 +21,16 @@ SCHEDULERS = {
 }
 
 
-def _prepared(scheduler: str = "sarathi", pp: int = 1) -> PreparedDeployment:
+def _prepared(
+    scheduler: str = "sarathi", pp: int = 1, engine: str | None = None
+) -> PreparedDeployment:
     return prepare(
         Deployment(
             load_model("meta-llama/Llama-2-7b-hf"),
             load_catalog().get("a100-80gb"),
             pp=pp,
             scheduler=SCHEDULERS[scheduler],
+            engine=load_engine(engine) if engine else None,
         )
     )
 
@@ -38,8 +41,12 @@ def _lone(prompt: int, output: int) -> Workload:
 
 @pytest.mark.parametrize("scheduler", sorted(SCHEDULERS))
 @pytest.mark.parametrize("pp", [1, 2])
-def test_a_lone_request_takes_exactly_its_zero_load_latency(scheduler: str, pp: int) -> None:
-    prepared = _prepared(scheduler, pp)
+@pytest.mark.parametrize("engine", [None, "vllm"])  # vLLM: its frontend tokenizes the prompt
+def test_a_lone_request_takes_exactly_its_zero_load_latency(
+    scheduler: str, pp: int, engine: str | None
+) -> None:
+    prepared = _prepared(scheduler, pp, engine)
+    assert (prepared.cluster.tokenize_seconds_per_token > 0) == (engine is not None)
     workload = _lone(prompt=1300, output=2)  # three chunks under Sarathi; one decode step
     latency = prepared.simulate(workload).summary["latency_s"]
     for metric in ZERO_LOAD_METRICS:
