@@ -15,11 +15,12 @@ per prompt token at 1,024 and 8,192 tokens and their mean, the figure engines.ya
 
 from __future__ import annotations
 
-import platform
 import statistics
 import sys
 import time
 from pathlib import Path
+
+from estimators.profiler._device import _cpu_name
 
 LENGTHS = (1024, 8192)
 PROMPTS = 30
@@ -39,7 +40,7 @@ def main() -> int:
     tokenizer = Tokenizer.from_file(str(path))
     vocab = tokenizer.get_vocab_size()
     rng = np.random.default_rng(SEED)
-    print(f"tokenizer: {path} ({vocab:,} tokens); CPU: {_cpu()}")
+    print(f"tokenizer: {path} ({vocab:,} tokens); CPU: {_cpu_name()}")
     rates = []
     for length in LENGTHS:
         seconds, tokens = [], []
@@ -58,16 +59,6 @@ def main() -> int:
         )
     print(f"mean: {statistics.fmean(rates):.1f} us a prompt token")
     return 0
-
-
-def _cpu() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 if __name__ == "__main__":
