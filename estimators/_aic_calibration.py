@@ -24,7 +24,8 @@ efficiencies bounded by 1, from several starts (`fit_matmul`).  Where the engine
 table measures MXFP4 experts in 16-bit math (``w4a16_mxfp4``: GPUs without FP4 tensor
 cores), the rate at which such kernels unpack weights, the M tile whose every copy
 unpacks them again and the experts' fixed cost are fitted to those rows on the fitted
-16-bit constants (`fit_dequant_rate`).  Every 5th (n, k) GEMM shape, every 4th
+16-bit constants (`fit_dequant_rate`), from a table version all the family's fitted
+GPUs share (`_family_moe_version`).  Every 5th (n, k) GEMM shape, every 4th
 attention head shape and every 3rd MoE shape is held out of the fit and scored apart
 (``FitResult.errors``).
 `fit_all` fits every (GPU, engine) pair, optionally without one GPU's tables or without
@@ -359,8 +360,36 @@ def load_tables(sku: GpuSku, engine: str) -> SkuEngineTables | None:
         adf = adf[adf["kernel_source"] == _main_kernel(adf)]
         keys = ["num_heads", "num_key_value_heads", "head_dim", "batch_size", "isl", "step"]
         phases.append(adf.groupby(keys, sort=True)["seconds"].median().reset_index())
-    moe = _weight_only_moe_rows(sku, system, engine, version, labels)
+    moe_version = _family_moe_version(sku, engine, version)
+    moe = _weight_only_moe_rows(sku, system, engine, moe_version, labels)
     return SkuEngineTables(sku, engine, labels, gemm, _attention_rows(*phases), excluded, moe)
+
+
+def _family_moe_version(sku: GpuSku, engine: str, wanted: str | None) -> str | None:
+    """The MoE table version the weight-only fit of `sku` reads: the nearest to `wanted`
+    among the versions every fitted GPU of its family has (`FIT_SKUS`), else `wanted`.
+
+    The fitted weight-only constants (unpacking rate, M tile, fixed cost) belong to the
+    GPU's SMs: H100 and H200 are the same GH100 die at the same clocks and differ only in
+    memory, so their fits may differ only through what the bandwidth explains.  Read from
+    tables of different collector versions they did not: vLLM's H100 has only the 0.24.0
+    MoE table (its rows name their kernels: OpenAI's Triton kernel at gpt-oss's shapes,
+    Marlin at another), while the H200's nearest to the profile's 0.13 is 0.19.0's (the
+    collector's FusedMoE module with whatever backend vLLM chose, recorded only as
+    ``vllm_mxfp4_moe``: 20-48% slower than 0.24.0's Triton rows at 1-16 tokens of the
+    same shapes), which priced the H200's experts slower than the H100's."""
+    catalog = load_catalog()
+    shared: set[str] | None = None
+    for sku_id in FIT_SKUS:
+        system = aic.system_for_sku(sku_id)
+        if system is None or catalog.get(sku_id).family != sku.family:
+            continue
+        have = set(aic.versions_for(system, "moe", engine, "moe_perf.parquet"))
+        if have:  # a GPU without any MoE table of the engine does not constrain the others
+            shared = have if shared is None else shared & have
+    if not shared:
+        return wanted
+    return aic.nearest_version(shared, wanted)
 
 
 def _weight_only_moe_rows(
@@ -1111,7 +1140,10 @@ def write_engine_layer(path: Path, fits: Sequence[FitResult], command: str) -> N
         "#   vLLM's fp8_block rows are left out (estimators/_aic_tables.py",
         "#   UNREPRESENTATIVE_GEMM_ROWS: flat in m, 4-17x its FP8 rows);",
         "# - on GPUs without FP4 tensor cores, the MoE table's MXFP4 experts in 16-bit math",
-        "#   (w4a16_mxfp4, balanced routing, no EP; fastest kernel per shape and token count),",
+        "#   (w4a16_mxfp4, balanced routing, no EP; fastest kernel per shape and token count;",
+        "#   from the table version nearest the profile's among those every fitted GPU of the",
+        "#   family has, so that same-die GPUs are fitted to the same collector's kernels:",
+        "#   _family_moe_version),",
         "#   on the fitted 16-bit constants -> matmul.dequant_tera_per_s (weight elements a",
         "#   weight-only kernel unpacks per second; 1000 = the fit's bound, never binding) and",
         "#   matmul.dequant_tile_rows (the M tile each of whose tiles unpacks the weights",

@@ -64,6 +64,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
 from importlib.abc import Traversable
@@ -87,6 +88,7 @@ __all__ = [
     "load_mla_bmm",
     "load_moe",
     "load_nccl",
+    "nearest_version",
     "resolve_table",
     "system_for_sku",
     "systems_available",
@@ -195,9 +197,10 @@ def versions_for(system: str, family: str, engine: str, filename: str) -> list[s
     return sorted(out, key=_version_key)
 
 
-def _nearest_version(available: list[str], wanted: str | None) -> str:
-    """`wanted` if present; else the newest not newer than it; else the oldest newer; None:
-    the newest."""
+def nearest_version(available: Iterable[str], wanted: str | None) -> str:
+    """Of the versions `available` (any order), `wanted` if present; else the newest not
+    newer than it; else the oldest newer; None: the newest."""
+    available = sorted(available, key=_version_key)
     if wanted is None or not available:
         return available[-1]
     if wanted in available:
@@ -239,7 +242,7 @@ def resolve_table(
             f"no {filename} for engine {engine!r} on {system}; available engines: "
             f"{', '.join(engines) or 'none'}"
         )
-    return TableRef(system, family, engine, _nearest_version(versions, version), filename)
+    return TableRef(system, family, engine, nearest_version(versions, version), filename)
 
 
 # --------------------------------------------------------------------------- loading

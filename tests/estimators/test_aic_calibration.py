@@ -176,6 +176,30 @@ def test_the_dequantization_rate_fit_recovers_a_known_rate_and_tile(tile):
     assert 2.0 < c.matmul_dequant_tera_per_s < 6.0
 
 
+def test_same_die_gpus_fit_their_weight_only_experts_from_one_collector_version():
+    """vLLM's H100 has only the 0.24.0 MoE table; the H200's nearest to the profile's 0.13
+    is 0.19.0, whose collector timed another MXFP4 path (20-48% slower at 1-16 tokens of
+    the same shapes).  Both fits read the version the Hopper GPUs share, and the shipped
+    weight-only constants of the two (one GH100 die, one clock) then agree within a few
+    percent, as their compute-side nature requires; GPUs alone in their family keep the
+    version nearest the profile's."""
+    from estimators._aic_calibration import _family_moe_version, _table_version
+    from estimators._aic_tables import resolve_table, system_for_sku
+    from estimators._roofline import load_roofline_constants
+    from sku_catalog import load_catalog
+
+    catalog = load_catalog()
+    wanted = _table_version("vllm")
+    assert _family_moe_version(catalog.get("h100-sxm"), "vllm", wanted) == "0.24.0"
+    assert _family_moe_version(catalog.get("h200"), "vllm", wanted) == "0.24.0"
+    nearest = resolve_table(system_for_sku("b200"), "moe", "vllm", wanted, "moe_perf.parquet")
+    assert _family_moe_version(catalog.get("b200"), "vllm", wanted) == nearest.version
+    h100, h200 = (load_roofline_constants(catalog.get(s), "vllm") for s in ("h100-sxm", "h200"))
+    assert h200.matmul_dequant_tile_rows == h100.matmul_dequant_tile_rows
+    for name in ("matmul_dequant_tera_per_s", "matmul_dequant_overhead_us"):
+        assert getattr(h200, name) == pytest.approx(getattr(h100, name), rel=0.1)
+
+
 def test_leaving_out_a_model_removes_exactly_its_shapes():
     from estimators import load_model
     from estimators._aic_calibration import load_tables, model_shapes, without_model_shapes
