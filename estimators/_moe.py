@@ -12,13 +12,29 @@ aiconfigurator's ``moe_tp x moe_ep = tp`` deployments; attention stays tensor pa
   of experts whose weights are read from HBM in one iteration is
   ``E * (1 - (1 - k/E)^n)``. At decode batch 1 that is k experts; from a few hundred tokens
   on, all of them: MoE decode is weight-bandwidth bound on the touched experts.
-* Load imbalance: routing is not uniform. The busiest EP rank receives `LOAD_SKEW` times the
-  mean ``n * k / ep`` expert rows (never more than every token on each of its experts). The
-  default 1.25 (the busiest rank carries a quarter more rows than the mean) is an assumption
-  for routers trained with load balancing and no expert-placement rebalancing (EPLB); it is
-  documented here, not measured by llmcap and not fitted to any end-to-end point
-  (`MoeShape.skew` changes it). With ``ep = 1`` every GPU runs every expert (split by TP), so
-  there is no rank imbalance.
+* Load imbalance: the layer lasts as long as its busiest EP rank (the next collective waits
+  for it), and two things load one rank above the mean ``n * k / ep`` expert rows:
+  - the router: routing is not uniform. The busiest rank receives `LOAD_SKEW` times the mean
+    rows. The default 1.25 (a quarter more rows than the mean) is an assumption for routers
+    trained with load balancing and no expert-placement rebalancing (EPLB); it is documented
+    here, not measured by llmcap and not fitted to any end-to-end point (`MoeShape.skew`
+    changes it);
+  - chance: a small batch's ``n * k`` choices land unevenly on the ranks even under uniform
+    routing. Rank r's rows (the tokens' choices among its ``E / ep`` experts, about
+    Binomial(n k, 1/ep)) and its touched experts (each of its ``E / ep`` hit with probability
+    ``p = 1 - (1 - k/E)^n``, about Binomial(E/ep, p)) vary from rank to rank, and the
+    busiest of ``ep`` ranks carries the expected maximum of ``ep`` such counts
+    (`busiest_count`: summed exactly for small means, where the counts are skewed; mean +
+    standard deviation x the expected maximum of ``ep`` standard normals, `busiest_of`,
+    above). Checked against uniform top-k routing drawn at random (tests/estimators/
+    test_moe.py: DeepSeek-V3's 256 experts over 4-32 ranks, 4-64 tokens). At batch 4 over
+    8 ranks the busiest rank touches 6.6 of its experts where the mean is 3.8, so it reads
+    1.7x the mean's weights; once every expert is touched (a few hundred tokens) the
+    fluctuation is a few percent of the rows.
+  The busiest rank's rows are the larger of the two (the router's skew dominates large
+  batches, chance small ones), never more than every token on each of its experts; its
+  touched experts are the chance bound, at most its experts. With ``ep = 1`` every GPU runs
+  every expert (split by TP), so there is no rank imbalance.
 * Grouped GEMM: each touched expert is its own GEMM of ``rows`` tokens, priced as the
   roofline prices a GEMM: ``max(flops * (rows + m_half) / peak, bytes / bandwidth)``, summed
   over the rank's touched experts as one launch.
@@ -40,13 +56,69 @@ aiconfigurator's ``moe_tp x moe_ep = tp`` deployments; attention stays tensor pa
 
 from __future__ import annotations
 
+import functools
+import math
 from dataclasses import dataclass
 
 from estimators._types import ModelArchitecture
 
-__all__ = ["LOAD_SKEW", "MoeShape", "all_to_all_seconds", "dispatch_ranks", "touched_experts"]
+__all__ = [
+    "LOAD_SKEW",
+    "MoeShape",
+    "all_to_all_seconds",
+    "busiest_count",
+    "busiest_of",
+    "dispatch_ranks",
+    "touched_experts",
+]
 
 LOAD_SKEW = 1.25  # busiest EP rank's expert rows / the mean (see module docstring)
+
+
+@functools.cache
+def busiest_of(ranks: int) -> float:
+    """Expected maximum of `ranks` independent standard normal draws (0 for one rank):
+    ``integral of x * ranks * phi(x) * Phi(x)^(ranks - 1)``, by the midpoint rule over
+    [-8, 8]."""
+    if ranks <= 1:
+        return 0.0
+    steps = 4000
+    dx = 16.0 / steps
+    total = 0.0
+    for i in range(steps):
+        x = -8.0 + (i + 0.5) * dx
+        pdf = math.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
+        cdf = 0.5 * (1.0 + math.erf(x / math.sqrt(2.0)))
+        total += x * ranks * pdf * cdf ** (ranks - 1)
+    return total * dx
+
+
+# below this mean a rank's count is summed exactly (`busiest_count`); above, its normal bound
+EXACT_MAX_MEAN = 64.0
+
+
+def busiest_count(trials: float, p: float, ranks: int) -> float:
+    """Expected maximum over `ranks` independent Binomial(`trials`, `p`) counts.  Small
+    means (up to `EXACT_MAX_MEAN`), where a count is skewed and the normal bound falls short
+    (a quarter less at one expert row a rank): ``sum over m of 1 - F(m)^ranks``; larger
+    ones: mean + sd x `busiest_of` (ranks)."""
+    mean = trials * p
+    if ranks <= 1 or mean <= 0.0 or p >= 1.0:
+        return mean
+    sd = math.sqrt(mean * (1.0 - p))
+    if mean > EXACT_MAX_MEAN:
+        return mean + sd * busiest_of(ranks)
+    n = max(round(trials), 1)
+    top = min(n, int(mean + 12.0 * sd) + 8)
+    pmf = (1.0 - p) ** n
+    cdf = 0.0
+    total = 0.0
+    ratio = p / (1.0 - p)
+    for m in range(top):
+        cdf += pmf
+        total += 1.0 - cdf**ranks
+        pmf *= (n - m) / (m + 1) * ratio
+    return total
 
 
 def touched_experts(num_experts: int, top_k: int, tokens: float) -> float:
@@ -108,15 +180,22 @@ class MoeShape:
         )
 
     def rows(self, tokens: float) -> float:
-        """Expert rows (token, expert pairs) on the busiest GPU for `tokens` tokens."""
-        mean = tokens * self.top_k / self.ep
-        if self.ep > 1:
-            mean *= self.skew
-        return min(mean, tokens * min(self.top_k, self.local_experts))
+        """Expert rows (token, expert pairs) on the busiest GPU for `tokens` tokens: the
+        router's skew or chance, whichever loads it more (module docstring)."""
+        k, ep = self.top_k, self.ep
+        mean = tokens * k / ep
+        if ep > 1 and tokens > 0:
+            mean = max(mean * self.skew, busiest_count(tokens * k, 1.0 / ep, ep))
+        return min(mean, tokens * min(k, self.local_experts))
 
     def touched(self, tokens: float) -> float:
-        """Expected experts of this GPU that receive tokens."""
-        return touched_experts(self.num_experts, self.top_k, tokens) / self.ep
+        """Experts of the busiest GPU that receive tokens: the expected count, above it by
+        chance under EP (module docstring), at most the GPU's experts."""
+        local = self.local_experts
+        if tokens <= 0 or self.num_experts <= 0:
+            return 0.0
+        p = 1.0 - (1.0 - self.top_k / self.num_experts) ** tokens
+        return min(local, busiest_count(local, p, self.ep))
 
     def gemm_shapes(self) -> tuple[tuple[str, int, int], ...]:
         """(name, output width, input width) of the expert GEMMs."""

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import replace
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -15,6 +17,8 @@ from estimators._moe import (
     LOAD_SKEW,
     MoeShape,
     all_to_all_seconds,
+    busiest_count,
+    busiest_of,
     dispatch_ranks,
     touched_experts,
 )
@@ -117,9 +121,41 @@ def test_busiest_rank_rows_carry_the_skew_and_never_exceed_its_tokens(h200):
     assert ep4.width == 768 and ep4.local_experts == 32
     assert ep4.rows(100) == pytest.approx(100 * 8 / 4 * LOAD_SKEW)
     mixtral = MoeShape.of(load_model("mixtral-8x7b-v0.1"), tp=8, ep=8)
-    assert mixtral.rows(100) == pytest.approx(100 * 2 / 8 * LOAD_SKEW)
+    assert mixtral.rows(1000) == pytest.approx(1000 * 2 / 8 * LOAD_SKEW)
+    # 200 choices over 8 ranks: chance loads the busiest above the skew's 31.25
+    assert mixtral.rows(100) == pytest.approx(busiest_count(200, 1 / 8, 8))
+    assert mixtral.rows(100) > 100 * 2 / 8 * LOAD_SKEW
     hot = MoeShape.of(load_model("mixtral-8x7b-v0.1"), tp=8, ep=8, skew=10.0)
     assert hot.rows(100) == 100  # one expert per GPU: at most every token once
+
+
+def test_the_expected_maximum_of_standard_normals():
+    assert busiest_of(1) == 0.0
+    assert busiest_of(2) == pytest.approx(1 / math.sqrt(math.pi), rel=1e-4)  # exact
+    assert busiest_of(4) == pytest.approx(1.0294, abs=1e-3)  # tabulated order statistics
+    assert busiest_of(8) == pytest.approx(1.4236, abs=1e-3)
+    assert busiest_of(2) < busiest_of(8) < busiest_of(72) < 2.5
+
+
+@pytest.mark.parametrize("ep", [4, 8, 32])
+def test_the_busiest_rank_matches_uniform_routing_drawn_at_random(ep):
+    """DeepSeek-V3's 256 experts, top-8 of distinct experts a token, uniform routing: the
+    busiest of `ep` ranks' touched experts and rows, drawn 400 times, against `touched` and
+    the chance part of `rows` (skew 1, so the router's own imbalance does not hide it)."""
+    shape = MoeShape(256, 8, 7168, 256 / ep, 2048, True, ep, skew=1.0)
+    rng = np.random.default_rng(0)
+    for tokens in (4, 16, 64):
+        most_touched, most_rows = [], []
+        for _ in range(400):
+            picks = np.argsort(rng.random((tokens, 256)), axis=1)[:, :8]
+            rank_of = picks // (256 // ep)
+            most_rows.append(np.bincount(rank_of.ravel(), minlength=ep).max())
+            most_touched.append(np.bincount(np.unique(picks) // (256 // ep), minlength=ep).max())
+        assert shape.touched(tokens) == pytest.approx(np.mean(most_touched), abs=0.45)
+        assert shape.rows(tokens) == pytest.approx(np.mean(most_rows), rel=0.06)
+    # far above the mean at a small batch, at the mean once every expert is touched
+    assert shape.touched(4) > 1.3 * touched_experts(256, 8, 4) / ep
+    assert shape.touched(4096) == pytest.approx(256 / ep)
 
 
 def test_all_to_all_scales_with_bytes_and_vanishes_without_ep():
