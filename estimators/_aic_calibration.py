@@ -67,6 +67,7 @@ from estimators._roofline import (
     _coeffs,
     _token_op_time,
     attention_seconds,
+    expert_coeffs,
     fastest_allreduce,
     load_roofline_constants,
     routed_experts_part,
@@ -113,7 +114,7 @@ MIN_DIM = 512  # GEMM n and k from which the table's shapes are a model's projec
 TP_DEGREES = (1, 2, 4, 8)
 HOLD_GEMM_EVERY = 5  # every 5th (n, k) shape is held out
 HOLD_ATTN_EVERY = 4  # every 4th per-GPU head shape is held out
-FIT_VERSION = "aic-roofline-7"  # part of every cache key: change it when the method changes
+FIT_VERSION = "aic-roofline-8"  # part of every cache key: change it when the method changes
 
 MATMUL = ("matmul_eff_max", "matmul_m_half", "matmul_mem_eff", "matmul_overhead_us")
 # a low-precision format's matmul constants (`GEMM_FORMATS`: fp8, fp8_block, fp4)
@@ -147,6 +148,14 @@ DEQUANT_TILE_ROWS = (0, 16, 32, 64, 128, 256)
 DEQUANT_TILE = "matmul_dequant_tile_rows"
 DEQUANT_RATE = "matmul_dequant_tera_per_s"
 DEQUANT_OVERHEAD = "matmul_dequant_overhead_us"
+# MoE rows of low-precision experts, by the roofline's expert format (`expert_format`): the
+# MoE table dtype whose rows fit that format's fixed cost (`fit_moe_overhead`)
+LOW_PRECISION_MOE_DTYPES: dict[str, str] = {
+    "fp8": "fp8", "fp8_block": "fp8_block", "fp4": "nvfp4", "w4a8": "w4a8_mxfp4_mxfp8",
+}  # fmt: skip
+# the rows that fit it: decode batches, at most this many expert rows per expert on average
+# (tokens x top-k / experts), where the fixed cost and the weight reads make the time
+MOE_OVERHEAD_ROWS_PER_EXPERT = 1.0
 HOLD_MOE_EVERY = 3  # every 3rd (MoE shape, MoE TP) is held out
 
 
@@ -187,10 +196,11 @@ class AttnRows:
 
 
 @dataclass(slots=True)
-class WeightOnlyMoeRows:
-    """Measured routed experts of MXFP4 weights in 16-bit math (``w4a16_mxfp4``, balanced
-    routing, no EP), one row per (shape, tokens): the rows the dequantization rate is
-    fitted to."""
+class MoeRows:
+    """Measured routed experts of one MoE table dtype (balanced routing, no EP), one row per
+    (shape, tokens): MXFP4 weights in 16-bit math (``w4a16_mxfp4``), the rows the
+    dequantization rate is fitted to, or a low-precision format's, the rows its experts'
+    fixed cost is fitted to (`fit_moe_overhead`)."""
 
     tokens: np.ndarray
     hidden: np.ndarray
@@ -199,8 +209,8 @@ class WeightOnlyMoeRows:
     experts: np.ndarray
     seconds: np.ndarray
 
-    def take(self, keep: np.ndarray) -> WeightOnlyMoeRows:
-        return WeightOnlyMoeRows(*(getattr(self, f)[keep] for f in self.__dataclass_fields__))
+    def take(self, keep: np.ndarray) -> MoeRows:
+        return MoeRows(*(getattr(self, f)[keep] for f in self.__dataclass_fields__))
 
 
 @dataclass(slots=True)
@@ -213,7 +223,8 @@ class SkuEngineTables:
     gemm: dict[str, GemmRows]  # table dtype -> rows
     attention: AttnRows | None
     excluded: list[str] = field(default_factory=list)  # what was left out, in words
-    weight_only_moe: WeightOnlyMoeRows | None = None
+    weight_only_moe: MoeRows | None = None
+    low_precision_moe: dict[str, MoeRows] = field(default_factory=dict)  # by expert format
 
 
 def _main_kernel(df) -> str:
@@ -362,7 +373,9 @@ def load_tables(sku: GpuSku, engine: str) -> SkuEngineTables | None:
         phases.append(adf.groupby(keys, sort=True)["seconds"].median().reset_index())
     moe_version = _family_moe_version(sku, engine, version)
     moe = _weight_only_moe_rows(sku, system, engine, moe_version, labels)
-    return SkuEngineTables(sku, engine, labels, gemm, _attention_rows(*phases), excluded, moe)
+    low = _low_precision_moe_rows(sku, system, engine, moe_version, labels)
+    attention = _attention_rows(*phases)
+    return SkuEngineTables(sku, engine, labels, gemm, attention, excluded, moe, low)
 
 
 def _family_moe_version(sku: GpuSku, engine: str, wanted: str | None) -> str | None:
@@ -394,34 +407,68 @@ def _family_moe_version(sku: GpuSku, engine: str, wanted: str | None) -> str | N
 
 def _weight_only_moe_rows(
     sku: GpuSku, system: str, engine: str, version: str | None, labels: list[str]
-) -> WeightOnlyMoeRows | None:
+) -> MoeRows | None:
     """The engine's measured MXFP4 routed experts on `sku` where they run weight-only
-    (16-bit math: no FP4 tensor cores), every kernel's and shape's, without expert
-    parallelism, the fastest kernel at each token count, made non-decreasing in tokens;
-    None where there are none.  Rows with EP are left out: vLLM 0.19.0's H200 table times
-    8 tokens of gpt-oss-20b's 32 experts in 0.223 ms at EP 1 and at EP 8 (4 experts a
-    GPU) alike, so its collector did not shrink the GPU's experts with EP."""
+    (16-bit math: no FP4 tensor cores), as `_moe_rows` reads them; None where there are
+    none."""
     if gemm_math(sku, Precision.MXFP4).low:
         return None
     try:
         ref, df = aic.load_moe(system, engine, version)
     except aic.AicDataMissing:
         return None
+    rows = _moe_rows(df, WEIGHT_ONLY_MOE_DTYPE)
+    if rows is not None:
+        labels.append(ref.label)
+    return rows
+
+
+def _low_precision_moe_rows(
+    sku: GpuSku, system: str, engine: str, version: str | None, labels: list[str]
+) -> dict[str, MoeRows]:
+    """The engine's measured routed experts of each low-precision format `sku` runs in its
+    tensor cores (`LOW_PRECISION_MOE_DTYPES`: FP8 everywhere from Hopper on, NVFP4 and
+    MXFP4 x MXFP8 where FP4 tensor cores are), as `_moe_rows` reads them; {} where none."""
+    if not gemm_math(sku, Precision.FP8).low:
+        return {}
+    try:
+        ref, df = aic.load_moe(system, engine, version)
+    except aic.AicDataMissing:
+        return {}
+    out = {}
+    whole = df[df["moe_tp_size"] == 1]
+    for fmt, dtype in LOW_PRECISION_MOE_DTYPES.items():
+        if fmt in ("fp4", "w4a8") and not gemm_math(sku, Precision.FP4).low:
+            continue
+        rows = _moe_rows(whole, dtype)
+        if rows is not None:
+            out[fmt] = rows
+    if out and ref.label not in labels:
+        labels.append(ref.label)
+    return out
+
+
+def _moe_rows(df: pd.DataFrame, dtype: str) -> MoeRows | None:
+    """Rows of `dtype` with balanced routing and no expert parallelism, every kernel's and
+    shape's, the fastest kernel at each token count, made non-decreasing in tokens; None
+    where there are none.  Rows with EP are left out: vLLM 0.19.0's H200 table times 8
+    tokens of gpt-oss-20b's 32 experts in 0.223 ms at EP 1 and at EP 8 (4 experts a GPU)
+    alike, so its collector did not shrink the GPU's experts with EP."""
     df = df[
-        (df["moe_dtype"] == WEIGHT_ONLY_MOE_DTYPE)
+        (df["moe_dtype"] == dtype)
         & (df["distribution"] == "balanced")
         & (df["moe_ep_size"] == 1)
+        & ~df["kernel_source"].isin(list(aic.UNREPRESENTATIVE_MOE_KERNELS))
     ]
     if df.empty:
         return None
-    labels.append(ref.label)
     keys = ["hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size"]
     best = df.groupby([*keys, "num_tokens"], sort=True)["seconds"].min().reset_index()
     best["seconds"] = best.groupby(keys, sort=False)["seconds"].transform(
         lambda t: monotone(t.to_numpy())
     )
     col = {k: best[k].to_numpy(dtype=float) for k in [*keys, "num_tokens", "seconds"]}
-    return WeightOnlyMoeRows(
+    return MoeRows(
         tokens=col["num_tokens"], hidden=col["hidden_size"],
         inter=col["inter_size"] / col["moe_tp_size"], top_k=col["topk"],
         experts=col["num_experts"], seconds=col["seconds"],
@@ -470,14 +517,19 @@ def without_model_shapes(t: SkuEngineTables, model: ModelArchitecture) -> SkuEng
         f"{model.name}: GEMM (n, k) {sorted(gemms)}; attention (heads, kv heads, head_dim) "
         f"{sorted(heads)}"
     )
-    moe = t.weight_only_moe
-    if moe is not None and model.num_experts:  # its experts' (hidden, top-k) rows
-        mine = (moe.hidden == model.hidden_size) & (moe.top_k == model.num_experts_per_tok)
-        moe = moe.take(~mine) if (~mine).any() else None
-        what += (
-            f"; weight-only MoE rows of hidden {model.hidden_size}, top-{model.num_experts_per_tok}"
-        )
-    return replace(t, gemm=gemm, attention=att, excluded=[*t.excluded, what], weight_only_moe=moe)
+    def others(rows: MoeRows) -> MoeRows | None:  # without its experts' (hidden, top-k) rows
+        mine = (rows.hidden == model.hidden_size) & (rows.top_k == model.num_experts_per_tok)
+        return rows.take(~mine) if (~mine).any() else None
+
+    moe, low = t.weight_only_moe, t.low_precision_moe
+    if model.num_experts:
+        moe = others(moe) if moe is not None else None
+        low = {fmt: kept for fmt, rows in low.items() if (kept := others(rows)) is not None}
+        what += f"; MoE rows of hidden {model.hidden_size}, top-{model.num_experts_per_tok}"
+    return replace(
+        t, gemm=gemm, attention=att, excluded=[*t.excluded, what], weight_only_moe=moe,
+        low_precision_moe=low,
+    )  # fmt: skip
 
 
 # --------------------------------------------------------------------------- predictions
@@ -501,13 +553,36 @@ def gemm_seconds(g: GemmRows, c: RooflineConstants, sku: GpuSku, fmt: str | None
     return _token_op_time(op, g.m, k)
 
 
-def weight_only_moe_seconds(r: WeightOnlyMoeRows, c: RooflineConstants, sku: GpuSku) -> np.ndarray:
+def weight_only_moe_seconds(r: MoeRows, c: RooflineConstants, sku: GpuSku) -> np.ndarray:
     """The roofline's seconds for each measured weight-only MoE row: its experts
     (`routed_experts_part`, 16-bit math, MXFP4 weights with their scales, the constants'
     dequantization bound where they have one) under the tables' balanced routing (every
     expert gets rows once there are as many rows as experts)."""
     k = weight_only_coeffs(_coeffs(c, sku.peak_flops(fp8=False), sku.memory_bandwidth_bytes), c)
-    w = weight_bytes(Precision.MXFP4)
+    return _balanced_moe_seconds(r, k, weight_bytes(Precision.MXFP4))
+
+
+# by expert format: the precision the experts' weights are stored in and their scale block
+_EXPERT_WEIGHTS: dict[str, tuple[Precision, int]] = {
+    "fp8": (Precision.FP8, 0), "fp8_block": (Precision.FP8, FP8_BLOCK_WEIGHTS),
+    "fp4": (Precision.FP4, 0), "w4a8": (Precision.MXFP4, 0),
+}  # fmt: skip
+
+
+def low_precision_moe_seconds(
+    r: MoeRows, c: RooflineConstants, sku: GpuSku, fmt: str
+) -> np.ndarray:
+    """The roofline's seconds for each measured MoE row of expert format `fmt`, as the
+    estimator prices its routed experts (`expert_coeffs`: the FP8 GEMM constants against
+    the tensor peak the format computes in, the format's fitted fixed cost where `c` has
+    one) under the tables' balanced routing."""
+    math = Precision.FP4 if fmt == "fp4" else Precision.FP8
+    k = expert_coeffs(c, sku, math, fmt)
+    precision, block = _EXPERT_WEIGHTS[fmt]
+    return _balanced_moe_seconds(r, k, weight_bytes(precision, block))
+
+
+def _balanced_moe_seconds(r: MoeRows, k: Any, w: float) -> np.ndarray:
     out = np.empty(len(r.seconds))
     for i in range(len(out)):
         experts, top_k = int(r.experts[i]), int(r.top_k[i])
@@ -517,7 +592,7 @@ def weight_only_moe_seconds(r: WeightOnlyMoeRows, c: RooflineConstants, sku: Gpu
     return out
 
 
-def _held_out_weight_only_moe(r: WeightOnlyMoeRows) -> np.ndarray:
+def _held_out_weight_only_moe(r: MoeRows) -> np.ndarray:
     """Mask of the rows of every HOLD_MOE_EVERY-th (shape, MoE TP)."""
     keys = list(zip(r.hidden.tolist(), r.inter.tolist(), r.top_k.tolist(),
                     r.experts.tolist(), strict=True))  # fmt: skip
@@ -526,7 +601,7 @@ def _held_out_weight_only_moe(r: WeightOnlyMoeRows) -> np.ndarray:
     return np.array([s in held for s in keys])
 
 
-def fit_dequant_rate(r: WeightOnlyMoeRows, c: RooflineConstants, sku: GpuSku) -> RooflineConstants:
+def fit_dequant_rate(r: MoeRows, c: RooflineConstants, sku: GpuSku) -> RooflineConstants:
     """`c` with the weight-only dequantization rate (`matmul_dequant_tera_per_s`), M tile
     (`matmul_dequant_tile_rows`, one of DEQUANT_TILE_ROWS) and fixed cost
     (`matmul_dequant_overhead_us`) that best price rows `r` (least squares on the log
@@ -551,6 +626,32 @@ def fit_dequant_rate(r: WeightOnlyMoeRows, c: RooflineConstants, sku: GpuSku) ->
             best = (float(res.fun), at_tile.with_values(values))
     assert best is not None
     return best[1]
+
+
+def moe_overhead_rows(r: MoeRows) -> np.ndarray:
+    """Mask of the decode-batch rows (`MOE_OVERHEAD_ROWS_PER_EXPERT`) of `r`."""
+    return r.tokens * r.top_k <= MOE_OVERHEAD_ROWS_PER_EXPERT * r.experts
+
+
+def fit_moe_overhead(r: MoeRows, c: RooflineConstants, sku: GpuSku, fmt: str) -> RooflineConstants:
+    """`c` with expert format `fmt`'s fixed cost (``moe_<fmt>_overhead_us``) that best prices
+    the decode-batch rows of `r` (least squares on the log error), its other constants
+    kept: the engine's fused MoE kernels launch, route, permute, quantize and finalize in a
+    time of their own, which the dense GEMMs' fitted fixed costs (each with its activation
+    quantization) do not measure."""
+    from scipy.optimize import minimize_scalar
+
+    name = f"moe_{fmt}_overhead_us"
+    rows = r.take(moe_overhead_rows(r))
+
+    def loss(x: float) -> float:
+        cc = c.with_values({name: float(np.exp(x))})
+        return _log_sq(low_precision_moe_seconds(rows, cc, sku, fmt), rows.seconds)
+
+    # log bounds: 0.1-1000 us
+    res = minimize_scalar(loss, bounds=(np.log(0.1), np.log(1000.0)), method="bounded",
+                          options={"xatol": 1e-4})  # fmt: skip
+    return c.with_values({name: float(np.exp(res.x))})
 
 
 def attn_seconds(a: AttnRows, c: RooflineConstants, sku: GpuSku) -> np.ndarray:
@@ -632,6 +733,16 @@ def score_tables(
         out["moe w4a16_mxfp4"] = (
             _mape(pred[~held], moe.seconds[~held]),
             _mape(pred[held], moe.seconds[held]),
+            int((~held).sum()),
+            int(held.sum()),
+        )
+    for fmt, rows in t.low_precision_moe.items():  # the decode-batch rows the fit sees
+        decode = rows.take(moe_overhead_rows(rows))
+        held = _held_out_weight_only_moe(decode)
+        pred = low_precision_moe_seconds(decode, c, t.sku, fmt)
+        out[f"moe {LOW_PRECISION_MOE_DTYPES[fmt]}"] = (
+            _mape(pred[~held], decode.seconds[~held]),
+            _mape(pred[held], decode.seconds[held]),
             int((~held).sum()),
             int(held.sum()),
         )
@@ -734,6 +845,11 @@ def fit_tables(t: SkuEngineTables, start: RooflineConstants) -> FitResult:
     if moe is not None and "matmul_m_half" in fitted:  # on the fitted 16-bit constants
         c = fit_dequant_rate(moe.take(~_held_out_weight_only_moe(moe)), c, sku)
         fitted += [DEQUANT_RATE, DEQUANT_TILE, DEQUANT_OVERHEAD]
+    for fmt, rows in t.low_precision_moe.items():  # on the fitted GEMM constants
+        train = rows.take(~_held_out_weight_only_moe(rows))
+        if moe_overhead_rows(train).any():
+            c = fit_moe_overhead(train, c, sku, fmt)
+            fitted.append(f"moe_{fmt}_overhead_us")
     if att is not None:
         train = att[0]
         pf = train.is_prefill
@@ -768,9 +884,11 @@ def _digest(t: SkuEngineTables, start: RooflineConstants) -> str:
         r = t.attention.rows
         for arr in (r.heads, r.kv_heads, r.num_prefill_tokens, r.decode_kv_tokens):
             h.update(np.ascontiguousarray(arr).tobytes())
-    if t.weight_only_moe is not None:
-        for f in WeightOnlyMoeRows.__dataclass_fields__:
-            h.update(np.ascontiguousarray(getattr(t.weight_only_moe, f)).tobytes())
+    moe = {"w4a16": t.weight_only_moe} if t.weight_only_moe is not None else {}
+    for fmt, rows in {**moe, **t.low_precision_moe}.items():
+        h.update(fmt.encode())
+        for f in MoeRows.__dataclass_fields__:
+            h.update(np.ascontiguousarray(getattr(rows, f)).tobytes())
     return h.hexdigest()[:24]
 
 
@@ -1150,6 +1268,12 @@ def write_engine_layer(path: Path, fits: Sequence[FitResult], command: str) -> N
         "#   again, the best of 0 = once, 16, 32, 64, 128, 256; a family's: the most common,",
         "#   with the mean rate of the GPUs fitted at it)",
         "#   and matmul.dequant_overhead_us (the experts' fixed cost beyond their GEMMs');",
+        "# - the MoE table's low-precision experts (FP8 fp8, block-scaled fp8_block, NVFP4 fp4,",
+        "#   MXFP4 x MXFP8 w4a8 on GPUs with FP4 tensor cores; whole experts, balanced routing,",
+        "#   no EP, fastest kernel per shape and token count, not the kernels of",
+        "#   estimators/_aic_tables.py UNREPRESENTATIVE_MOE_KERNELS), their decode-batch rows",
+        "#   (tokens x top-k <= experts), on the fitted GEMM constants -> moe.<format>_overhead_us",
+        "#   (the fused MoE kernels' fixed cost, in place of two GEMMs' and an activation's own);",
         "# - one layer's attention, the engine's main kernel, 16-bit KV, at the built-in models'",
         "#   per-GPU head shapes (TP 1-8), full attention: context rows (no cached prefix) and",
         "#   generation rows weighted equally -> attention.prefill_eff_max, prefill_query_pairs,",

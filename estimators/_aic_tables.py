@@ -126,6 +126,21 @@ AIC_ENGINES: dict[str, str] = {
 UNREPRESENTATIVE_GEMM_ROWS: dict[tuple[str, str], str] = {
     ("vllm", "fp8_block"): "vLLM's fp8_block GEMM rows (flat in m, 4-17x its FP8 rows)",
 }
+# MoE kernels whose rows no fit reads (kernel_source -> why): vLLM 0.24.0's ModelOpt FP8
+# experts through FlashInfer's CUTLASS kernel, its only FP8 rows on H100 and H200, take
+# 4-7x the Triton fused_moe rows of vLLM 0.19.0 at the same shapes and token counts (H200,
+# Qwen3-235B's experts at MoE TP 2, 16 tokens: 2.08 ms against 0.32 ms); and
+# TensorRT-LLM's DeepGEMM MoE backend, the only kernel of its B200 fp8_block rows, is
+# opt-in (moe_config.backend DEEPGEMM; the LLM API's default is CUTLASS, and InferenceMAX's
+# DeepSeek-R1 FP8 B200 script runs TRTLLM below concurrency 256): its masked grouped GEMM
+# walks every local expert (at 1 token, 106 us at MoE TP 8 against 46 us at EP 8), a cost
+# the default backends' decode steps do not pay
+UNREPRESENTATIVE_MOE_KERNELS: dict[str, str] = {
+    "vllm_modeloptfp8moe_flashinfer_cutlass_flashinferexperts": (
+        "vLLM 0.24.0's FlashInfer CUTLASS FP8 MoE rows (4-7x 0.19.0's Triton rows)"
+    ),
+    "deepgemm": "TensorRT-LLM's opt-in DeepGEMM MoE backend rows",
+}
 
 
 class AicDataMissing(ValueError):

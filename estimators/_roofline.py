@@ -69,7 +69,13 @@ from estimators._engines import EngineProfile
 from estimators._moe import MoeShape, all_to_all_seconds, dispatch_ranks
 from estimators._sliding_window import windowed_attention
 from estimators._types import ModelArchitecture, Precision, resolve_kv_precision
-from estimators._weight_precision import WeightPrecisions, gemm_format, gemm_kind, gemm_math
+from estimators._weight_precision import (
+    WeightPrecisions,
+    expert_format,
+    gemm_format,
+    gemm_kind,
+    gemm_math,
+)
 from sku_catalog._types import GpuSku, LinkKind, NodeShape
 
 __all__ = [
@@ -178,6 +184,15 @@ class RooflineConstants:
     # fixed cost of one MoE layer's weight-only routed experts beyond their GEMM kernels'
     # own (routing, permutation and finalization kernels), microseconds
     matmul_dequant_overhead_us: float = 0.0
+    # fixed cost of one MoE layer's routed experts in low precision, microseconds, by the
+    # experts' format (`expert_format`): the engine's fused MoE kernels' own (routing,
+    # permutation, the grouped GEMMs' launches, their activation quantization,
+    # finalization), fitted to its MoE table's rows of that format, in place of the two
+    # dense GEMMs' fixed costs and the activation's; 0: not fitted, those
+    moe_fp8_overhead_us: float = 0.0
+    moe_fp8_block_overhead_us: float = 0.0
+    moe_fp4_overhead_us: float = 0.0
+    moe_w4a8_overhead_us: float = 0.0
     # memory-bound elementwise kernels: fraction of HBM bandwidth each reaches
     elementwise_norm_mem_eff: float = 0.35
     elementwise_rope_mem_eff: float = 0.45
@@ -366,7 +381,9 @@ class _Coeffs:
     # the rows of its M tile, each of which dequantizes the weights again (0: once)
     sec_per_weight_elem: float = 0.0
     dequant_tile_rows: float = 0.0
-    dequant_overhead: float = 0.0  # seconds a weight-only MoE layer's experts add
+    # seconds an MoE layer's routed experts add beyond their GEMMs' own: weight-only ones
+    # (`weight_only_coeffs`), or low-precision ones' fitted fixed cost (`expert_coeffs`)
+    dequant_overhead: float = 0.0
 
 
 def _coeffs(
@@ -424,6 +441,31 @@ def _coeffs(
     )
 
 
+def expert_coeffs(
+    c: RooflineConstants,
+    sku: GpuSku,
+    math: Precision,
+    fmt: str | None,
+    fp8_quant_fused: bool = False,
+) -> _Coeffs:
+    """The routed experts' coefficients: their GEMMs in `math` against its tensor peak, with
+    the FP8 constants in low precision (the per-format ones, `gemm_format`, are fitted to
+    dense GEMMs, and a grouped GEMM pays their M floor once per expert).  In low precision,
+    where `c` has a fixed cost fitted to the engine's MoE table for expert format `fmt`
+    (``moe_<fmt>_overhead_us``, `expert_format`), the experts pay it in place of the two
+    GEMMs' and the activation's own fixed costs: a dense GEMM's fitted fixed cost includes
+    the kernel that quantizes its input, which the fused MoE kernels do not launch apart."""
+    k = _coeffs(
+        c, sku.peak_flops(fp8=math is Precision.FP8, fp4=math is Precision.FP4),
+        sku.memory_bandwidth_bytes, fp8=math.low, fp8_quant_fused=fp8_quant_fused,
+    )  # fmt: skip
+    fixed = getattr(c, f"moe_{fmt}_overhead_us") if fmt else 0.0
+    if not fixed:
+        return k
+    overhead = {**k.overhead, "matmul": 0.0, "act": 0.0}
+    return replace(k, overhead=overhead, dequant_overhead=fixed * 1e-6)
+
+
 def weight_only_coeffs(k: _Coeffs, c: RooflineConstants) -> _Coeffs:
     """`k` for weight-only kernels (4-bit weights in 16-bit math): with the constants'
     unpacking rate (0: not bounded), M tile and the experts' fixed cost."""
@@ -465,7 +507,8 @@ def routed_experts_part(
     m_half rows, included), its weight and activation reads, or, for weight-only kernels,
     the unpacking of its weights (`_Coeffs.sec_per_weight_elem`), repeated for each M tile
     of a group's rows (`_Coeffs.dequant_tile_rows`); weight-only experts also pay their
-    kernels' fixed cost (`_Coeffs.dequant_overhead`)."""
+    kernels' fixed cost (`_Coeffs.dequant_overhead`); low-precision experts with a fitted
+    fixed cost pay it in place of their GEMMs' own (`expert_coeffs`)."""
     t = k.dequant_overhead
     fl = by = 0.0
     # seconds per element of one expert's weight matrix, over all groups and their M tiles
@@ -659,12 +702,9 @@ class RooflineEstimator:
         # the routed experts' GEMMs in the precision their kernels compute in (`gemm_math`):
         # MXFP4 experts W4A8 on Blackwell, weight-only (16-bit math) elsewhere
         expert_math = gemm_math(sku, self.weights.experts)
-        # against that precision's peak, with the FP8 constants in low precision: the
-        # per-format ones (`gemm_format`) are fitted to dense GEMMs, and a grouped GEMM pays
-        # their M floor once per expert
-        self._k_experts = _coeffs(
-            c, sku.peak_flops(fp8=expert_math is Precision.FP8, fp4=expert_math is Precision.FP4),
-            self.hbm_bw, fp8=expert_math.low, fp8_quant_fused=fused,
+        self._expert_format = expert_format(model, self.weights.experts, expert_math)
+        self._k_experts = expert_coeffs(
+            c, sku, expert_math, self._expert_format, fp8_quant_fused=fused
         )  # fmt: skip
         if self.weights.experts.four_bit and not expert_math.low and c.matmul_dequant_tera_per_s:
             self._k_experts = weight_only_coeffs(self._k_experts, c)
@@ -1284,6 +1324,11 @@ class RooflineEstimator:
                 + f"({moe.local_experts:g} per GPU, {moe.width} wide), load skew {moe.skew:g}, "
                 f"{m.num_moe_layers} of {m.num_layers} layers MoE"
             )
+            if self._expert_format and self._k_experts.dequant_overhead:
+                lines.append(
+                    f"  experts' fixed cost ({self._expert_format}, fitted to the engine's MoE "
+                    f"table): {self._k_experts.dequant_overhead * 1e6:.1f} us a layer"
+                )
             if self._measured_experts is not None:
                 _, above, label = self._measured_experts
                 lines.append(f"  experts above {above:g} tokens: measured, {label}")

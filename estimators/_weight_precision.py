@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from estimators._types import ModelArchitecture, Precision
 from sku_catalog._types import GpuSku
 
-__all__ = ["WeightPrecisions", "gemm_format", "gemm_kind", "gemm_math"]
+__all__ = ["WeightPrecisions", "expert_format", "gemm_format", "gemm_kind", "gemm_math"]
 
 _SIXTEEN = (Precision.BF16, Precision.FP16)
 # by model_type: the attention weights (`WeightPrecisions` kinds) NVIDIA's NVFP4 checkpoint
@@ -112,6 +112,19 @@ def gemm_format(model: ModelArchitecture, math: Precision) -> str:
     if Precision(math) is Precision.FP4:
         return "fp4"
     return "fp8_block" if model.weight_scale_block else "fp8"
+
+
+def expert_format(model: ModelArchitecture, experts: Precision, math: Precision) -> str | None:
+    """The format of `model`'s routed experts stored in `experts` and computing in `math`,
+    as the engines' MoE tables tell them apart and the roofline fits each one's fixed cost
+    (``moe_<format>_overhead_us``): ``w4a8`` (MXFP4 weights, 8-bit activations), ``fp4``
+    (NVFP4), ``fp8_block`` or ``fp8`` (`gemm_format`); None where the experts compute in
+    16 bits (16-bit or weight-only 4-bit weights)."""
+    if not Precision(math).low:
+        return None
+    if Precision(experts) is Precision.MXFP4:
+        return "w4a8"
+    return gemm_format(model, math)
 
 
 def gemm_kind(weight: Precision, dense: Precision) -> str:

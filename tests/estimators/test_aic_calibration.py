@@ -143,7 +143,7 @@ def test_the_dequantization_rate_fit_recovers_a_known_rate_and_tile(tile):
     the fit gives all three back; the installed tables' fit lands near the kernels' measured
     element rate (gpt-oss's 128 experts at 32 tokens, H200, about 3-5e12/s)."""
     from estimators._aic_calibration import (
-        WeightOnlyMoeRows,
+        MoeRows,
         fit_dequant_rate,
         weight_only_moe_seconds,
     )
@@ -154,7 +154,7 @@ def test_the_dequantization_rate_fit_recovers_a_known_rate_and_tile(tile):
     c = load_roofline_constants(sku, "vllm")
     tokens = np.tile(2.0 ** np.arange(0, 14), 2)
     n = len(tokens)
-    rows = WeightOnlyMoeRows(
+    rows = MoeRows(
         tokens, np.full(n, 2880.0), np.repeat([2880.0, 1440.0], n // 2), np.full(n, 4.0),
         np.full(n, 128.0), np.zeros(n),
     )  # fmt: skip
@@ -174,6 +174,81 @@ def test_the_dequantization_rate_fit_recovers_a_known_rate_and_tile(tile):
     assert fitted.matmul_dequant_tile_rows == tile
     assert fitted.matmul_dequant_overhead_us == pytest.approx(40.0, rel=0.02)
     assert 2.0 < c.matmul_dequant_tera_per_s < 6.0
+
+
+def test_the_moe_overhead_fit_recovers_a_known_fixed_cost():
+    """Low-precision MoE rows timed by the roofline with a known fixed cost (20 us) over
+    tables of 8 to 256 experts: the fit gives it back from the decode-batch rows alone."""
+    from estimators._aic_calibration import (
+        MoeRows,
+        fit_moe_overhead,
+        low_precision_moe_seconds,
+        moe_overhead_rows,
+    )
+    from estimators._roofline import load_roofline_constants
+    from sku_catalog import load_catalog
+
+    sku = load_catalog().get("b200")
+    c = load_roofline_constants(sku, "trtllm")
+    tokens = np.tile(2.0 ** np.arange(0, 12), 3)
+    n = len(tokens)
+    experts = np.repeat([8.0, 64.0, 256.0], n // 3)
+    rows = MoeRows(
+        tokens, np.full(n, 7168.0), np.full(n, 2048.0), np.full(n, 8.0), experts, np.zeros(n)
+    )
+    rows.seconds = low_precision_moe_seconds(
+        rows, c.with_values({"moe_fp4_overhead_us": 20.0}), sku, "fp4"
+    )
+    assert 0 < moe_overhead_rows(rows).sum() < n  # the large batches are left to the GEMMs
+    fitted = fit_moe_overhead(rows, c.with_values({"moe_fp4_overhead_us": 0.0}), sku, "fp4")
+    assert fitted.moe_fp4_overhead_us == pytest.approx(20.0, rel=0.01)
+
+
+def test_low_precision_experts_pay_their_fitted_fixed_cost_in_place_of_their_gemms():
+    """gpt-oss's MXFP4 experts on B200 (W4A8) under TensorRT-LLM: the shipped constants hold
+    a fixed cost fitted to the engine's w4a8 MoE rows, which the experts pay in place of two
+    FP8 GEMMs' and an activation's fixed costs (about twice it); without a fitted cost,
+    those.  The fitted layer lands within 8% of the measured
+    rows at 1 and 4 tokens (the shape's only rows, at MoE TP 1; from 16 tokens on, the
+    table's balanced routing touches more experts than uniform routing does)."""
+    from estimators import Precision, load_engine, load_model, make_estimator
+    from estimators import _aic_tables as aic
+    from estimators._roofline import expert_coeffs, load_roofline_constants
+    from sku_catalog import load_catalog
+
+    sku = load_catalog().get("b200")
+    c = load_roofline_constants(sku, "trtllm")
+    assert c.moe_w4a8_overhead_us > 0
+    fused = expert_coeffs(c, sku, Precision.FP8, "w4a8")
+    assert fused.overhead["matmul"] == 0.0 and fused.overhead["act"] == 0.0
+    assert fused.dequant_overhead == pytest.approx(c.moe_w4a8_overhead_us * 1e-6)
+    gemms = expert_coeffs(c, sku, Precision.FP8, None)
+    own = 2 * gemms.overhead["matmul"] + gemms.overhead["act"]
+    assert own > 1.5 * fused.dequant_overhead
+    est = make_estimator("roofline", load_model("openai/gpt-oss-120b"), sku, 1, 1,
+                         Precision.BF16, engine=load_engine("trtllm"))  # fmt: skip
+    _, table = aic.load_moe("b200_sxm", "trtllm", "1.3.0rc20")
+    rows = table[(table.moe_dtype == "w4a8_mxfp4_mxfp8") & (table.num_experts == 128)
+                 & (table.distribution == "balanced") & (table.moe_tp_size == 1)
+                 & (table.moe_ep_size == 1)]  # fmt: skip
+    for tokens in (1, 4):
+        measured = rows[rows.num_tokens == tokens].seconds.min()
+        assert est._routed_experts(float(tokens))[0] == pytest.approx(measured, rel=0.08)
+
+
+def test_kernels_no_engine_runs_by_default_fit_no_fixed_cost():
+    """TensorRT-LLM's B200 fp8_block rows are DeepGEMM's alone, an opt-in backend: no
+    fixed cost is fitted to them, and DeepSeek-V3's FP8 experts there keep their GEMMs'
+    own; vLLM's Hopper FP8 rows are FlashInfer CUTLASS's alone: likewise."""
+    from estimators._aic_calibration import load_tables
+    from estimators._roofline import load_roofline_constants
+    from sku_catalog import load_catalog
+
+    catalog = load_catalog()
+    assert "fp8_block" not in load_tables(catalog.get("b200"), "trtllm").low_precision_moe
+    assert "fp8" not in load_tables(catalog.get("h200"), "vllm").low_precision_moe
+    assert load_roofline_constants(catalog.get("b200"), "trtllm").moe_fp8_block_overhead_us == 0
+    assert load_roofline_constants(catalog.get("h200"), "vllm").moe_fp8_overhead_us == 0
 
 
 def test_same_die_gpus_fit_their_weight_only_experts_from_one_collector_version():
