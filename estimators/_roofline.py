@@ -383,7 +383,7 @@ class _Coeffs:
     dequant_tile_rows: float = 0.0
     # seconds an MoE layer's routed experts add beyond their GEMMs' own: weight-only ones
     # (`weight_only_coeffs`), or low-precision ones' fitted fixed cost (`expert_coeffs`)
-    dequant_overhead: float = 0.0
+    experts_overhead: float = 0.0
 
 
 def _coeffs(
@@ -463,7 +463,7 @@ def expert_coeffs(
     if not fixed:
         return k
     overhead = {**k.overhead, "matmul": 0.0, "act": 0.0}
-    return replace(k, overhead=overhead, dequant_overhead=fixed * 1e-6)
+    return replace(k, overhead=overhead, experts_overhead=fixed * 1e-6)
 
 
 def weight_only_coeffs(k: _Coeffs, c: RooflineConstants) -> _Coeffs:
@@ -474,7 +474,7 @@ def weight_only_coeffs(k: _Coeffs, c: RooflineConstants) -> _Coeffs:
         k,
         sec_per_weight_elem=1e-12 / rate if rate else 0.0,
         dequant_tile_rows=c.matmul_dequant_tile_rows,
-        dequant_overhead=c.matmul_dequant_overhead_us * 1e-6,
+        experts_overhead=c.matmul_dequant_overhead_us * 1e-6,
     )
 
 
@@ -507,9 +507,9 @@ def routed_experts_part(
     m_half rows, included), its weight and activation reads, or, for weight-only kernels,
     the unpacking of its weights (`_Coeffs.sec_per_weight_elem`), repeated for each M tile
     of a group's rows (`_Coeffs.dequant_tile_rows`); weight-only experts also pay their
-    kernels' fixed cost (`_Coeffs.dequant_overhead`); low-precision experts with a fitted
+    kernels' fixed cost (`_Coeffs.experts_overhead`); low-precision experts with a fitted
     fixed cost pay it in place of their GEMMs' own (`expert_coeffs`)."""
-    t = k.dequant_overhead
+    t = k.experts_overhead
     fl = by = 0.0
     # seconds per element of one expert's weight matrix, over all groups and their M tiles
     unpacked = groups * k.sec_per_weight_elem
@@ -1324,10 +1324,10 @@ class RooflineEstimator:
                 + f"({moe.local_experts:g} per GPU, {moe.width} wide), load skew {moe.skew:g}, "
                 f"{m.num_moe_layers} of {m.num_layers} layers MoE"
             )
-            if self._expert_format and self._k_experts.dequant_overhead:
+            if self._expert_format and self._k_experts.experts_overhead:
                 lines.append(
                     f"  experts' fixed cost ({self._expert_format}, fitted to the engine's MoE "
-                    f"table): {self._k_experts.dequant_overhead * 1e6:.1f} us a layer"
+                    f"table): {self._k_experts.experts_overhead * 1e6:.1f} us a layer"
                 )
             if self._measured_experts is not None:
                 _, above, label = self._measured_experts

@@ -131,7 +131,7 @@ def model_fold(model_name: str) -> HoldOutFold:
         f"(heads, KV heads, head_dim) in {sorted(heads)}, on every GPU and engine"
         + (", and every MLA module table (all of DeepSeek-V3's shape: no eager MLA prefill "
            "cost)" if model.is_mla else "")
-        + (f", and the weight-only MoE rows of hidden {model.hidden_size}, top-"
+        + (f", and the MoE table rows of hidden {model.hidden_size}, top-"
            f"{model.num_experts_per_tok}" if model.num_experts else "")
     )  # fmt: skip
     eager = mla_eager_fold(exclude_mla=True) if model.is_mla else None

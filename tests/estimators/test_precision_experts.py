@@ -107,7 +107,7 @@ def test_weight_only_experts_are_bounded_by_the_unpacking_of_their_weights(gpt_o
     touched = est._moe.touched(32.0)
     elements = touched * (2 * 2880 * 2880 + 2880 * 2880)  # gate-up and down of each expert
     t, _, _ = est._routed_experts(32.0)
-    bound = elements / (rate * 1e12) + est._k_experts.dequant_overhead  # one M tile each
+    bound = elements / (rate * 1e12) + est._k_experts.experts_overhead  # one M tile each
     assert t >= bound
     assert t == pytest.approx(bound, rel=0.1)  # the bound decides
     est._k_experts = replace(est._k_experts, sec_per_weight_elem=0.0)  # the bound removed
@@ -132,7 +132,7 @@ def test_weight_only_experts_unpack_their_weights_again_for_each_m_tile(gpt_oss,
     assert 1.0 < c.matmul_dequant_overhead_us < 200.0
     vllm = load_engine("vllm")
     est = RooflineEstimator(gpt_oss, h100, engine=vllm)
-    assert est._k_experts.dequant_overhead == pytest.approx(c.matmul_dequant_overhead_us * 1e-6)
+    assert est._k_experts.experts_overhead == pytest.approx(c.matmul_dequant_overhead_us * 1e-6)
     once = RooflineEstimator(gpt_oss, h100, engine=vllm)
     once._k_experts = replace(once._k_experts, dequant_tile_rows=0.0)
     assert est._routed_experts(4.0)[0] == once._routed_experts(4.0)[0]  # one tile
@@ -145,7 +145,7 @@ def test_weight_only_experts_unpack_their_weights_again_for_each_m_tile(gpt_oss,
     assert t == pytest.approx(tiles * per_tile + fixed, rel=0.1)  # the unpacking decides
     assert once._routed_experts(tokens)[0] < 0.75 * t
     bf16 = RooflineEstimator(with_expert_precision(gpt_oss, Precision.BF16), h100, engine=vllm)
-    assert bf16._k_experts.dequant_overhead == 0.0
+    assert bf16._k_experts.experts_overhead == 0.0
 
 
 def test_mxfp4_experts_compute_with_8_bit_activations_on_blackwell(gpt_oss, b200):
