@@ -592,7 +592,7 @@ def _balanced_moe_seconds(r: MoeRows, k: Any, w: float) -> np.ndarray:
     return out
 
 
-def _held_out_weight_only_moe(r: MoeRows) -> np.ndarray:
+def _held_out_moe(r: MoeRows) -> np.ndarray:
     """Mask of the rows of every HOLD_MOE_EVERY-th (shape, MoE TP)."""
     keys = list(zip(r.hidden.tolist(), r.inter.tolist(), r.top_k.tolist(),
                     r.experts.tolist(), strict=True))  # fmt: skip
@@ -728,7 +728,7 @@ def score_tables(
         )
     moe = t.weight_only_moe
     if moe is not None:  # without a fitted rate: the roofline without that bound
-        held = _held_out_weight_only_moe(moe)
+        held = _held_out_moe(moe)
         pred = weight_only_moe_seconds(moe, c, t.sku)
         out["moe w4a16_mxfp4"] = (
             _mape(pred[~held], moe.seconds[~held]),
@@ -738,7 +738,7 @@ def score_tables(
         )
     for fmt, rows in t.low_precision_moe.items():  # the decode-batch rows the fit sees
         decode = rows.take(moe_overhead_rows(rows))
-        held = _held_out_weight_only_moe(decode)
+        held = _held_out_moe(decode)
         pred = low_precision_moe_seconds(decode, c, t.sku, fmt)
         out[f"moe {LOW_PRECISION_MOE_DTYPES[fmt]}"] = (
             _mape(pred[~held], decode.seconds[~held]),
@@ -843,10 +843,10 @@ def fit_tables(t: SkuEngineTables, start: RooflineConstants) -> FitResult:
         fitted += names
     moe = t.weight_only_moe
     if moe is not None and "matmul_m_half" in fitted:  # on the fitted 16-bit constants
-        c = fit_dequant_rate(moe.take(~_held_out_weight_only_moe(moe)), c, sku)
+        c = fit_dequant_rate(moe.take(~_held_out_moe(moe)), c, sku)
         fitted += [DEQUANT_RATE, DEQUANT_TILE, DEQUANT_OVERHEAD]
     for fmt, rows in t.low_precision_moe.items():  # on the fitted GEMM constants
-        train = rows.take(~_held_out_weight_only_moe(rows))
+        train = rows.take(~_held_out_moe(rows))
         if moe_overhead_rows(train).any():
             c = fit_moe_overhead(train, c, sku, fmt)
             fitted.append(f"moe_{fmt}_overhead_us")
