@@ -379,11 +379,12 @@ def load_tables(sku: GpuSku, engine: str) -> SkuEngineTables | None:
 
 
 def _family_moe_version(sku: GpuSku, engine: str, wanted: str | None) -> str | None:
-    """The MoE table version the weight-only fit of `sku` reads: the nearest to `wanted`
-    among the versions every fitted GPU of its family has (`FIT_SKUS`), else `wanted`.
+    """The MoE table version the MoE fits of `sku` read (weight-only and low-precision
+    experts alike): the nearest to `wanted` among the versions every fitted GPU of its
+    family has (`FIT_SKUS`), else `wanted`.
 
-    The fitted weight-only constants (unpacking rate, M tile, fixed cost) belong to the
-    GPU's SMs: H100 and H200 are the same GH100 die at the same clocks and differ only in
+    The fitted MoE constants (unpacking rate, M tile, fixed costs) belong to the GPU's
+    SMs: H100 and H200 are the same GH100 die at the same clocks and differ only in
     memory, so their fits may differ only through what the bandwidth explains.  Read from
     tables of different collector versions they did not: vLLM's H100 has only the 0.24.0
     MoE table (its rows name their kernels: OpenAI's Triton kernel at gpt-oss's shapes,

@@ -191,11 +191,11 @@ class MoeShape:
     def touched(self, tokens: float) -> float:
         """Experts of the busiest GPU that receive tokens: the expected count, above it by
         chance under EP (module docstring), at most the GPU's experts."""
-        local = self.local_experts
-        if tokens <= 0 or self.num_experts <= 0:
+        if self.num_experts <= 0:
             return 0.0
-        p = 1.0 - (1.0 - self.top_k / self.num_experts) ** tokens
-        return min(local, busiest_count(local, p, self.ep))
+        # the chance that a given expert receives some of the tokens
+        p = touched_experts(self.num_experts, self.top_k, tokens) / self.num_experts
+        return min(self.local_experts, busiest_count(self.local_experts, p, self.ep))
 
     def gemm_shapes(self) -> tuple[tuple[str, int, int], ...]:
         """(name, output width, input width) of the expert GEMMs."""
