@@ -114,7 +114,7 @@ MIN_DIM = 512  # GEMM n and k from which the table's shapes are a model's projec
 TP_DEGREES = (1, 2, 4, 8)
 HOLD_GEMM_EVERY = 5  # every 5th (n, k) shape is held out
 HOLD_ATTN_EVERY = 4  # every 4th per-GPU head shape is held out
-FIT_VERSION = "aic-roofline-8"  # part of every cache key: change it when the method changes
+FIT_VERSION = "aic-roofline-9"  # part of every cache key: change it when the method changes
 
 MATMUL = ("matmul_eff_max", "matmul_m_half", "matmul_mem_eff", "matmul_overhead_us")
 # a low-precision format's matmul constants (`GEMM_FORMATS`: fp8, fp8_block, fp4)
@@ -197,10 +197,10 @@ class AttnRows:
 
 @dataclass(slots=True)
 class MoeRows:
-    """Measured routed experts of one MoE table dtype (balanced routing, no EP), one row per
-    (shape, tokens): MXFP4 weights in 16-bit math (``w4a16_mxfp4``), the rows the
-    dequantization rate is fitted to, or a low-precision format's, the rows its experts'
-    fixed cost is fitted to (`fit_moe_overhead`)."""
+    """Measured routed experts of one MoE table dtype (balanced routing), one row per
+    (shape, EP, tokens): MXFP4 weights in 16-bit math (``w4a16_mxfp4``), the rows the
+    dequantization rate is fitted to (no EP), or a low-precision format's, the rows its
+    experts' fixed cost is fitted to (`fit_moe_overhead`)."""
 
     tokens: np.ndarray
     hidden: np.ndarray
@@ -208,6 +208,11 @@ class MoeRows:
     top_k: np.ndarray
     experts: np.ndarray
     seconds: np.ndarray
+    ep: np.ndarray = None  # type: ignore[assignment]  # expert parallel degree; None: 1
+
+    def __post_init__(self) -> None:
+        if self.ep is None:
+            self.ep = np.ones(len(self.tokens))
 
     def take(self, keep: np.ndarray) -> MoeRows:
         return MoeRows(*(getattr(self, f)[keep] for f in self.__dataclass_fields__))
@@ -441,7 +446,7 @@ def _low_precision_moe_rows(
     for fmt, dtype in LOW_PRECISION_MOE_DTYPES.items():
         if fmt in ("fp4", "w4a8") and not gemm_math(sku, Precision.FP4).low:
             continue
-        rows = _moe_rows(whole, dtype)
+        rows = _moe_rows(whole, dtype, with_ep=True)
         if rows is not None:
             out[fmt] = rows
     if out and ref.label not in labels:
@@ -449,21 +454,24 @@ def _low_precision_moe_rows(
     return out
 
 
-def _moe_rows(df: pd.DataFrame, dtype: str) -> MoeRows | None:
-    """Rows of `dtype` with balanced routing and no expert parallelism, every kernel's and
-    shape's, the fastest kernel at each token count, made non-decreasing in tokens; None
-    where there are none.  Rows with EP are left out: vLLM 0.19.0's H200 table times 8
-    tokens of gpt-oss-20b's 32 experts in 0.223 ms at EP 1 and at EP 8 (4 experts a GPU)
-    alike, so its collector did not shrink the GPU's experts with EP."""
+def _moe_rows(df: pd.DataFrame, dtype: str, with_ep: bool = False) -> MoeRows | None:
+    """Rows of `dtype` with balanced routing, every kernel's and shape's, the fastest kernel
+    at each token count, made non-decreasing in tokens; None where there are none.  Rows
+    without expert parallelism, and (`with_ep`) with it where every kernel that timed
+    `dtype` shrank the GPU's experts with EP (`_kernels_sharded_by_ep`): where one did
+    not, the fastest kernel would change between EP 1 and EP n with the collector, not
+    with the engine (TensorRT-LLM's B200 NVFP4 table: its min-latency kernel, the fastest
+    at EP 1, is timed alike at every EP)."""
     df = df[
         (df["moe_dtype"] == dtype)
         & (df["distribution"] == "balanced")
-        & (df["moe_ep_size"] == 1)
         & ~df["kernel_source"].isin(list(aic.UNREPRESENTATIVE_MOE_KERNELS))
     ]
+    if not (with_ep and _kernels_sharded_by_ep(df) == set(df["kernel_source"])):
+        df = df[df["moe_ep_size"] == 1]
     if df.empty:
         return None
-    keys = ["hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size"]
+    keys = ["hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size", "moe_ep_size"]
     best = df.groupby([*keys, "num_tokens"], sort=True)["seconds"].min().reset_index()
     best["seconds"] = best.groupby(keys, sort=False)["seconds"].transform(
         lambda t: monotone(t.to_numpy())
@@ -472,8 +480,42 @@ def _moe_rows(df: pd.DataFrame, dtype: str) -> MoeRows | None:
     return MoeRows(
         tokens=col["num_tokens"], hidden=col["hidden_size"],
         inter=col["inter_size"] / col["moe_tp_size"], top_k=col["topk"],
-        experts=col["num_experts"], seconds=col["seconds"],
+        experts=col["num_experts"], seconds=col["seconds"], ep=col["moe_ep_size"],
     )  # fmt: skip
+
+
+# an EP table row counts where, at the shape's largest token count measured at EP 1 and at
+# EP n, EP n takes at most this share of EP 1's time (the median over the kernel's shapes):
+# a GPU holding 1/n of the experts reads about 1/n of the weights (0.46-0.68 at EP 2 in the
+# tables that shard; 0.92-1.0 in those that do not)
+EP_SHARDED_TIME_SHARE = 0.8
+
+
+def _kernels_sharded_by_ep(df: pd.DataFrame) -> set[str]:
+    """The kernels of `df` (one dtype, balanced routing) whose EP rows time a GPU holding
+    1/EP of the experts at every EP degree measured.  Some collectors did not shrink the
+    GPU's experts: vLLM 0.19.0's H200 table times 8 tokens of gpt-oss-20b's 32 experts in
+    0.223 ms at EP 1 and at EP 8 (4 experts a GPU) alike."""
+    out = set()
+    keys = ["hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size"]
+    for kernel, kdf in df.groupby("kernel_source"):
+        best = kdf.groupby([*keys, "moe_ep_size", "num_tokens"])["seconds"].min()
+        shares: dict[int, list[float]] = {}
+        for _, shape in best.groupby(level=list(range(len(keys)))):
+            by_ep = shape.droplevel(list(range(len(keys))))
+            eps = by_ep.index.get_level_values(0)
+            if 1 not in eps:
+                continue
+            one = by_ep.loc[1]
+            for ep in sorted(set(eps) - {1}):
+                other = by_ep.loc[ep]
+                common = one.index.intersection(other.index)
+                if len(common):
+                    top = common.max()
+                    shares.setdefault(int(ep), []).append(other[top] / one[top])
+        if shares and all(np.median(v) <= EP_SHARDED_TIME_SHARE for v in shares.values()):
+            out.add(str(kernel))
+    return out
 
 
 def model_shapes(
@@ -584,12 +626,15 @@ def low_precision_moe_seconds(
 
 
 def _balanced_moe_seconds(r: MoeRows, k: Any, w: float) -> np.ndarray:
+    """Each row's time on one GPU of its EP group, the table's balanced routing giving every
+    GPU an equal share of the rows, one expert per row until all its experts are touched."""
     out = np.empty(len(r.seconds))
     for i in range(len(out)):
-        experts, top_k = int(r.experts[i]), int(r.top_k[i])
-        moe = MoeShape(experts, top_k, int(r.hidden[i]), experts, int(r.inter[i]), True, 1)
-        rows = moe.rows(r.tokens[i])
-        out[i] = routed_experts_part(moe, rows, min(experts, rows), w, k)[0]
+        experts, top_k, ep = int(r.experts[i]), int(r.top_k[i]), int(r.ep[i])
+        local = experts / ep
+        moe = MoeShape(experts, top_k, int(r.hidden[i]), local, int(r.inter[i]), True, ep)
+        rows = r.tokens[i] * top_k / ep
+        out[i] = routed_experts_part(moe, rows, min(local, rows), w, k)[0]
     return out
 
 
@@ -630,29 +675,78 @@ def fit_dequant_rate(r: MoeRows, c: RooflineConstants, sku: GpuSku) -> RooflineC
 
 
 def moe_overhead_rows(r: MoeRows) -> np.ndarray:
-    """Mask of the decode-batch rows (`MOE_OVERHEAD_ROWS_PER_EXPERT`) of `r`."""
-    return r.tokens * r.top_k <= MOE_OVERHEAD_ROWS_PER_EXPERT * r.experts
+    """Mask of the decode-batch rows (`MOE_OVERHEAD_ROWS_PER_EXPERT`) of `r` that give each
+    GPU of their EP group at least one expert row."""
+    rows = r.tokens * r.top_k
+    return (rows <= MOE_OVERHEAD_ROWS_PER_EXPERT * r.experts) & (rows >= r.ep)
 
 
-def fit_moe_overhead(r: MoeRows, c: RooflineConstants, sku: GpuSku, fmt: str) -> RooflineConstants:
-    """`c` with expert format `fmt`'s fixed cost (``moe_<fmt>_overhead_us``) that best prices
-    the decode-batch rows of `r` (least squares on the log error), its other constants
-    kept: the engine's fused MoE kernels launch, route, permute, quantize and finalize in a
-    time of their own, which the dense GEMMs' fitted fixed costs (each with its activation
-    quantization) do not measure."""
-    from scipy.optimize import minimize_scalar
+def moe_overhead_terms(fmt: str) -> tuple[str, str, str]:
+    """Expert format `fmt`'s fixed cost and its shares per expert the GPU holds and per
+    expert of the model (`RooflineConstants`)."""
+    return (f"moe_{fmt}_overhead_us", f"moe_{fmt}_per_local_expert_us",
+            f"moe_{fmt}_per_routed_expert_us")  # fmt: skip
 
-    name = f"moe_{fmt}_overhead_us"
+
+def fit_moe_overhead(
+    r: MoeRows, c: RooflineConstants, sku: GpuSku, fmt: str, names: Sequence[str]
+) -> RooflineConstants:
+    """`c` with the constants `names` (of `moe_overhead_terms`) that best price the
+    decode-batch rows of `r` (least squares on the log error), format `fmt`'s other MoE
+    terms 0 and its other constants kept."""
+    from scipy.optimize import minimize, minimize_scalar
+
     rows = r.take(moe_overhead_rows(r))
+    rest = dict.fromkeys(moe_overhead_terms(fmt), 0.0)
+    # log bounds: 0.1-1000 us the fixed cost, 0.001-10 us each share per expert
+    bounds = [(np.log(0.1), np.log(1000.0))] + [(np.log(1e-3), np.log(10.0))] * (len(names) - 1)
 
-    def loss(x: float) -> float:
-        cc = c.with_values({name: float(np.exp(x))})
-        return _log_sq(low_precision_moe_seconds(rows, cc, sku, fmt), rows.seconds)
+    def at(x: np.ndarray) -> RooflineConstants:
+        return c.with_values({**rest, **dict(zip(names, np.exp(x).tolist(), strict=True))})
 
-    # log bounds: 0.1-1000 us
-    res = minimize_scalar(loss, bounds=(np.log(0.1), np.log(1000.0)), method="bounded",
-                          options={"xatol": 1e-4})  # fmt: skip
-    return c.with_values({name: float(np.exp(res.x))})
+    def loss(x: np.ndarray) -> float:
+        return _log_sq(low_precision_moe_seconds(rows, at(x), sku, fmt), rows.seconds)
+
+    if len(names) == 1:
+        one = minimize_scalar(lambda x: loss(np.array([x])), bounds=bounds[0], method="bounded",
+                              options={"xatol": 1e-4})  # fmt: skip
+        return at(np.array([one.x]))
+    start = np.log([20.0] + [0.05] * (len(names) - 1))
+    res = minimize(loss, start, method="Nelder-Mead", bounds=bounds,
+                   options={"xatol": 1e-4, "fatol": 1e-10, "maxiter": 4000})  # fmt: skip
+    return at(res.x)
+
+
+def fit_moe_overheads(
+    train: MoeRows, test: MoeRows, c: RooflineConstants, sku: GpuSku, fmt: str
+) -> tuple[RooflineConstants, tuple[str, ...]]:
+    """`c` with expert format `fmt`'s fitted fixed cost and shares (`fit_moe_overhead` on
+    `train`), and their names.  The engine's fused MoE kernels launch, route, permute,
+    quantize and finalize in a time of their own, which the dense GEMMs' fitted fixed costs
+    (each with its activation quantization) do not measure:
+    - the fixed cost (``moe_<fmt>_overhead_us``) always;
+    - its share per expert the GPU holds (``per_local_expert_us``) where the decode-batch
+      rows time more than one EP degree: the same shapes with their experts spread over
+      more or fewer GPUs measure it (across shapes alone it would stand in for whatever
+      else differs between them);
+    - its share per expert of the model (``per_routed_expert_us``: routing and permutation
+      over all of them), told apart only across shapes, kept only where it lowers the MAPE
+      of `test`'s decode-batch rows (held-out shapes), as a GEMM format's own constants are.
+    """
+    fixed, local, routed = moe_overhead_terms(fmt)
+    decode = train.ep[moe_overhead_rows(train)]
+    names: tuple[str, ...] = (fixed, local) if len(set(decode.tolist())) > 1 else (fixed,)
+    fit = fit_moe_overhead(train, c, sku, fmt, names)
+    held = test.take(moe_overhead_rows(test))
+    if len(names) == 2 and len(held.seconds):
+        more = fit_moe_overhead(train, c, sku, fmt, (*names, routed))
+
+        def mape(cc: RooflineConstants) -> float:
+            return _mape(low_precision_moe_seconds(held, cc, sku, fmt), held.seconds)
+
+        if mape(more) < mape(fit):
+            return more, (*names, routed)
+    return fit, names
 
 
 def attn_seconds(a: AttnRows, c: RooflineConstants, sku: GpuSku) -> np.ndarray:
@@ -847,10 +941,11 @@ def fit_tables(t: SkuEngineTables, start: RooflineConstants) -> FitResult:
         c = fit_dequant_rate(moe.take(~_held_out_moe(moe)), c, sku)
         fitted += [DEQUANT_RATE, DEQUANT_TILE, DEQUANT_OVERHEAD]
     for fmt, rows in t.low_precision_moe.items():  # on the fitted GEMM constants
-        train = rows.take(~_held_out_moe(rows))
+        held = _held_out_moe(rows)
+        train = rows.take(~held)
         if moe_overhead_rows(train).any():
-            c = fit_moe_overhead(train, c, sku, fmt)
-            fitted.append(f"moe_{fmt}_overhead_us")
+            c, names = fit_moe_overheads(train, rows.take(held), c, sku, fmt)
+            fitted += names
     if att is not None:
         train = att[0]
         pf = train.is_prefill
@@ -1271,10 +1366,14 @@ def write_engine_layer(path: Path, fits: Sequence[FitResult], command: str) -> N
         "#   and matmul.dequant_overhead_us (the experts' fixed cost beyond their GEMMs');",
         "# - the MoE table's low-precision experts (FP8 fp8, block-scaled fp8_block, NVFP4 fp4,",
         "#   MXFP4 x MXFP8 w4a8 on GPUs with FP4 tensor cores; whole experts, balanced routing,",
-        "#   no EP, fastest kernel per shape and token count, not the kernels of",
+        "#   EP rows where the kernel's collector shrank the GPU's experts with EP, fastest",
+        "#   kernel per shape, EP and token count, not the kernels of",
         "#   estimators/_aic_tables.py UNREPRESENTATIVE_MOE_KERNELS), their decode-batch rows",
-        "#   (tokens x top-k <= experts), on the fitted GEMM constants -> moe.<format>_overhead_us",
-        "#   (the fused MoE kernels' fixed cost, in place of two GEMMs' and an activation's own);",
+        "#   (EP <= tokens x top-k <= experts), on the fitted GEMM constants ->",
+        "#   moe.<format>_overhead_us (the fused MoE kernels' fixed cost, in place of two GEMMs'",
+        "#   and an activation's own), + per_local_expert_us x the GPU's experts where the rows",
+        "#   span EP degrees, + per_routed_expert_us x the model's experts where that lowers the",
+        "#   held-out shapes' MAPE;",
         "# - one layer's attention, the engine's main kernel, 16-bit KV, at the built-in models'",
         "#   per-GPU head shapes (TP 1-8), full attention: context rows (no cached prefix) and",
         "#   generation rows weighted equally -> attention.prefill_eff_max, prefill_query_pairs,",

@@ -193,6 +193,20 @@ class RooflineConstants:
     moe_fp8_block_overhead_us: float = 0.0
     moe_fp4_overhead_us: float = 0.0
     moe_w4a8_overhead_us: float = 0.0
+    # and what that fixed cost adds, microseconds, per expert the GPU holds (kernels that
+    # walk every local expert whether or not it receives rows: the grouped GEMM's problem
+    # list, per-expert offsets and scale pointers; the MoE tables measure it as the fixed
+    # cost shrinking with expert parallelism, TensorRT-LLM's Hopper CUTLASS block-scaled
+    # FP8 experts about 46 us at 128 experts a GPU, 25 at 32) and per expert of the model
+    # (routing and permutation over all of them, on every GPU); 0: not fitted
+    moe_fp8_per_local_expert_us: float = 0.0
+    moe_fp8_block_per_local_expert_us: float = 0.0
+    moe_fp4_per_local_expert_us: float = 0.0
+    moe_w4a8_per_local_expert_us: float = 0.0
+    moe_fp8_per_routed_expert_us: float = 0.0
+    moe_fp8_block_per_routed_expert_us: float = 0.0
+    moe_fp4_per_routed_expert_us: float = 0.0
+    moe_w4a8_per_routed_expert_us: float = 0.0
     # memory-bound elementwise kernels: fraction of HBM bandwidth each reaches
     elementwise_norm_mem_eff: float = 0.35
     elementwise_rope_mem_eff: float = 0.45
@@ -382,8 +396,19 @@ class _Coeffs:
     sec_per_weight_elem: float = 0.0
     dequant_tile_rows: float = 0.0
     # seconds an MoE layer's routed experts add beyond their GEMMs' own: weight-only ones
-    # (`weight_only_coeffs`), or low-precision ones' fitted fixed cost (`expert_coeffs`)
+    # (`weight_only_coeffs`), or low-precision ones' fitted fixed cost (`expert_coeffs`),
+    # and the seconds that cost adds per expert the GPU holds and per expert of the model
     experts_overhead: float = 0.0
+    experts_overhead_per_local: float = 0.0
+    experts_overhead_per_routed: float = 0.0
+
+    def experts_fixed(self, moe: MoeShape) -> float:
+        """Seconds the routed experts of `moe` pay beyond their GEMMs' own."""
+        return (
+            self.experts_overhead
+            + self.experts_overhead_per_local * moe.local_experts
+            + self.experts_overhead_per_routed * moe.num_experts
+        )
 
 
 def _coeffs(
@@ -452,7 +477,9 @@ def expert_coeffs(
     the FP8 constants in low precision (the per-format ones, `gemm_format`, are fitted to
     dense GEMMs, and a grouped GEMM pays their M floor once per expert).  In low precision,
     where `c` has a fixed cost fitted to the engine's MoE table for expert format `fmt`
-    (``moe_<fmt>_overhead_us``, `expert_format`), the experts pay it in place of the two
+    (``moe_<fmt>_overhead_us``, `expert_format`, with ``moe_<fmt>_per_local_expert_us`` for
+    each expert the GPU holds and ``moe_<fmt>_per_routed_expert_us`` for each of the
+    model's), the experts pay it in place of the two
     GEMMs' and the activation's own fixed costs: a dense GEMM's fitted fixed cost includes
     the kernel that quantizes its input, which the fused MoE kernels do not launch apart."""
     k = _coeffs(
@@ -463,7 +490,11 @@ def expert_coeffs(
     if not fixed:
         return k
     overhead = {**k.overhead, "matmul": 0.0, "act": 0.0}
-    return replace(k, overhead=overhead, experts_overhead=fixed * 1e-6)
+    return replace(
+        k, overhead=overhead, experts_overhead=fixed * 1e-6,
+        experts_overhead_per_local=getattr(c, f"moe_{fmt}_per_local_expert_us") * 1e-6,
+        experts_overhead_per_routed=getattr(c, f"moe_{fmt}_per_routed_expert_us") * 1e-6,
+    )  # fmt: skip
 
 
 def weight_only_coeffs(k: _Coeffs, c: RooflineConstants) -> _Coeffs:
@@ -508,8 +539,9 @@ def routed_experts_part(
     the unpacking of its weights (`_Coeffs.sec_per_weight_elem`), repeated for each M tile
     of a group's rows (`_Coeffs.dequant_tile_rows`); weight-only experts also pay their
     kernels' fixed cost (`_Coeffs.experts_overhead`); low-precision experts with a fitted
-    fixed cost pay it in place of their GEMMs' own (`expert_coeffs`)."""
-    t = k.experts_overhead
+    fixed cost pay it, with its shares per expert, in place of their GEMMs' own
+    (`expert_coeffs`)."""
+    t = k.experts_fixed(moe)
     fl = by = 0.0
     # seconds per element of one expert's weight matrix, over all groups and their M tiles
     unpacked = groups * k.sec_per_weight_elem
@@ -1324,10 +1356,12 @@ class RooflineEstimator:
                 + f"({moe.local_experts:g} per GPU, {moe.width} wide), load skew {moe.skew:g}, "
                 f"{m.num_moe_layers} of {m.num_layers} layers MoE"
             )
-            if self._expert_format and self._k_experts.experts_overhead:
+            k = self._k_experts
+            if self._expert_format and k.experts_overhead:
+                fixed = k.experts_fixed(moe)
                 lines.append(
                     f"  experts' fixed cost ({self._expert_format}, fitted to the engine's MoE "
-                    f"table): {self._k_experts.experts_overhead * 1e6:.1f} us a layer"
+                    f"table): {fixed * 1e6:.1f} us a layer at {moe.local_experts:g} experts a GPU"
                 )
             if self._measured_experts is not None:
                 _, above, label = self._measured_experts

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 
 import numpy as np
+import pandas as pd
 import pytest
 
 pytestmark = pytest.mark.skipif(
@@ -176,41 +177,129 @@ def test_the_dequantization_rate_fit_recovers_a_known_rate_and_tile(tile):
     assert 2.0 < c.matmul_dequant_tera_per_s < 6.0
 
 
-def test_the_moe_overhead_fit_recovers_a_known_fixed_cost():
-    """Low-precision MoE rows timed by the roofline with a known fixed cost (20 us) over
-    tables of 8 to 256 experts: the fit gives it back from the decode-batch rows alone."""
-    from estimators._aic_calibration import (
-        MoeRows,
-        fit_moe_overhead,
-        low_precision_moe_seconds,
-        moe_overhead_rows,
-    )
+def _synthetic_moe_rows(truth: dict[str, float], eps: tuple[float, ...]):
+    """fp4 MoE rows of 8, 64 and 256 experts at `eps`, 1-2048 tokens, timed by the roofline
+    with the MoE constants `truth` (B200, TensorRT-LLM's other constants)."""
+    from estimators._aic_calibration import MoeRows, low_precision_moe_seconds
     from estimators._roofline import load_roofline_constants
     from sku_catalog import load_catalog
 
     sku = load_catalog().get("b200")
     c = load_roofline_constants(sku, "trtllm")
-    tokens = np.tile(2.0 ** np.arange(0, 12), 3)
+    tokens = np.tile(2.0 ** np.arange(0, 12), 3 * len(eps))
     n = len(tokens)
     experts = np.repeat([8.0, 64.0, 256.0], n // 3)
+    ep = np.tile(np.repeat(eps, 12), 3)
     rows = MoeRows(
-        tokens, np.full(n, 7168.0), np.full(n, 2048.0), np.full(n, 8.0), experts, np.zeros(n)
-    )
-    rows.seconds = low_precision_moe_seconds(
-        rows, c.with_values({"moe_fp4_overhead_us": 20.0}), sku, "fp4"
-    )
-    assert 0 < moe_overhead_rows(rows).sum() < n  # the large batches are left to the GEMMs
-    fitted = fit_moe_overhead(rows, c.with_values({"moe_fp4_overhead_us": 0.0}), sku, "fp4")
-    assert fitted.moe_fp4_overhead_us == pytest.approx(20.0, rel=0.01)
+        tokens, np.full(n, 7168.0), np.full(n, 2048.0), np.full(n, 8.0), experts, np.zeros(n),
+        ep,
+    )  # fmt: skip
+    rows.seconds = low_precision_moe_seconds(rows, c.with_values(truth), sku, "fp4")
+    return rows, c, sku
+
+
+def test_the_moe_overhead_fit_recovers_a_known_fixed_cost_and_its_shares_per_expert():
+    """Low-precision MoE rows timed by the roofline with a known fixed cost (20 us) and
+    known shares per expert the GPU holds (0.2 us) and per expert of the model (0.05 us)
+    over tables of 8 to 256 experts at EP 1, 2, 4 and 8: the fit gives all three back from
+    the decode-batch rows alone (each GPU at least one expert row)."""
+    from estimators._aic_calibration import fit_moe_overhead, moe_overhead_rows, moe_overhead_terms
+
+    terms = moe_overhead_terms("fp4")
+    truth = dict(zip(terms, (20.0, 0.2, 0.05), strict=True))
+    rows, c, sku = _synthetic_moe_rows(truth, (1.0, 2.0, 4.0, 8.0))
+    decode = moe_overhead_rows(rows)
+    assert 0 < decode.sum() < len(decode)  # the large batches are left to the GEMMs
+    assert not decode[rows.tokens * 8 < rows.ep].any()  # and those leaving a GPU no rows
+    fitted = fit_moe_overhead(rows, c, sku, "fp4", terms)
+    for name, value in truth.items():
+        assert getattr(fitted, name) == pytest.approx(value, rel=0.03)
+
+
+def test_the_moe_overhead_shares_are_fitted_where_the_rows_tell_them_apart():
+    """The share per local expert needs rows at several EP degrees (at EP 1 alone the fit
+    keeps the fixed cost alone, however many expert counts the shapes have); the share per
+    expert of the model is kept where it prices held-out shapes better, here where the
+    rows were timed with one."""
+    from estimators._aic_calibration import _held_out_moe, fit_moe_overheads, moe_overhead_terms
+
+    fixed, local, routed = moe_overhead_terms("fp4")
+    rows, c, sku = _synthetic_moe_rows({fixed: 20.0, local: 0.2}, (1.0,))
+    held = _held_out_moe(rows)
+    fitted, names = fit_moe_overheads(rows.take(~held), rows.take(held), c, sku, "fp4")
+    assert names == (fixed,) and getattr(fitted, local) == 0.0
+    rows, c, sku = _synthetic_moe_rows({fixed: 20.0, local: 0.2, routed: 0.05}, (1.0, 4.0))
+    # every 3rd shape is held out: the 256 experts' here
+    held = rows.experts == 256.0
+    fitted, names = fit_moe_overheads(rows.take(~held), rows.take(held), c, sku, "fp4")
+    assert names == (fixed, local, routed)
+    assert getattr(fitted, routed) == pytest.approx(0.05, rel=0.1)
+
+
+def test_ep_rows_count_where_the_collector_shrank_the_gpus_experts():
+    """A kernel whose EP n rows take about 1/n of its EP 1 time at the largest batch holds
+    1/n of the experts a GPU; one timed alike at every EP did not shrink them (vLLM
+    0.19.0's H200 MXFP4 table).  A format's EP rows are read where every kernel that timed
+    it shrank them, else its EP 1 rows alone."""
+    from estimators._aic_calibration import _kernels_sharded_by_ep, _moe_rows
+
+    rows = []
+    for kernel, share in (("sharded", 1.0), ("unsharded", 0.0)):
+        for ep in (1, 2, 4, 8):
+            for tokens in (1, 16, 256):
+                t = 1e-5 + 1e-7 * tokens * (1.0 / ep if share else 1.0)
+                rows.append(dict(
+                    kernel_source=kernel, moe_dtype="fp8", distribution="balanced",
+                    hidden_size=4096, inter_size=1536, topk=8, num_experts=128,
+                    moe_tp_size=1, moe_ep_size=ep, num_tokens=tokens, seconds=t,
+                ))  # fmt: skip
+    df = pd.DataFrame(rows)
+    assert _kernels_sharded_by_ep(df) == {"sharded"}
+    read = _moe_rows(df[df.kernel_source == "unsharded"], "fp8", with_ep=True)
+    assert set(read.ep.tolist()) == {1.0}
+    sharded = df[df.kernel_source == "sharded"]
+    assert set(_moe_rows(sharded, "fp8", with_ep=True).ep.tolist()) == {1.0, 2.0, 4.0, 8.0}
+    assert set(_moe_rows(sharded, "fp8").ep.tolist()) == {1.0}  # without EP rows unless asked
+    assert set(_moe_rows(df, "fp8", with_ep=True).ep.tolist()) == {1.0}  # one did not shrink
+
+
+def test_hopper_block_scaled_experts_pay_a_fixed_cost_that_shrinks_with_expert_parallelism():
+    """TensorRT-LLM's Hopper CUTLASS block-scaled FP8 experts: the fixed cost its MoE table
+    measures falls from about 46 us at 128 experts a GPU (EP 1) to about 25 at 32 (EP 4);
+    the shipped constants price Qwen3-235B-A22B's balanced EP 1 and EP 4 rows at 1-4
+    tokens within 15% each."""
+    from estimators import _aic_tables as aic
+    from estimators._aic_calibration import MoeRows, low_precision_moe_seconds
+    from estimators._roofline import load_roofline_constants
+    from sku_catalog import load_catalog
+
+    sku = load_catalog().get("h100-sxm")
+    c = load_roofline_constants(sku, "trtllm")
+    assert c.moe_fp8_block_per_local_expert_us > 0.1
+    _, table = aic.load_moe("h100_sxm", "trtllm", "1.3.0rc10")
+    t = table[(table.moe_dtype == "fp8_block") & (table.hidden_size == 4096)
+              & (table.inter_size == 1536) & (table.num_experts == 128) & (table.topk == 8)
+              & (table.distribution == "balanced") & (table.moe_tp_size == 1)
+              & table.moe_ep_size.isin([1, 4]) & table.num_tokens.isin([1, 2, 4])]  # fmt: skip
+    t = t.groupby(["moe_ep_size", "num_tokens"], as_index=False).seconds.min()
+    n = len(t)
+    assert n == 6
+    rows = MoeRows(
+        t.num_tokens.to_numpy(float), np.full(n, 4096.0), np.full(n, 1536.0), np.full(n, 8.0),
+        np.full(n, 128.0), t.seconds.to_numpy(), t.moe_ep_size.to_numpy(float),
+    )  # fmt: skip
+    pred = low_precision_moe_seconds(rows, c, sku, "fp8_block")
+    assert np.abs(pred / rows.seconds - 1).max() < 0.15
 
 
 def test_low_precision_experts_pay_their_fitted_fixed_cost_in_place_of_their_gemms():
     """gpt-oss's MXFP4 experts on B200 (W4A8) under TensorRT-LLM: the shipped constants hold
     a fixed cost fitted to the engine's w4a8 MoE rows, which the experts pay in place of two
     FP8 GEMMs' and an activation's fixed costs (about twice it); without a fitted cost,
-    those.  The fitted layer lands within 8% of the measured
-    rows at 1 and 4 tokens (the shape's only rows, at MoE TP 1; from 16 tokens on, the
-    table's balanced routing touches more experts than uniform routing does)."""
+    those.  The fitted layer lands within 20% of the measured EP 1 rows at 1 and 4 tokens
+    (from 16 tokens on, the table's balanced routing touches more experts than uniform
+    routing does); the fixed cost is one for every EP degree the table measures, a
+    compromise between them (about 12% MAPE over its rows)."""
     from estimators import Precision, load_engine, load_model, make_estimator
     from estimators import _aic_tables as aic
     from estimators._roofline import expert_coeffs, load_roofline_constants
@@ -233,7 +322,7 @@ def test_low_precision_experts_pay_their_fitted_fixed_cost_in_place_of_their_gem
                  & (table.moe_ep_size == 1)]  # fmt: skip
     for tokens in (1, 4):
         measured = rows[rows.num_tokens == tokens].seconds.min()
-        assert est._routed_experts(float(tokens))[0] == pytest.approx(measured, rel=0.08)
+        assert est._routed_experts(float(tokens))[0] == pytest.approx(measured, rel=0.2)
 
 
 def test_kernels_no_engine_runs_by_default_fit_no_fixed_cost():
