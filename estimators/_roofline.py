@@ -197,7 +197,7 @@ class RooflineConstants:
     # walk every local expert whether or not it receives rows: the grouped GEMM's problem
     # list, per-expert offsets and scale pointers; the MoE tables measure it as the fixed
     # cost shrinking with expert parallelism, TensorRT-LLM's Hopper CUTLASS block-scaled
-    # FP8 experts about 46 us at 128 experts a GPU, 25 at 32) and per expert of the model
+    # FP8 experts about 46 us at 128 experts a GPU, 26 at 32) and per expert of the model
     # (routing and permutation over all of them, on every GPU); 0: not fitted
     moe_fp8_per_local_expert_us: float = 0.0
     moe_fp8_block_per_local_expert_us: float = 0.0
