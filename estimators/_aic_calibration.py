@@ -738,7 +738,7 @@ def fit_moe_overheads(
     names: tuple[str, ...] = (fixed, local) if len(set(decode.tolist())) > 1 else (fixed,)
     fit = fit_moe_overhead(train, c, sku, fmt, names)
     held = test.take(moe_overhead_rows(test))
-    if len(names) == 2 and len(held.seconds):
+    if local in names and len(held.seconds):
         more = fit_moe_overhead(train, c, sku, fmt, (*names, routed))
 
         def mape(cc: RooflineConstants) -> float:
@@ -832,8 +832,9 @@ def score_tables(
             int(held.sum()),
         )
     for fmt, rows in t.low_precision_moe.items():  # the decode-batch rows the fit sees
-        decode = rows.take(moe_overhead_rows(rows))
-        held = _held_out_moe(decode)
+        is_decode = moe_overhead_rows(rows)
+        held = _held_out_moe(rows)[is_decode]  # the shapes `fit_tables` holds out
+        decode = rows.take(is_decode)
         pred = low_precision_moe_seconds(decode, c, t.sku, fmt)
         out[f"moe {LOW_PRECISION_MOE_DTYPES[fmt]}"] = (
             _mape(pred[~held], decode.seconds[~held]),
