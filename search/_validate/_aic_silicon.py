@@ -130,6 +130,9 @@ REQUIRED_COLUMNS = (
 )  # fmt: skip
 
 _CONCURRENCY = re.compile(r"silicon_concurrency=(\d+)")
+# the run's TP (its GPUs) and EP in a public benchmark row's id: "..._tp2_ep2_1741",
+# "..._tp2_0_ep2_0_1009" (`dump_layout`)
+_RUN_NAME_LAYOUT = re.compile(r"_tp(\d+)(?:_0)?_ep(\d+)(?:_0)?_")
 
 
 class DatasetError(ValueError):
@@ -496,8 +499,8 @@ def parallelism(
 def dump_layout(row: dict[str, str], engine: str, node_gpus: int) -> dict[str, str]:
     """The row with the parallel layout it ran, where a later benchmark dump (`db-dump/...`,
     `source_file=2026-04-06.csv`) records it multiplied by the expert parallelism E, as
-    every one of its 69 rows whose measurement `source_file=2026-03-25.csv` also holds
-    shows against that copy's layout (the rule is checked by
+    every one of its 89 rows whose measurement `source_file=2026-03-25.csv` also holds
+    (to nine digits) shows against that copy's layout (the rule is checked by
     tests/search/test_validate.py on the installed file):
 
     - TP x EP: tp_size = T x E, moe_tp_size = T, moe_ep_size = E -> TP T, MoE TP T / E, EP E;
@@ -506,7 +509,10 @@ def dump_layout(row: dict[str, str], engine: str, node_gpus: int) -> dict[str, s
       attention_dp_size = T, moe_tp_size = 1, moe_ep_size = T x T -> TP T, EP T.
 
     The first two are recognised by more GPUs than one node holds (the benchmark runs on one
-    node), the third by its vLLM attention DP.  Other rows are returned as they are."""
+    node), or by the run's own name in the row's id (``..._tp2_ep2_...``: T GPUs, EP E),
+    where T x E exceeds no node: MoE TP T with EP E, as recorded, is the name's T and E,
+    which no layout that ran records (its MoE TP is T / E); the third by its vLLM
+    attention DP.  Other rows are returned as they are."""
     try:
         tp, dp, moe_tp, ep = (
             int(float(row.get(name) or 1))
@@ -514,10 +520,15 @@ def dump_layout(row: dict[str, str], engine: str, node_gpus: int) -> dict[str, s
         )
     except ValueError:
         return row  # the checks of `parallelism` name the field
+    named = _RUN_NAME_LAYOUT.search(row.get("id") or "")
+    named_multiplied = named is not None and (int(named[1]), int(named[2])) == (moe_tp, ep)
     fields: dict[str, int] | None = None
     if engine == "vllm" and dp > 1 and moe_tp == 1 and ep == dp * dp and tp == dp:
         fields = {"attention_dp_size": 1, "moe_ep_size": dp}
-    elif tp * dp > node_gpus and ep > 1 and moe_tp % ep == 0 and moe_tp <= node_gpus:
+    elif (
+        (tp * dp > node_gpus or named_multiplied)
+        and ep > 1 and moe_tp % ep == 0 and moe_tp <= node_gpus
+    ):  # fmt: skip
         if dp == 1 and tp == moe_tp * ep:
             fields = {"tp_size": moe_tp, "moe_tp_size": moe_tp // ep}
         elif tp == 1 and dp == moe_tp * ep:

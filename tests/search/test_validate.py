@@ -470,15 +470,35 @@ def test_a_later_dump_s_layout_multiplied_by_ep_is_the_one_that_ran(engine, reco
     assert tuple(decoded[name] for name in LAYOUT) == ran
 
 
+@pytest.mark.parametrize(
+    ("run", "recorded", "ran"),
+    [
+        ("tp2_ep2", ("4", "1", "2", "2"), ("2", "1", "1", "2")),  # TP 2, EP 2 on one node
+        ("tp2_ep2", ("1", "4", "2", "2"), ("1", "2", "1", "2")),  # attention DP 2, EP 2
+        ("tp2_0_ep2_0", ("1", "4", "2", "2"), ("1", "2", "1", "2")),
+        ("tp4_ep2", ("4", "1", "2", "2"), ("4", "1", "2", "2")),  # TP 4 with EP 2: as it ran
+        ("tp2_ep2", ("2", "1", "1", "2"), ("2", "1", "1", "2")),
+    ],
+)
+def test_a_multiplied_layout_that_fits_a_node_is_told_by_the_run_s_name(run, recorded, ran):
+    """Four GPUs fit a node, so only the row's id, the run's own name (TP 2: two GPUs),
+    tells TP 2 x EP 2 recorded multiplied from TP 4 with MoE TP 2 and EP 2."""
+    r = {"id": f"2026_04_06_gpt_oss_120b_h200_sxm_trtllm_fp4_agg_1024x1024_c4_{run}_992",
+         **dict(zip(LAYOUT, recorded, strict=True))}  # fmt: skip
+    decoded = _aic_silicon.dump_layout(r, "trtllm", 8)
+    assert tuple(decoded[name] for name in LAYOUT) == ran
+
+
 @needs_aic
 def test_the_layout_rule_matches_every_copy_the_earliest_dump_holds():
     _, rows = _aic_silicon.read_silicon_csv()
-    measurement = ("backend", "model_path", "system", "isl", "osl", "silicon_ttft_ms",
-                   "silicon_tpot_ms")  # fmt: skip
+    measurement = ("backend", "model_path", "system", "isl", "osl")
+    means = ("silicon_ttft_ms", "silicon_tpot_ms")  # to nine digits, as copies print them
 
     def key(r):
         found = _aic_silicon._CONCURRENCY.search(r["silicon_data_source"])
-        return (*(r[k] for k in measurement), found and found.group(1))
+        return (*(r[k] for k in measurement), *(f"{float(r[k]):.9g}" for k in means),
+                found and found.group(1))  # fmt: skip
 
     def layout(r):
         return tuple(int(float(r[name] or 1)) for name in LAYOUT)
@@ -495,7 +515,7 @@ def test_the_layout_rule_matches_every_copy_the_earliest_dump_holds():
         if decoded is not r and copy is not None:
             assert layout(decoded) == layout(copy)
             compared += 1
-    assert compared == 69
+    assert compared == 89
 
 
 def public_point(engine: str, version: str, concurrency: int, model: str = "deepseek",
