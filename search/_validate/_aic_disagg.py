@@ -120,14 +120,18 @@ def _deepep_ep(tp: int, dp: int, ep: int) -> int:
 
 
 _DYNAMO_TRTLLM_IMAGE = "ai-dynamo/tensorrtllm-runtime:"
-_DYNAMO_IMAGE = "nvcr.io/nvidia/ai-dynamo/"
+# Dynamo's images on NGC, as a Docker reference or as the enroot/pyxis one Slurm jobs write
+# (`nvcr.io#nvidia/ai-dynamo/...`: 110 disaggregated TensorRT-LLM rows, of models or layouts
+# llmcap skips today)
+_DYNAMO_IMAGES = ("nvcr.io/nvidia/ai-dynamo/", "nvcr.io#nvidia/ai-dynamo/")
 
 
 def _decode_router(row: dict[str, str], engine: str) -> str:
     """How the row's frontend picks decode workers: Dynamo's round-robin where a Dynamo image
     or SGLang's srt-slurm runs show a Dynamo frontend, else least outstanding (module
     docstring)."""
-    dynamo = _DYNAMO_IMAGE in (row["silicon_data_source"] or "") or engine == "sglang"
+    source = row["silicon_data_source"] or ""
+    dynamo = any(image in source for image in _DYNAMO_IMAGES) or engine == "sglang"
     return "round_robin" if dynamo else "lor"
 
 

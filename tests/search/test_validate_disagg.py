@@ -125,10 +125,13 @@ def test_dynamo_fronted_rows_route_decodes_round_robin():
                silicon_data_source=db + "image=nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.8.0"),
         disagg(backend="vllm", backend_version="0.18.0",
                silicon_data_source=db + "vllm/vllm-openai:v0.18.0-cu130"),
+        # the enroot reference a Slurm job writes for the same NGC image
+        disagg(backend="vllm", backend_version="0.12.0", silicon_ttft_ms="1000",
+               silicon_data_source=db + "image=nvcr.io#nvidia/ai-dynamo/vllm-runtime:0.8.0"),
     ]  # fmt: skip
     points = select_points(rows, models="all", modes="disagg").points
     routers = [p.decode_router for p in points]
-    assert routers == ["round_robin", "round_robin", "round_robin", "lor"]
+    assert routers == ["round_robin", "round_robin", "round_robin", "lor", "round_robin"]
     assert [deployment_for(p).decode.router.value for p in points] == routers
 
 
