@@ -509,9 +509,9 @@ def dump_layout(row: dict[str, str], engine: str, node_gpus: int) -> dict[str, s
       attention_dp_size = T, moe_tp_size = 1, moe_ep_size = T x T -> TP T, EP T.
 
     The first two are recognised by more GPUs than one node holds (the benchmark runs on one
-    node), or by the run's own name in the row's id (``..._tp2_ep2_...``: T GPUs, EP E),
-    where T x E exceeds no node: MoE TP T with EP E, as recorded, is the name's T and E,
-    which no layout that ran records (its MoE TP is T / E); the third by its vLLM
+    node), or, where the multiplied T x E GPUs fit one node, by the run's own name in the
+    row's id (``..._tp2_ep2_...``: T GPUs, EP E): a recorded MoE TP T with EP E is the name's
+    T and E, which no layout that ran records (its MoE TP is T / E); the third by its vLLM
     attention DP.  Other rows are returned as they are."""
     try:
         tp, dp, moe_tp, ep = (
