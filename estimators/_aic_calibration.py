@@ -70,6 +70,7 @@ from estimators._roofline import (
     expert_coeffs,
     fastest_allreduce,
     load_roofline_constants,
+    moe_overhead_terms,
     routed_experts_part,
     weight_only_coeffs,
 )
@@ -679,13 +680,6 @@ def moe_overhead_rows(r: MoeRows) -> np.ndarray:
     GPU of their EP group at least one expert row."""
     rows = r.tokens * r.top_k
     return (rows <= MOE_OVERHEAD_ROWS_PER_EXPERT * r.experts) & (rows >= r.ep)
-
-
-def moe_overhead_terms(fmt: str) -> tuple[str, str, str]:
-    """Expert format `fmt`'s fixed cost and its shares per expert the GPU holds and per
-    expert of the model (`RooflineConstants`)."""
-    return (f"moe_{fmt}_overhead_us", f"moe_{fmt}_per_local_expert_us",
-            f"moe_{fmt}_per_routed_expert_us")  # fmt: skip
 
 
 def fit_moe_overhead(

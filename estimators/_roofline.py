@@ -486,15 +486,23 @@ def expert_coeffs(
         c, sku.peak_flops(fp8=math is Precision.FP8, fp4=math is Precision.FP4),
         sku.memory_bandwidth_bytes, fp8=math.low, fp8_quant_fused=fp8_quant_fused,
     )  # fmt: skip
-    fixed = getattr(c, f"moe_{fmt}_overhead_us") if fmt else 0.0
+    if not fmt:
+        return k
+    fixed, per_local, per_routed = (getattr(c, name) * 1e-6 for name in moe_overhead_terms(fmt))
     if not fixed:
         return k
     overhead = {**k.overhead, "matmul": 0.0, "act": 0.0}
     return replace(
-        k, overhead=overhead, experts_overhead=fixed * 1e-6,
-        experts_overhead_per_local=getattr(c, f"moe_{fmt}_per_local_expert_us") * 1e-6,
-        experts_overhead_per_routed=getattr(c, f"moe_{fmt}_per_routed_expert_us") * 1e-6,
+        k, overhead=overhead, experts_overhead=fixed,
+        experts_overhead_per_local=per_local, experts_overhead_per_routed=per_routed,
     )  # fmt: skip
+
+
+def moe_overhead_terms(fmt: str) -> tuple[str, str, str]:
+    """The `RooflineConstants` of expert format `fmt`'s fixed cost and its shares per expert
+    the GPU holds and per expert of the model (`expert_coeffs`)."""
+    return (f"moe_{fmt}_overhead_us", f"moe_{fmt}_per_local_expert_us",
+            f"moe_{fmt}_per_routed_expert_us")  # fmt: skip
 
 
 def weight_only_coeffs(k: _Coeffs, c: RooflineConstants) -> _Coeffs:
