@@ -18,7 +18,8 @@ A profile is not a code path: it is the numbers an engine brings to one deployme
   and evicting under pressure, or the whole length reserved up front);
 * the KV-cache precision it uses with FP8 weights;
 * the models whose FP8 GEMM inputs it quantizes inside the kernel before the GEMM rather
-  than in a kernel of their own (`fp8_quant_fused_model_types`).
+  than in a kernel of their own (`fp8_quant_fused_model_types`);
+* whether a layer's residual adds run inside its RMSNorm kernels (`fused_residual_add`).
 
 ``load_engine("vllm@0.12.0")`` returns the profile covering that version; `vidur` reproduces
 llmcap's behaviour before profiles existed.
@@ -264,6 +265,10 @@ class EngineProfile:
     # under attention DP with EP, whether the MoE layer exchanges tokens by all-to-all (one of
     # MOE_ALL_TO_ALL_RULES; else all-gather + reduce-scatter)
     moe_all_to_all: str = MOE_ALL_TO_ALL_ALWAYS
+    # whether a layer's residual adds run inside the RMSNorm kernel after them (fused add +
+    # RMSNorm), keeping their memory traffic without a kernel of their own; False: an add
+    # kernel and a norm kernel each (Vidur's operator model)
+    fused_residual_add: bool = False
     # expert precision -> GPU family -> the measured MoE kernel the engine runs by default
     # there (a `kernel_source` substring of aiconfigurator's moe tables; engines.yaml header)
     moe_kernels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
@@ -627,6 +632,9 @@ def _build(name: str, key: str, body: Mapping[str, Any]) -> EngineProfile:
                 body.get("moe_all_to_all", MOE_ALL_TO_ALL_ALWAYS),
                 "moe_all_to_all",
                 MOE_ALL_TO_ALL_RULES,
+            ),
+            fused_residual_add=_flag(
+                body.get("fused_residual_add", False), "fused_residual_add"
             ),
             moe_kernels={
                 str(Precision(p).value): {str(f).lower(): str(k) for f, k in fams.items()}

@@ -361,6 +361,11 @@ def load_roofline_constants(sku: GpuSku, engine: str | None = None) -> RooflineC
 # each the prefix of its matmul constants in RooflineConstants (matmul_<format>_eff_max ...)
 GEMM_FORMATS = ("fp8", "fp8_block", "fp4")
 
+# op kinds an engine may run inside another kernel (`fused_residual_adds`), and the suffix of the
+# kind they then take (its bytes at the kind's rate, no fixed cost of its own)
+_FUSABLE_KINDS = ("add",)
+_FUSED = "_fused"
+
 
 @dataclass(frozen=True, slots=True)
 class TokenOp:
@@ -368,7 +373,8 @@ class TokenOp:
 
     Its cost for M tokens: ``flops = flops_per_token * M`` and
     ``bytes = fixed_bytes + bytes_per_token * M``; `kind` picks the efficiency
-    constants (``matmul`` or an elementwise kind: norm, rope, act, add, emb).
+    constants (``matmul`` or an elementwise kind: norm, rope, act, add, emb; ``add_fused``
+    where the engine runs the add inside another kernel, `fused_residual_adds`).
     `count` kernels of this shape run per layer (two residual adds).
     """
 
@@ -443,27 +449,37 @@ def _coeffs(
             low_ovh = getattr(c, f"matmul_{prefix}_overhead_us") or low_ovh
         if not fp8_quant_fused:
             ovh = low_ovh or ovh
+    sec_per_byte = {
+        "matmul": 1.0 / (bw * mem_eff),
+        "norm": 1.0 / (bw * c.elementwise_norm_mem_eff),
+        "rope": 1.0 / (bw * c.elementwise_rope_mem_eff),
+        "act": 1.0 / (bw * c.elementwise_act_mem_eff),
+        "add": 1.0 / (bw * c.elementwise_add_mem_eff),
+        "emb": 1.0 / (bw * c.elementwise_emb_mem_eff),
+    }
+    overhead = {"matmul": ovh * 1e-6} | {
+        kind: c.elementwise_overhead_us * 1e-6 for kind in sec_per_byte if kind != "matmul"
+    }
+    for kind in _FUSABLE_KINDS:  # run inside another kernel: its traffic, no launch
+        sec_per_byte[kind + _FUSED] = sec_per_byte[kind]
+        overhead[kind + _FUSED] = 0.0
     return _Coeffs(
         sec_per_flop=1.0 / (peak * eff),
         m_half=m_half,
-        sec_per_byte={
-            "matmul": 1.0 / (bw * mem_eff),
-            "norm": 1.0 / (bw * c.elementwise_norm_mem_eff),
-            "rope": 1.0 / (bw * c.elementwise_rope_mem_eff),
-            "act": 1.0 / (bw * c.elementwise_act_mem_eff),
-            "add": 1.0 / (bw * c.elementwise_add_mem_eff),
-            "emb": 1.0 / (bw * c.elementwise_emb_mem_eff),
-        },
-        overhead={
-            "matmul": ovh * 1e-6,
-            "norm": c.elementwise_overhead_us * 1e-6,
-            "rope": c.elementwise_overhead_us * 1e-6,
-            "act": c.elementwise_overhead_us * 1e-6,
-            "add": c.elementwise_overhead_us * 1e-6,
-            "emb": c.elementwise_overhead_us * 1e-6,
-        },
+        sec_per_byte=sec_per_byte,
+        overhead=overhead,
         math16=math16,
     )
+
+
+def fused_residual_adds(ops: list[TokenOp], engine: EngineProfile | None) -> list[TokenOp]:
+    """A layer's `ops` with its residual adds where the engine runs them
+    (`EngineProfile.fused_residual_add`): inside the RMSNorm kernel after them, where an add
+    keeps its memory traffic and launches no kernel of its own, so it loses the elementwise
+    fixed cost."""
+    if engine is None or not engine.fused_residual_add:
+        return ops
+    return [replace(op, kind=op.kind + _FUSED) if op.name == "add" else op for op in ops]
 
 
 def expert_coeffs(
@@ -812,6 +828,7 @@ class RooflineEstimator:
         )
         if parallel:
             ops = [op for op in ops if op.name != "post_attention_layernorm"]
+        ops = fused_residual_adds(ops, engine)
         self.layer_ops: tuple[TokenOp, ...] = tuple(ops)
         self.operator_counts: dict[str, int] = {op.name: op.count for op in self.layer_ops}
         # under attention DP the MoE layer's own exchange replaces the MLP's all-reduce: an

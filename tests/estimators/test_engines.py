@@ -251,6 +251,40 @@ def test_a_profiles_moe_exchange_rule_is_checked():
         _build("trtllm", "1.0", {**body, "moe_all_to_all": "sometimes"})
 
 
+def test_each_engine_runs_its_residual_adds_where_its_source_does():
+    """engines.yaml fused_residual_add: Vidur's add kernels of their own, the serving
+    engines' fused add + RMSNorm; a value that is not true or false is refused."""
+    from estimators._engines import _build, _engines_yaml
+
+    assert not load_engine("vidur").fused_residual_add
+    for name in ("vllm@0.11", "vllm@0.13", "sglang@0.4", "sglang@0.5.4", "trtllm"):
+        assert load_engine(name).fused_residual_add, name
+    body = _engines_yaml()["trtllm"]["profiles"]["1.0"]
+    with pytest.raises(ValueError, match="fused_residual_add 'yes' is not true or false"):
+        _build("trtllm", "1.0", {**body, "fused_residual_add": "yes"})
+
+
+@pytest.mark.parametrize("engine", ["vllm", "trtllm"])
+def test_a_fused_residual_add_keeps_its_traffic_and_loses_its_launch(llama8b, h100, engine):
+    """Each layer's two adds cost their bytes alone: exactly two elementwise fixed costs
+    below the same adds in kernels of their own; no other operator moves."""
+    batch = BatchShape(num_decodes=16, decode_kv_tokens=16 * 1024)
+    profile = load_engine(engine)
+
+    def ops(fused: bool):
+        est = make_estimator(
+            "roofline", llama8b, h100, 2, engine=replace(profile, fused_residual_add=fused)
+        )
+        return est.constants, est.operator_times(batch)
+
+    c, own = ops(False)
+    _, fused = ops(True)
+    for op, t in own.items():
+        saved = 2 * c.elementwise_overhead_us * 1e-6 if op == "add" else 0.0
+        assert t - fused[op] == pytest.approx(saved, rel=1e-9, abs=1e-15), op
+    assert fused["add"] > 0  # the adds' memory traffic stays
+
+
 def test_a_shared_experts_stream_reads_its_bounds_and_refuses_bad_ones():
     from estimators._engines import SharedExpertsStream, _build, _engines_yaml
 
