@@ -12,7 +12,10 @@ every layer in it.  What the public checkpoints do (their ``hf_quant_config.json
   projections (``q_a_proj``, ``q_b_proj``, ``kv_a_proj_with_mqa``, ``kv_b_proj``; the output
   projection is NVFP4), Kimi-K2.5-NVFP4 and MiniMax-M2.5-NVFP4 all of ``self_attn``; the
   dense MLPs, the shared and the routed experts are NVFP4 in all of them.
-* FP8 checkpoints quantise every linear layer but the LM head.
+* FP8 checkpoints quantise every linear layer but the LM head and the MoE router: MiniMax-M2.5's
+  ``modules_to_not_convert`` names ``gate``, DeepSeek-V3's checkpoint stores its gate in BF16
+  without scales, and the engines build the routers unquantised whatever the checkpoint
+  (vLLM's DeepSeek-V2/V3, Qwen3-MoE and MiniMax-M2 gates take ``quant_config=None``).
 * gpt-oss ships MXFP4 experts and 16-bit everything else (``modules_to_not_convert``:
   self_attn, mlp.router, embed_tokens, lm_head): the model's `expert_precision`.
 
@@ -72,7 +75,7 @@ class WeightPrecisions:
             attention=sixteen if "attention" in kept else p,
             attention_out=sixteen if "attention_out" in kept else p,
             mlp=p,
-            router=sixteen if nvfp4 else p,
+            router=sixteen,
             experts=model.expert_precision or p,
             lm_head=sixteen,
         )

@@ -44,19 +44,20 @@ def test_weights_per_gpu_under_tp8_ep8_by_hand(v3):
         + 512 * 16 * 256  # kv_b_proj
         + 16 * 128 * h  # o_proj
     )
-    moe_mlp = h * 256 + 32 * 3 * h * 2048 + 3 * h * 2048 // 8  # router, 32 experts, shared/8
+    moe_mlp = 32 * 3 * h * 2048 + 3 * h * 2048 // 8  # 32 experts, shared/8
+    router = 58 * h * 256  # replicated, 16-bit in the FP8 checkpoint too
     dense_mlp = 3 * h * 18432 // 8
     matmul = 61 * attention + 58 * moe_mlp + 3 * dense_mlp
     fp8_with_scales = matmul * (1 + 4 / 16384)
     norms = 61 * (2 * h + 1536 + 512) * 2
     embedding_and_head = 2 * (129280 // 8) * h * 2 + h * 2  # 16-bit, vocab-parallel; final norm
-    expected = fp8_with_scales + norms + embedding_and_head
-    assert expected == pytest.approx(85.03e9, rel=1e-3)  # 79.2 GiB
+    expected = fp8_with_scales + 2 * router + norms + embedding_and_head
+    assert expected == pytest.approx(85.14e9, rel=1e-3)  # 79.3 GiB
     got = weights_bytes_per_gpu(v3, 8, 1, Precision.FP8, ep=8)
     assert got == pytest.approx(expected, rel=1e-9)
     # 16-bit weights have no scales: twice the matmul bytes
     bf16 = weights_bytes_per_gpu(v3, 8, 1, Precision.BF16, ep=8)
-    assert bf16 == pytest.approx(2 * matmul + norms + embedding_and_head, rel=1e-9)
+    assert bf16 == pytest.approx(2 * (matmul + router) + norms + embedding_and_head, rel=1e-9)
 
 
 def test_mla_config_errors_name_the_field(tmp_path):

@@ -26,17 +26,19 @@ def test_nvfp4_weights_are_half_a_byte_plus_a_one_byte_scale_per_16(v3):
     fp8 = weights_bytes_per_gpu(v3, 8, 1, Precision.FP8, ep=8)
     fp4 = weights_bytes_per_gpu(v3, 8, 1, Precision.FP4, ep=8)
     bf16 = weights_bytes_per_gpu(v3, 8, 1, Precision.BF16, ep=8)
-    # bf16 = 2 m + o, fp8 = m (1 + 4/16384) + o: solve for the matmul bytes m and the rest o
-    matmul = (bf16 - fp8) / (1 - 4 / 16384)
+    # the router of the 58 MoE layers stays 16-bit in every checkpoint, FP8 ones too
+    router = 58 * 7168 * 256
+    # bf16 = 2 m + o, fp8 = (m - router)(1 + 4/16384) + 2 router + o: solve for the matmul
+    # bytes m and the rest o
+    matmul = (bf16 - fp8) / (1 - 4 / 16384) + router
     other = bf16 - 2 * matmul
     # NVIDIA's NVFP4 DeepSeek checkpoints keep the MLA latent projections (q_a, q_b per
-    # rank's 16 heads, kv_a, kv_b) of all 61 layers and the router of the 58 MoE layers in
-    # 16 bits; the output projection, dense MLPs and experts are NVFP4
+    # rank's 16 heads, kv_a, kv_b) of all 61 layers and the router in 16 bits; the output
+    # projection, dense MLPs and experts are NVFP4
     latent = 61 * (7168 * 1536 + 1536 * 16 * 192 + 7168 * 576 + 512 * 16 * (128 + 128))
-    router = 58 * 7168 * 256
     kept = latent + router
     assert fp4 == pytest.approx((matmul - kept) * 0.5625 + kept * 2 + other, rel=1e-9)
-    assert fp4 / 2**30 == pytest.approx(46.7, abs=0.1)  # against 79.2 GiB in FP8
+    assert fp4 / 2**30 == pytest.approx(46.7, abs=0.1)  # against 79.3 GiB in FP8
 
 
 def test_fp4_runs_against_the_catalog_fp4_peak_on_blackwell(v3, b200):
