@@ -19,7 +19,9 @@ A profile is not a code path: it is the numbers an engine brings to one deployme
 * the KV-cache precision it uses with FP8 weights;
 * the models whose FP8 GEMM inputs it quantizes inside the kernel before the GEMM rather
   than in a kernel of their own (`fp8_quant_fused_model_types`);
-* whether a layer's residual adds run inside its RMSNorm kernels (`fused_residual_add`).
+* whether a layer's residual adds run inside its RMSNorm kernels (`fused_residual_add`);
+* the models whose shared expert it runs inside the routed experts' kernel
+  (`shared_experts_fusion`).
 
 ``load_engine("vllm@0.12.0")`` returns the profile covering that version; `vidur` reproduces
 llmcap's behaviour before profiles existed.
@@ -93,6 +95,7 @@ __all__ = [
     "EngineLimits",
     "EngineProfile",
     "IterationOverhead",
+    "SharedExpertsFusion",
     "SharedExpertsStream",
     "UnknownEngineError",
     "available_engines",
@@ -170,6 +173,25 @@ class SharedExpertsStream:
 
 
 @dataclass(frozen=True, slots=True)
+class SharedExpertsFusion:
+    """Where an engine runs a mixture-of-experts layer's shared expert inside the routed
+    experts' fused MoE kernel, as one more expert every token picks: for the config.json
+    `model_types` listed, when the experts are not spread by expert parallelism, unless the
+    deployment's MoE kernel is one of `not_with_kernels` (substrings of its name, as
+    `EngineProfile.moe_kernels` names kernels)."""
+
+    model_types: tuple[str, ...] = ()
+    not_with_kernels: tuple[str, ...] = ()
+
+    def applies(self, model_type: str, ep: int, kernel: str) -> bool:
+        """Whether a deployment of that model_type at expert parallelism `ep` whose MoE runs
+        `kernel` ("" where the engine's default is not named) fuses its shared expert."""
+        if ep != 1 or model_type not in self.model_types:
+            return False
+        return not any(name in kernel for name in self.not_with_kernels)
+
+
+@dataclass(frozen=True, slots=True)
 class AllReduceCost:
     """The roofline's ring all-reduce constants for one GPU family: a message takes
     ``latency + 2 (n - 1) / n * bytes / (link * bw_eff)``.  With ``large_*`` the engine has
@@ -243,6 +265,9 @@ class EngineProfile:
     # kernel.  Other models' inputs are quantized by a kernel of their own, as the measured
     # FP8 GEMM tables time them
     fp8_quant_fused_model_types: tuple[str, ...] = ()
+    # the models whose shared expert the engine runs inside the routed experts' fused MoE
+    # kernel (None: none)
+    shared_experts_fusion: SharedExpertsFusion | None = None
     # disaggregated serving: the prefill side sends each layer's KV cache as that layer
     # finishes, so the hand-off waits only for what remains after the last layer
     # (simulator/_deployment.py `layerwise_transfer_wait`); False: the whole prompt's KV
@@ -297,6 +322,18 @@ class EngineProfile:
     def fp8_quant_fused(self, model_type: str) -> bool:
         """Whether the engine quantizes this model's FP8 GEMM inputs in the kernel before."""
         return model_type in self.fp8_quant_fused_model_types
+
+    def moe_kernel(self, expert_precision: Precision, family: str) -> str:
+        """The measured MoE kernel the engine runs by default for experts stored at
+        `expert_precision` on a GPU `family` (`moe_kernels`), or "" where none is named."""
+        return self.moe_kernels.get(Precision(expert_precision).value, {}).get(family, "")
+
+    def fuses_shared_experts(self, model_type: str, ep: int, kernel: str) -> bool:
+        """Whether the engine runs this model's shared expert as one more routed expert of
+        its fused MoE kernel at expert parallelism `ep` with MoE kernel `kernel`
+        (`shared_experts_fusion`)."""
+        fusion = self.shared_experts_fusion
+        return fusion is not None and fusion.applies(model_type, ep, kernel)
 
     @property
     def key(self) -> str:
@@ -542,6 +579,18 @@ def _shared_experts_stream(value: Any) -> SharedExpertsStream | None:
     return stream
 
 
+def _shared_experts_fusion(value: Any) -> SharedExpertsFusion | None:
+    if value is None:
+        return None
+    unknown = set(value) - {"model_types", "not_with_kernels"}
+    if unknown:
+        raise ValueError(f"shared_experts_fusion has unknown keys {sorted(unknown)}")
+    return SharedExpertsFusion(
+        tuple(str(t) for t in value.get("model_types") or ()),
+        tuple(str(k) for k in value.get("not_with_kernels") or ()),
+    )
+
+
 def _one_of(value: Any, name: str, allowed: tuple[str, ...]) -> str:
     """`value` of the profile's field `name`, one of `allowed`."""
     if value not in allowed:
@@ -613,6 +662,7 @@ def _build(name: str, key: str, body: Mapping[str, Any]) -> EngineProfile:
             fp8_quant_fused_model_types=tuple(
                 str(t) for t in body.get("fp8_quant_fused_model_types") or ()
             ),
+            shared_experts_fusion=_shared_experts_fusion(body.get("shared_experts_fusion")),
             kv_transfer_layerwise=_flag(
                 body.get("kv_transfer_layerwise", False), "kv_transfer_layerwise"
             ),

@@ -308,8 +308,7 @@ def _default_moe_kernel(est: RooflineEstimator) -> str:
     profile = est.engine
     if profile is None:
         return ""
-    expert = (est.model.expert_precision or est.precision).value
-    return profile.moe_kernels.get(expert, {}).get(est.sku.family, "")
+    return profile.moe_kernel(est.model.expert_precision or est.precision, est.sku.family)
 
 
 def attach_eager_experts(est: RooflineEstimator, engine_version: str | None = None) -> str:

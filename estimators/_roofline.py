@@ -482,6 +482,22 @@ def fused_residual_adds(ops: list[TokenOp], engine: EngineProfile | None) -> lis
     return [replace(op, kind=op.kind + _FUSED) if op.name == "add" else op for op in ops]
 
 
+def fused_shared_experts(
+    model: ModelArchitecture, engine: EngineProfile | None, ep: int, kernel: str
+) -> int:
+    """How many experts every token adds to the routed experts' kernel `kernel` where the
+    engine fuses the model's shared experts into it (`EngineProfile.fuses_shared_experts`):
+    the shared MLP counted in experts of the routed experts' width, 0 where it runs on its
+    own (no such engine rule, expert parallelism, a kernel that does not fuse, or a width
+    the kernel's experts do not share)."""
+    shared, width = model.shared_expert_intermediate_size, model.moe_intermediate_size
+    if not shared or engine is None:
+        return 0
+    if not engine.fuses_shared_experts(model.model_type, ep, kernel):
+        return 0
+    return shared // width if shared % width == 0 else 0
+
+
 def expert_coeffs(
     c: RooflineConstants,
     sku: GpuSku,
@@ -807,12 +823,15 @@ class RooflineEstimator:
         ]
         self._dense_mlp_ops: tuple[TokenOp, ...] = ()
         self._moe = None
+        self._fused_shared = 0
         if model.is_moe:  # routed experts priced apart (`_moe_part`); the rest are token ops
             mlp_names = {"mlp_up_proj", "mlp_act", "mlp_down_proj"}
             self._dense_mlp_ops = tuple(op for op in ops if op.name in mlp_names)
             ops = [op for op in ops if op.name not in mlp_names]
             ops.append(matmul("moe_router", model.num_experts, h, wp.router))
-            if model.shared_expert_intermediate_size:
+            kernel = engine.moe_kernel(self.weights.experts, sku.family) if engine else ""
+            self._fused_shared = fused_shared_experts(model, engine, ep, kernel)
+            if model.shared_expert_intermediate_size and not self._fused_shared:
                 ops += self._mlp_ops(
                     "shared_expert", model.shared_expert_intermediate_size // tp, matmul
                 )
@@ -1022,15 +1041,21 @@ class RooflineEstimator:
     def _routed_experts(self, moe_m: float) -> tuple[float, float, float]:
         """(seconds, flops, bytes) of one MoE layer's routed experts (grouped GEMMs and
         their activation) on the busiest GPU for `moe_m` tokens; the time from a measured
-        table instead where one is attached (`use_measured_experts`)."""
+        table instead where one is attached (`use_measured_experts`).  Shared experts the
+        engine fuses into the kernel (`fused_shared_experts`) are experts every token
+        picks: their rows and weights join the grouped GEMMs, and a measured table, which
+        times the routed experts alone, gets the roofline's price of that addition."""
         moe = self._moe
         w = self.model.matmul_weight_bytes(self.weights.experts)
-        t, fl, by = routed_experts_part(
-            moe, moe.rows(moe_m), moe.touched(moe_m), w, self._k_experts
-        )
+        rows, groups = moe.rows(moe_m), moe.touched(moe_m)
+        t, fl, by = routed_experts_part(moe, rows, groups, w, self._k_experts)
         measured = self._measured_experts
+        alone = t
+        if self._fused_shared and moe_m > 0:
+            s = self._fused_shared
+            t, fl, by = routed_experts_part(moe, rows + s * moe_m, groups + s, w, self._k_experts)
         if measured is not None and moe_m > measured[1]:
-            t = measured[0](moe_m)
+            t = measured[0](moe_m) + (t - alone)
         return t, fl, by
 
     def use_measured_experts(self, curve: Any, above_tokens: float, label: str) -> None:

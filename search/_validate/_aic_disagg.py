@@ -53,6 +53,12 @@ no router mode, src/srtctl/frontends/dynamo.py), Dynamo installed when the worke
 vLLM's Kimi-K2.5 rows from `vllm/vllm-openai` images name no frontend: they keep llmcap's
 least-outstanding routing.
 
+Every one of those recipes that runs DeepSeek-R1 on Blackwell (recipes/b200-fp4/1k1k.yaml,
+recipes/gb200-fp8/1k1k/low-latency.yaml, both pools) sets ``moe-runner-backend:
+flashinfer_trtllm``, under which SGLang turns its shared-experts fusion off (engines.yaml
+`shared_experts_fusion`), as the aggregated points' B200 scripts do
+(`_launch_scripts.py`): those points take that kernel (`ValidationPoint.moe_kernel`).
+
 Rows without worker counts are skipped: the P:D ratio decides the throughput at load, and
 llmcap does not guess it.  Everything else is skipped for the aggregated rows' reasons,
 per pool.
@@ -69,6 +75,7 @@ from search._validate._aic_silicon import (
     parallelism,
     row_basics,
 )
+from search._validate._launch_scripts import DEEPSEEK
 
 NO_WORKER_COUNTS = "disaggregated without worker counts (prefill/decode_num_workers empty)"
 
@@ -96,10 +103,14 @@ def map_disagg_row(row: dict[str, str], where: str, line: int) -> ValidationPoin
     deepep = basics.engine == "sglang" and basics.sku == "gb200" and max(dp, d_dp) > 1
     if deepep:  # SGLang's ep_size is its tp_size there (module docstring)
         ep, d_ep = _deepep_ep(tp, dp, ep), _deepep_ep(d_tp, d_dp, d_ep)
+    sglang_trtllm_moe = (
+        basics.engine == "sglang" and basics.sku in _BLACKWELL and basics.model == DEEPSEEK
+    )  # the recipes' MoE runner (module docstring)
     return measured_point(
         row, basics, where, line,
         engine_version=_engine_version(row, basics.engine), tp=tp, pp=pp, dp=dp, ep=ep,
         moe_all_to_all=MOE_ALL_TO_ALL_ALWAYS if deepep else "",
+        moe_kernel="flashinfer_trtllm" if sglang_trtllm_moe else "",
         decode_router=_decode_router(row, basics.engine),
         replicas=_int(row, "prefill_num_workers", where, line),
         batch_size=0,  # prefill_batch_size is a placeholder (module docstring)
@@ -111,6 +122,10 @@ def map_disagg_row(row: dict[str, str], where: str, line: int) -> ValidationPoin
             batch_size=_int(row, "decode_batch_size", where, line, default=0),
         ),
     )  # fmt: skip
+
+
+# the catalog's Blackwell GPUs SGLang's DeepSeek-R1 recipes run on
+_BLACKWELL = ("b200", "b300", "gb200")
 
 
 def _deepep_ep(tp: int, dp: int, ep: int) -> int:

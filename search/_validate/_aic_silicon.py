@@ -194,8 +194,8 @@ class ValidationPoint:
     # ... and the largest CUDA graph it captures, in tokens (vLLM's
     # max-cudagraph-capture-size; 0: the engine's own, `EngineProfile.piecewise_max_tokens`)
     graph_max_tokens: int = 0
-    # ... and the MoE kernel an environment variable of it forces (a substring of the MoE
-    # tables' kernel_source; "": the engine's default, engines.yaml moe_kernels)
+    # ... and the MoE kernel an option or environment variable of it forces (a substring of
+    # the MoE tables' kernel_source; "": the engine's default, engines.yaml moe_kernels)
     moe_kernel: str = ""
     # how an MoE layer exchanges attention-DP ranks' tokens under EP where the launch recipe
     # chose it (engines.yaml moe_all_to_all; "": the engine's default)

@@ -63,8 +63,11 @@ these values):
 - SGLang DeepSeek-R1 FP8 on B200 (`dsr1_fp8_b200`; B300 reuses it): ``--kv-cache-dtype
   fp8_e4m3``; at TP 8 ``--chunked-prefill-size 32768 --max-running-requests 128
   --mem-fraction-static 0.82``, at TP 4 8192, 32 and 0.95.  FP4 (`dsr1_fp4_b200`):
-  fp8_e4m3, 16384, 256 and 0.85.  H200 (`dsr1_fp8_h200`): chunked prefill 32768, 512
-  running requests at 1k/1k else 256, 0.82; its KV cache stays 16-bit.
+  fp8_e4m3, 16384, 256 and 0.85.  Both run ``--moe-runner-backend flashinfer_trtllm``
+  (`moe_kernel`), under which SGLang turns its shared-experts fusion off (engines.yaml
+  `shared_experts_fusion`).  H200 (`dsr1_fp8_h200`): chunked prefill 32768, 512 running
+  requests at 1k/1k else 256, 0.82; its KV cache stays 16-bit, and it keeps SGLang's
+  default MoE runner, so the fusion.
 - vLLM gpt-oss on B200 (`gptoss_fp4_b200` and its older `_docker` and `_slurm` twins):
   ``kv-cache-dtype: fp8``, ``--max-num-seqs 512`` (its 8192 batched tokens and 0.9 are
   vLLM's own); the H100/H200 scripts keep vLLM's KV dtype.  Every version of the gpt-oss
@@ -300,7 +303,7 @@ class ScriptLimits:
     batch_cap: int = 0  # per attention DP rank
     memory_fraction: float = 0.0
     graph_max_tokens: int = 0  # vLLM's max-cudagraph-capture-size
-    moe_kernel: str = ""  # the MoE kernel an environment variable forces (`kernel_source`)
+    moe_kernel: str = ""  # the MoE kernel an option or environment variable forces
     ep: int = 0  # the expert parallelism it turns on (--enable-expert-parallel: EP = its GPUs)
 
     def fields(self) -> dict[str, Any]:
@@ -364,12 +367,13 @@ def _trtllm_gpt_oss(point: ValidationPoint, gpus: int) -> ScriptLimits | None:
 
 
 def _sglang_deepseek(point: ValidationPoint, gpus: int) -> ScriptLimits | None:
-    if point.sku in BLACKWELL_SGLANG:
+    if point.sku in BLACKWELL_SGLANG:  # --moe-runner-backend flashinfer_trtllm
+        kernel = "flashinfer_trtllm"
         if point.precision is not Precision.FP8:  # dsr1_fp4_b200
-            return ScriptLimits(Precision.FP8, 16384, 256, 0.85)
+            return ScriptLimits(Precision.FP8, 16384, 256, 0.85, moe_kernel=kernel)
         if gpus < 8:  # dsr1_fp8_b200 at TP 4
-            return ScriptLimits(Precision.FP8, 8192, 32, 0.95)
-        return ScriptLimits(Precision.FP8, 32768, 128, 0.82)
+            return ScriptLimits(Precision.FP8, 8192, 32, 0.95, moe_kernel=kernel)
+        return ScriptLimits(Precision.FP8, 32768, 128, 0.82, moe_kernel=kernel)
     if point.sku == "h200":  # dsr1_fp8_h200
         running = 512 if point.isl == point.osl == 1024 else 256
         return ScriptLimits(None, 32768, running, 0.82)

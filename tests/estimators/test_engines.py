@@ -285,6 +285,49 @@ def test_a_fused_residual_add_keeps_its_traffic_and_loses_its_launch(llama8b, h1
     assert fused["add"] > 0  # the adds' memory traffic stays
 
 
+def test_sglang_fuses_deepseek_shared_experts_at_ep_1_unless_flashinfer_trtllm_runs_them():
+    """engines.yaml shared_experts_fusion: SGLang's DeepseekV2ForCausalLM folds the shared
+    expert into the routed experts' kernel, not under expert parallelism, not for other
+    model_types, and not under the FlashInfer TRT-LLM MoE runner; the others never do."""
+    from estimators._engines import _build, _engines_yaml
+
+    sglang = load_engine("sglang")
+    assert sglang.fuses_shared_experts("deepseek_v3", 1, "")
+    assert not sglang.fuses_shared_experts("deepseek_v3", 8, "")
+    assert not sglang.fuses_shared_experts("kimi_k2", 1, "")
+    assert not sglang.fuses_shared_experts("deepseek_v3", 1, "sglang_flashinfer_trtllm_moe")
+    for name in ("vllm", "trtllm", "vidur"):
+        assert not load_engine(name).fuses_shared_experts("deepseek_v3", 1, ""), name
+    body = _engines_yaml()["sglang"]["profiles"]["0.5.4"]
+    with pytest.raises(ValueError, match="shared_experts_fusion has unknown keys"):
+        _build("sglang", "0.5.4", {**body, "shared_experts_fusion": {"models": ["x"]}})
+
+
+def test_a_fused_shared_expert_is_one_more_expert_every_token_picks(v3, h200):
+    """Fused, DeepSeek-V3's shared expert leaves the layer's own GEMMs for the routed
+    experts' grouped GEMMs: one more expert touched and one more row per token."""
+    from estimators._moe import MoeShape
+    from estimators._roofline import routed_experts_part
+
+    sglang = load_engine("sglang")
+    unfused = replace(sglang, shared_experts_fusion=None)
+    fused = make_estimator("roofline", v3, h200, 8, precision=Precision.FP8, engine=sglang)
+    apart = make_estimator("roofline", v3, h200, 8, precision=Precision.FP8, engine=unfused)
+    assert fused._fused_shared == 1 and apart._fused_shared == 0
+    shared = {op.name for op in apart.layer_ops} - {op.name for op in fused.layer_ops}
+    assert shared == {"shared_expert_up_proj", "shared_expert_act", "shared_expert_down_proj"}
+    moe = MoeShape.of(v3, 8, 1)
+    w = v3.matmul_weight_bytes(Precision.FP8)
+    for m in (4.0, 64.0):
+        t, _, _ = fused._routed_experts(m)
+        rows, groups = moe.rows(m) + m, moe.touched(m) + 1
+        assert t == pytest.approx(routed_experts_part(moe, rows, groups, w, fused._k_experts)[0])
+        assert t > apart._routed_experts(m)[0]
+    # at small decode batches the shared expert's own kernels cost more than its rows
+    batch = BatchShape(num_decodes=8, decode_kv_tokens=8 * 2048)
+    assert fused.batch_cost(batch).stage_times[0] < apart.batch_cost(batch).stage_times[0]
+
+
 def test_a_shared_experts_stream_reads_its_bounds_and_refuses_bad_ones():
     from estimators._engines import SharedExpertsStream, _build, _engines_yaml
 

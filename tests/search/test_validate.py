@@ -654,6 +654,20 @@ def test_marlin_is_forced_from_the_v0_13_image_on():
         assert point.moe_kernel == kernel
 
 
+def test_sglang_deepseek_fuses_its_shared_expert_unless_its_script_runs_flashinfer_trtllm():
+    """SGLang runs DeepSeek-V3/R1's shared expert as a 257th routed expert at EP 1, but its
+    B200/B300 scripts' --moe-runner-backend flashinfer_trtllm turns that off; the H200
+    script keeps the default runner, and the fusion."""
+    blackwell = public_point("sglang", "0.5.9", 32)
+    hopper = public_point("sglang", "0.5.9", 32, system="h200_sxm")
+    assert blackwell.moe_kernel == "flashinfer_trtllm" and hopper.moe_kernel == ""
+    fused = prepare(deployment_for(hopper)).estimator
+    apart = prepare(deployment_for(blackwell)).estimator
+    assert (fused._fused_shared, apart._fused_shared) == (1, 0)
+    assert not any(op.name.startswith("shared_expert_") for op in fused.layer_ops)
+    assert any(op.name.startswith("shared_expert_") for op in apart.layer_ops)
+
+
 def test_the_public_points_plan_memory_with_their_scripts_fraction():
     point = public_point("sglang", "0.5.9", 64)
     plan = prepare(deployment_for(point)).memory

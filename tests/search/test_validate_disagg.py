@@ -89,6 +89,26 @@ def test_sglangs_gb200_recipes_exchange_moe_tokens_by_all_to_all():
     assert deployment_for(trt).engine.moe_all_to_all == "above_top_k"
 
 
+def test_sglangs_blackwell_recipes_run_flashinfer_trtllm_moe_without_shared_experts_fusion():
+    """The srt-slurm recipes run DeepSeek-R1 on Blackwell with moe-runner-backend
+    flashinfer_trtllm, which turns SGLang's shared-experts fusion off; on H200 SGLang keeps
+    its default runner and fuses the shared expert where EP is 1."""
+    tp8 = {"prefill_tp_size": "8", "prefill_attention_dp_size": "1", "prefill_moe_tp_size": "8",
+           "prefill_moe_ep_size": "1", "decode_tp_size": "8", "decode_attention_dp_size": "1",
+           "decode_moe_tp_size": "8", "decode_moe_ep_size": "1"}  # fmt: skip
+    rows = [
+        disagg(backend="sglang", backend_version="0.5.8", **tp8),
+        disagg(backend="sglang", backend_version="0.5.8", system="gb200", **tp8),
+        disagg(backend="sglang", backend_version="0.5.8", system="h200_sxm", **tp8),
+    ]
+    b200, gb200, h200 = select_points(rows, models="all", modes="disagg").points
+    assert b200.moe_kernel == gb200.moe_kernel == "flashinfer_trtllm" and h200.moe_kernel == ""
+    for point, fused in ((b200, 0), (gb200, 0), (h200, 1)):
+        prepared = prepare(deployment_for(point))
+        assert prepared.estimator._fused_shared == fused, point.sku
+        assert prepared.decode_pool.estimator._fused_shared == fused, point.sku
+
+
 def test_sglangs_deepep_workers_run_expert_parallel_over_all_their_gpus():
     """Under DeepEP SGLang sets ep_size = tp_size (its tp_size: every GPU of the worker), so
     an attention-DP pool recorded with EP 1 (the 0.5.5.post2 rows) runs EP = its GPUs; a
