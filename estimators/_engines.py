@@ -555,9 +555,7 @@ def _eager_launch(value: Any) -> EagerLaunch | None:
 def _frontend(value: Any) -> Frontend | None:
     if value is None:
         return None
-    unknown = set(value) - {"tokenize_us_per_token"}
-    if unknown:
-        raise ValueError(f"frontend has unknown keys {sorted(unknown)}")
+    _known_keys(value, "frontend", ("tokenize_us_per_token",))
     per_token = float(value["tokenize_us_per_token"])
     if not per_token >= 0:
         raise ValueError(f"frontend.tokenize_us_per_token {per_token} is negative")
@@ -567,9 +565,7 @@ def _frontend(value: Any) -> Frontend | None:
 def _shared_experts_stream(value: Any) -> SharedExpertsStream | None:
     if value is None:
         return None
-    unknown = set(value) - {"max_tokens", "graphed_only"}
-    if unknown:
-        raise ValueError(f"shared_experts_stream has unknown keys {sorted(unknown)}")
+    _known_keys(value, "shared_experts_stream", ("max_tokens", "graphed_only"))
     stream = SharedExpertsStream(
         int(value.get("max_tokens", 0)),
         _flag(value.get("graphed_only", False), "shared_experts_stream.graphed_only"),
@@ -582,13 +578,18 @@ def _shared_experts_stream(value: Any) -> SharedExpertsStream | None:
 def _shared_experts_fusion(value: Any) -> SharedExpertsFusion | None:
     if value is None:
         return None
-    unknown = set(value) - {"model_types", "not_with_kernels"}
-    if unknown:
-        raise ValueError(f"shared_experts_fusion has unknown keys {sorted(unknown)}")
+    _known_keys(value, "shared_experts_fusion", ("model_types", "not_with_kernels"))
     return SharedExpertsFusion(
         tuple(str(t) for t in value.get("model_types") or ()),
         tuple(str(k) for k in value.get("not_with_kernels") or ()),
     )
+
+
+def _known_keys(value: Mapping[str, Any], name: str, keys: tuple[str, ...]) -> None:
+    """Refuse a mapping field `name` of the profile with keys other than `keys`."""
+    unknown = set(value) - set(keys)
+    if unknown:
+        raise ValueError(f"{name} has unknown keys {sorted(unknown)}")
 
 
 def _one_of(value: Any, name: str, allowed: tuple[str, ...]) -> str:
