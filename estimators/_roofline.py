@@ -1416,6 +1416,11 @@ class RooflineEstimator:
             if self._measured_experts is not None:
                 _, above, label = self._measured_experts
                 lines.append(f"  experts above {above:g} tokens: measured, {label}")
+            if self._fused_shared:
+                lines.append(
+                    f"  shared expert: inside the routed experts' kernel, {self._fused_shared} "
+                    "more expert every token picks (the engine's shared_experts_fusion)"
+                )
         e = self.engine
         if e is not None:
             lines.append(f"  engine: {e.describe()}")

@@ -314,6 +314,8 @@ def test_a_fused_shared_expert_is_one_more_expert_every_token_picks(v3, h200):
     fused = make_estimator("roofline", v3, h200, 8, precision=Precision.FP8, engine=sglang)
     apart = make_estimator("roofline", v3, h200, 8, precision=Precision.FP8, engine=unfused)
     assert fused._fused_shared == 1 and apart._fused_shared == 0
+    assert "shared expert: inside the routed experts' kernel, 1 more" in fused.describe()
+    assert "shared expert:" not in apart.describe()
     shared = {op.name for op in apart.layer_ops} - {op.name for op in fused.layer_ops}
     assert shared == {"shared_expert_up_proj", "shared_expert_act", "shared_expert_down_proj"}
     moe = MoeShape.of(v3, 8, 1)
