@@ -1048,13 +1048,11 @@ class RooflineEstimator:
         moe = self._moe
         w = self.model.matmul_weight_bytes(self.weights.experts)
         rows, groups = moe.rows(moe_m), moe.touched(moe_m)
-        t, fl, by = routed_experts_part(moe, rows, groups, w, self._k_experts)
+        s = self._fused_shared if moe_m > 0 else 0
+        t, fl, by = routed_experts_part(moe, rows + s * moe_m, groups + s, w, self._k_experts)
         measured = self._measured_experts
-        alone = t
-        if self._fused_shared and moe_m > 0:
-            s = self._fused_shared
-            t, fl, by = routed_experts_part(moe, rows + s * moe_m, groups + s, w, self._k_experts)
         if measured is not None and moe_m > measured[1]:
+            alone = routed_experts_part(moe, rows, groups, w, self._k_experts)[0] if s else t
             t = measured[0](moe_m) + (t - alone)
         return t, fl, by
 
