@@ -74,8 +74,9 @@ from search._validate._aic_silicon import (
     measured_point,
     parallelism,
     row_basics,
+    sku_family,
 )
-from search._validate._launch_scripts import DEEPSEEK
+from search._validate._launch_scripts import DEEPSEEK, SGLANG_BLACKWELL_DEEPSEEK_MOE
 
 NO_WORKER_COUNTS = "disaggregated without worker counts (prefill/decode_num_workers empty)"
 
@@ -103,14 +104,15 @@ def map_disagg_row(row: dict[str, str], where: str, line: int) -> ValidationPoin
     deepep = basics.engine == "sglang" and basics.sku == "gb200" and max(dp, d_dp) > 1
     if deepep:  # SGLang's ep_size is its tp_size there (module docstring)
         ep, d_ep = _deepep_ep(tp, dp, ep), _deepep_ep(d_tp, d_dp, d_ep)
-    sglang_trtllm_moe = (
-        basics.engine == "sglang" and basics.sku in _BLACKWELL and basics.model == DEEPSEEK
-    )  # the recipes' MoE runner (module docstring)
+    sglang_trtllm_moe = (  # the recipes' MoE runner (module docstring)
+        basics.engine == "sglang" and basics.model == DEEPSEEK
+        and sku_family(basics.sku) == "blackwell"
+    )  # fmt: skip
     return measured_point(
         row, basics, where, line,
         engine_version=_engine_version(row, basics.engine), tp=tp, pp=pp, dp=dp, ep=ep,
         moe_all_to_all=MOE_ALL_TO_ALL_ALWAYS if deepep else "",
-        moe_kernel="flashinfer_trtllm" if sglang_trtllm_moe else "",
+        moe_kernel=SGLANG_BLACKWELL_DEEPSEEK_MOE if sglang_trtllm_moe else "",
         decode_router=_decode_router(row, basics.engine),
         replicas=_int(row, "prefill_num_workers", where, line),
         batch_size=0,  # prefill_batch_size is a placeholder (module docstring)
@@ -122,10 +124,6 @@ def map_disagg_row(row: dict[str, str], where: str, line: int) -> ValidationPoin
             batch_size=_int(row, "decode_batch_size", where, line, default=0),
         ),
     )  # fmt: skip
-
-
-# the catalog's Blackwell GPUs SGLang's DeepSeek-R1 recipes run on
-_BLACKWELL = ("b200", "b300", "gb200")
 
 
 def _deepep_ep(tp: int, dp: int, ep: int) -> int:

@@ -472,6 +472,12 @@ def node_gpus(sku: str) -> int:
     return max(n.gpus_per_node for n in load_catalog().get(sku).nodes)
 
 
+@functools.cache
+def sku_family(sku: str) -> str:
+    """The catalog's GPU family of `sku` (hopper, blackwell, ...)."""
+    return load_catalog().get(sku).family
+
+
 def parallelism(
     row: dict[str, str], prefix: str, basics: RowBasics, where: str, line: int
 ) -> tuple[int, int, int, int] | str:

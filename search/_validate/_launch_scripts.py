@@ -105,6 +105,9 @@ DEEPSEEK = "deepseek-ai/DeepSeek-V3"  # the built-in architecture of DeepSeek-R1
 GPT_OSS = "openai/gpt-oss-120b"
 MINIMAX = "MiniMaxAI/MiniMax-M2.5"
 BLACKWELL_SGLANG = ("b200", "b300")  # the GPUs of SGLang's DeepSeek-R1 B200 scripts
+# the MoE runner SGLang's DeepSeek-R1 scripts and recipes force on Blackwell
+# (--moe-runner-backend), as a substring of the MoE tables' kernel_source
+SGLANG_BLACKWELL_DEEPSEEK_MOE = "flashinfer_trtllm"
 TRTLLM_MTP_VERSIONS = ("1.2.0rc6.post3",)
 
 
@@ -367,8 +370,8 @@ def _trtllm_gpt_oss(point: ValidationPoint, gpus: int) -> ScriptLimits | None:
 
 
 def _sglang_deepseek(point: ValidationPoint, gpus: int) -> ScriptLimits | None:
-    if point.sku in BLACKWELL_SGLANG:  # --moe-runner-backend flashinfer_trtllm
-        kernel = "flashinfer_trtllm"
+    if point.sku in BLACKWELL_SGLANG:
+        kernel = SGLANG_BLACKWELL_DEEPSEEK_MOE
         if point.precision is not Precision.FP8:  # dsr1_fp4_b200
             return ScriptLimits(Precision.FP8, 16384, 256, 0.85, moe_kernel=kernel)
         if gpus < 8:  # dsr1_fp8_b200 at TP 4
