@@ -54,7 +54,8 @@ Only the points llmcap can represent are kept: aggregated mode, a model the cata
 (dense, or a mixture of experts whose MoE TP x EP spans its attention DP x TP GPUs), a GPU the
 catalog knows, attention TP inside one node that divides the heads, 16-bit, FP8 or FP4
 weights (each row mapped to the layout of the checkpoint it measured:
-`checkpoint_precisions`), a recorded concurrency.
+`checkpoint_precisions`), a recorded concurrency that the row's one worker ran
+(`unrecorded_workers`).
 Every other row is counted under the reason it was skipped.  Disaggregated rows
 (`mode=disagg`: a prefill pool and a decode pool) are mapped by `_aic_disagg.py` when asked
 for (`select_points(modes=...)`), under the same rules per pool.
@@ -242,6 +243,9 @@ MODEL_KINDS = ("dense", "moe", "all")  # `select_points(models=...)`
 # and measured TTFT and TPOT (`_measurement`; the benchmark's dumps copy their rows)
 REPEATED = "repeat of another row's measurement"
 RACK_LAYOUT = "rack-scale layout not recorded (tp_size > 8 on an NVL72 rack)"
+# the skip reason of an aggregated row whose load ran on more workers or attention-DP ranks
+# than it records (`unrecorded_workers`)
+UNRECORDED_WORKERS = "workers not recorded (concurrency is not batch_size x attention_dp_size)"
 
 MODES = ("agg", "disagg", "all")  # `select_points(modes=...)`
 
@@ -544,10 +548,35 @@ def dump_layout(row: dict[str, str], engine: str, node_gpus: int) -> dict[str, s
     return {**row, **{name: str(value) for name, value in fields.items()}}
 
 
+def unrecorded_workers(row: dict[str, str], concurrency: int, where: str, line: int) -> bool:
+    """Whether an aggregated row's concurrency ran on more workers or attention-DP ranks than
+    the row records.
+
+    Both campaigns record the batch of each attention-DP rank of the one worker they ran:
+    concurrency = batch_size x attention_dp_size (an empty or zero DP size counting 1), as
+    3,577 of the file's 3,607 aggregated rows with a concurrency have it (as recorded, before
+    a dump's multiplied layout is read back: `dump_layout`).  29 of the other 30 are NVIDIA's
+    own TensorRT-LLM runs (DeepSeek-R1/V3.1 NVFP4 at TP 4-8 with EP, gpt-oss-120b on H100,
+    Qwen3-32B on GB200 and B200) whose concurrency is 2 to 32 times that, their load spread
+    over workers or attention-DP ranks the row does not name: Qwen3-32B NVFP4 at TP 2 measures
+    a 0.7 s TTFT at concurrency 416 with 15,000-token prompts and a batch of 13, which no
+    single TP 2 worker could prefill, while DeepSeek's TP 8 x EP 8 rows could as well be
+    attention DP 8 on one worker.  The 30th, a public DeepSeek-R1 row of a speculative sweep
+    (`mtp_sweep_runs`), records attention DP 64 with a batch of its whole concurrency.  Which
+    layout ran cannot be told, so such a row is skipped."""
+    batch = (row.get("batch_size") or "").strip()
+    if not batch:
+        return False
+    ranks = _int(row, "attention_dp_size", where, line, default=1)
+    return concurrency != _int(row, "batch_size", where, line) * ranks
+
+
 def _map_row(row: dict[str, str], where: str, line: int) -> ValidationPoint | str:
     basics = row_basics(row)
     if isinstance(basics, str):
         return basics
+    if unrecorded_workers(row, basics.concurrency, where, line):
+        return UNRECORDED_WORKERS
     if _source(row["silicon_data_source"] or "") == "benchmark-db":
         node = node_gpus(basics.sku)
         row = dump_layout(row, basics.engine, node)
