@@ -329,7 +329,8 @@ def test_silicon_moe_points_are_kept_only_when_asked_and_carry_their_ep():
     }  # fmt: skip
     dense = {**base, "model_path": "meta-llama/Llama-3.1-70B", "moe_ep_size": ""}
     mismatch = {**base, "moe_tp_size": "2"}  # 2 x 8 != 8 x 1
-    dp8 = {**base, "tp_size": "1", "attention_dp_size": "8"}  # 1 x 8 == 1 x 8
+    # 1 x 8 == 1 x 8, each of the 8 attention-DP ranks batching 1 of the 8 requests
+    dp8 = {**base, "tp_size": "1", "attention_dp_size": "8", "batch_size": "1"}
     wide_tp = {**base, "tp_size": "64", "moe_tp_size": "8"}
     assert select_points([base, dense]).skipped == {
         "mixture-of-experts model (not in --models dense)": 1
