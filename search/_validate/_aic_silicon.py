@@ -564,9 +564,8 @@ def unrecorded_workers(row: dict[str, str], concurrency: int, where: str, line: 
     attention DP 8 on one worker.  The 30th, a public DeepSeek-R1 row of a speculative sweep
     (`mtp_sweep_runs`), records attention DP 64 with a batch of its whole concurrency.  Which
     layout ran cannot be told, so such a row is skipped."""
-    batch = (row.get("batch_size") or "").strip()
-    if not batch:
-        return False
+    if not (row.get("batch_size") or "").strip():
+        return False  # no batch recorded: nothing to hold the concurrency against
     ranks = _int(row, "attention_dp_size", where, line, default=1)
     return concurrency != _int(row, "batch_size", where, line) * ranks
 
