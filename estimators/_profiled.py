@@ -286,7 +286,7 @@ def routed_experts_curve(
     moe_tp = (est.tp * est.dp) // est.ep
     shape = (m.hidden_size, m.moe_intermediate_size, moe.top_k, moe.num_experts, moe_tp, est.ep)
     dtypes = moe_dtypes(m, est.precision)
-    kernel = _default_moe_kernel(est)
+    kernel = est.moe_kernel
     try:
         found = moe_curve(system, engine, version, shape, dtypes, kernel=kernel)
         if found[1] is not None or not kernel:
@@ -300,15 +300,6 @@ def routed_experts_curve(
         return found
     except aic.AicDataMissing as exc:
         return "", None, str(exc)
-
-
-def _default_moe_kernel(est: RooflineEstimator) -> str:
-    """The measured MoE kernel the estimator's engine runs by default for its experts'
-    precision on its GPU family (`EngineProfile.moe_kernels`), or "" (any)."""
-    profile = est.engine
-    if profile is None:
-        return ""
-    return profile.moe_kernel(est.model.expert_precision or est.precision, est.sku.family)
 
 
 def attach_eager_experts(est: RooflineEstimator, engine_version: str | None = None) -> str:

@@ -824,13 +824,17 @@ class RooflineEstimator:
         self._dense_mlp_ops: tuple[TokenOp, ...] = ()
         self._moe = None
         self._fused_shared = 0
+        # the measured MoE kernel the engine runs for these experts on this GPU family
+        # (`EngineProfile.moe_kernel`; "": none named)
+        self.moe_kernel = ""
         if model.is_moe:  # routed experts priced apart (`_moe_part`); the rest are token ops
             mlp_names = {"mlp_up_proj", "mlp_act", "mlp_down_proj"}
             self._dense_mlp_ops = tuple(op for op in ops if op.name in mlp_names)
             ops = [op for op in ops if op.name not in mlp_names]
             ops.append(matmul("moe_router", model.num_experts, h, wp.router))
-            kernel = engine.moe_kernel(self.weights.experts, sku.family) if engine else ""
-            self._fused_shared = fused_shared_experts(model, engine, ep, kernel)
+            if engine is not None:
+                self.moe_kernel = engine.moe_kernel(self.weights.experts, sku.family)
+            self._fused_shared = fused_shared_experts(model, engine, ep, self.moe_kernel)
             if model.shared_expert_intermediate_size and not self._fused_shared:
                 ops += self._mlp_ops(
                     "shared_expert", model.shared_expert_intermediate_size // tp, matmul
