@@ -171,7 +171,7 @@ CSV_COLUMNS = (
     "measured_ttft_ms", "predicted_ttft_ms", "ttft_error",
     "measured_tpot_ms", "predicted_tpot_ms", "tpot_error",
     "aic_ttft_ms", "aic_ttft_error", "aic_tpot_ms", "aic_tpot_error", "error", "aic_error",
-    "weights",
+    "weights", "client_warmup",
 )  # fmt: skip
 
 
@@ -203,7 +203,7 @@ def write_points_csv(results: Sequence[PointResult], path: Path) -> Path:
                     _ratio(r.predicted_tpot_ms, p.measured_tpot_ms),
                     _num(r.aic_ttft_ms), _ratio(r.aic_ttft_ms, p.measured_ttft_ms),
                     _num(r.aic_tpot_ms), _ratio(r.aic_tpot_ms, p.measured_tpot_ms),
-                    r.error, r.aic_error, p.weights,
+                    r.error, r.aic_error, p.weights, p.client_warmup,
                 ]
             )  # fmt: skip
     return path

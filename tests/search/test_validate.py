@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import importlib.util
 import math
 from dataclasses import replace
@@ -1011,3 +1012,60 @@ def test_public_rack_rows_beyond_tp_8_are_skipped_as_unrecorded_layouts():
     assert mapped(64).skipped == {_aic_silicon.RACK_LAYOUT: 1}
     assert mapped(32).skipped == {_aic_silicon.RACK_LAYOUT: 1}
     assert [p.tp for p in mapped(8).points] == [8]
+
+
+def _ttft_gap_script():
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "ttft_gap.py"
+    spec = importlib.util.spec_from_file_location("ttft_gap", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["ttft_gap"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_ttft_gap_diagnostic_groups_low_concurrency_points(tmp_path):
+    """benchmarks/ttft_gap.py: medians of the low-concurrency points by engine, GPU, model,
+    prompt length and warm-up; the gap per layer of the catalog model; MAPE by warm-up."""
+    from search._validate._report import CSV_COLUMNS
+
+    gap = _ttft_gap_script()
+
+    def row(id_, isl, concurrency, measured, predicted, warmup):
+        values = dict.fromkeys(CSV_COLUMNS, "")
+        values.update(id=id_, engine="sglang", sku="h200", model="deepseek-ai/DeepSeek-V3",
+                      isl=str(isl), concurrency=str(concurrency), client_warmup=warmup,
+                      measured_ttft_ms=str(measured), predicted_ttft_ms=str(predicted),
+                      ttft_error=str(predicted / measured - 1))  # fmt: skip
+        return values
+
+    rows = [
+        row("a", 1024, 4, 250.0, 130.0, "warm-up"),
+        row("b", 1024, 8, 260.0, 120.0, "warm-up"),
+        row("c", 8192, 4, 470.0, 470.0, "warm-up"),
+        row("d", 1024, 64, 400.0, 300.0, "warm-up"),  # above the concurrency bound
+        row("e", 1024, 4, 400.0, 100.0, "no warm-up"),
+    ]
+    with open(tmp_path / "points.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+    read = gap.read_points(tmp_path)
+    table = {(t[3], t[4]): t[5:] for t in gap.gap_table(read, max_concurrency=8)}
+    n, measured, predicted, median_gap, per_layer = table[("1024", "warm-up")]
+    assert (n, measured, predicted, median_gap) == (2, 255.0, 125.0, 130.0)
+    assert per_layer == pytest.approx(130.0 / 61)  # DeepSeek-V3's 61 layers
+    assert table[("8192", "warm-up")][3] == 0.0
+    assert table[("1024", "no warm-up")][0] == 1
+    by_warmup = gap.mape_by_warmup(read)
+    assert by_warmup["no warm-up"] == (1, pytest.approx(75.0))
+    assert by_warmup["warm-up"][0] == 4
+
+
+def test_the_ttft_gap_diagnostic_refuses_a_points_file_without_warm_up(tmp_path):
+    gap = _ttft_gap_script()
+    (tmp_path / "points.csv").write_text("id,predicted_ttft_ms\na,1.0\n")
+    with pytest.raises(SystemExit, match="client_warmup"):
+        gap.read_points(tmp_path)
