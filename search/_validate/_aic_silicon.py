@@ -76,6 +76,7 @@ from typing import Any
 
 from estimators import ModelArchitecture, Precision, load_model
 from search._validate._launch_scripts import (
+    attention_dp_launch,
     measured_date,
     mtp_sweep_runs,
     server_options,
@@ -515,7 +516,8 @@ def dump_layout(row: dict[str, str], engine: str, node_gpus: int) -> dict[str, s
 
     - TP x EP: tp_size = T x E, moe_tp_size = T, moe_ep_size = E -> TP T, MoE TP T / E, EP E;
     - attention DP x EP: attention_dp_size = D x E, moe_tp_size = D -> DP D, MoE TP D / E;
-    - vLLM's expert parallelism over its TP group (it runs no attention DP there):
+    - vLLM's expert parallelism over its TP group (it runs no attention DP there, but for
+      the configurations whose launch script does: `_launch_scripts.attention_dp_launch`):
       attention_dp_size = T, moe_tp_size = 1, moe_ep_size = T x T -> TP T, EP T.
 
     The first two are recognised by more GPUs than one node holds (the benchmark runs on one
@@ -593,6 +595,9 @@ def _map_row(row: dict[str, str], where: str, line: int) -> ValidationPoint | st
     speculative = speculative_run(point)
     if speculative is not None:
         return speculative
+    if attention_dp_launch(point, row["silicon_data_source"] or ""):
+        tp, dp = 1, tp * dp  # the script's --tensor-parallel-size=1 --data-parallel-size=$TP
+        point = replace(point, tp=tp, dp=dp)
     options = server_options(point, tp, dp)
     return replace(point, **options) if options else point
 

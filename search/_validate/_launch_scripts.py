@@ -86,6 +86,20 @@ these values):
   runs.  FP8 on B200/B300 (`minimaxm2.5_fp8_b200`): 0.95, and before PR #947 (the 0.19
   image, 2026-04-03) ``--enable-expert-parallel`` on every run too (first hard-coded, then
   ``-ge 1``), so the 0.17 rows ran EP = TP.
+- vLLM MiniMax-M2.5 NVFP4 on B200 and B300 with the 0.19 image (`minimaxm2.5_fp4_b200`,
+  and `minimaxm2.5_fp4_b300`, which InferenceX PR #1055 added "reus[ing] the existing
+  MiniMax-M2.5 FP4 B200 vLLM recipe as-is"; every stored version of both since, read
+  2026-11-29): ``--kv-cache-dtype fp8``, ``--max-cudagraph-capture-size 2048``,
+  ``--max-num-batched-tokens`` twice the prompt length (per attention DP rank: each DP
+  engine takes the same arguments), and, when the configuration sets ``dp-attn``,
+  ``--tensor-parallel-size=1 --data-parallel-size=$TP --enable-expert-parallel``: attention
+  DP over the TP GPUs with the experts expert-parallel over them.  The rows do not say
+  which configuration set ``dp-attn`` (the dumps record a vLLM EP layout with attention DP
+  T either way, `_aic_silicon.dump_layout`); their `config_id` does
+  (`ATTENTION_DP_CONFIGS`).  The ``--stream-interval 20`` they also set streams the first
+  token at once (vLLM sends a request's first output unbatched), so TTFT keeps its meaning.
+  The 0.17 rows and the nightly-image rows of the March dump predate that recipe (the
+  B200 script then set ``--max-num-seqs $CONC`` and vLLM's defaults).
 """
 
 from __future__ import annotations
@@ -289,11 +303,53 @@ def _public_deepseek_agg(point: ValidationPoint) -> bool:
 
 def measured_date(record: str) -> str:
     """The ``measured=`` date (YYYY-MM-DD) of a row's `silicon_data_source`, or ""."""
+    return _record_field(record, "measured")[:10]
+
+
+def _record_field(record: str, field: str) -> str:
+    """The value of ``field=`` in a row's `silicon_data_source`, or ""."""
     for part in record.split(";"):
         name, _, value = part.strip().partition("=")
-        if name == "measured":
-            return value[:10]
+        if name == field:
+            return value
     return ""
+
+
+# (engine, model, GPU, weights) -> the benchmark database's configuration ids of the
+# `dp-attn: true` search-space entries of a launch script that runs attention DP for them
+# (`attention_dp_launch`)
+ATTENTION_DP_CONFIGS: dict[tuple[str, str, str, Precision], frozenset[int]] = {
+    ("vllm", MINIMAX, "b200", Precision.FP4): frozenset({707}),
+    ("vllm", MINIMAX, "b300", Precision.FP4): frozenset({727}),
+}
+
+
+def attention_dp_launch(point: ValidationPoint, record: str) -> bool:
+    """Whether `point`'s configuration ran attention DP over its TP GPUs (TP 1 a rank, EP
+    over them all) where its row records the benchmark's TP with EP; `record` is the row's
+    `silicon_data_source`.
+
+    Evidence (module docstring for the scripts): InferenceX's `nvidia-master.yaml` for the
+    0.19 image (mpashkovskii/InferenceX @01d209c2, read 2026-11-29; the `dp-attn` variants
+    came with PR #996, "Add ep2, ep4, and dp-attn configurations for higher concurrency
+    sweeps") lists one `dp-attn` entry per key: `minimaxm2.5-fp4-b200-vllm` ``{ tp: 2, ep: 2,
+    dp-attn: true, conc-start: 256, conc-end: 1024 }`` beside a plain ``{ tp: 2, ep: 2 }`` at
+    concurrency 128 (8k/1k: 128-512), and `minimaxm2.5-fp4-b300-vllm` ``{ tp: 2, ep: 2,
+    dp-attn: true }`` at 256-2048 (8k/1k: 512) beside a plain one at 128.  Of the two TP 2 /
+    EP 2 configurations of each GPU in the dump, 707 (1k/1k 256-1024) and 727 (1k/1k
+    256-2048, 8k/1k 512) ran the `dp-attn` entries' concurrencies; 706 and 726 ran the plain
+    entries' and others of earlier search spaces (PR #1107 changed B300's ranges), 1k/1k
+    and 8k/1k 128-512, none above 512.  Config 727's concurrency
+    2048 row measures a TPOT of 66 ms against 44 ms at 1024, more than the 1024 sequences
+    one TP engine takes by default (vLLM's max_num_seqs at 70 GiB and more) could hold, as
+    two DP engines of 1024 each can.  The FP8 B300 key's `dp-attn` entry (config 827) ran a
+    script without the attention-DP branch (`minimaxm2.5_fp8_b300`: TP with EP whatever
+    the entry says); its concurrency-1024 row measures within 0.4% of config 735's, the
+    plain TP 2 / EP 2 entry's, as two runs of one layout do.  The measured values play no
+    part in the rule; the configuration id decides."""
+    key = (point.engine, point.model, point.sku, point.precision)
+    config = _record_field(record, "config_id")
+    return config.isdigit() and int(config) in ATTENTION_DP_CONFIGS.get(key, frozenset())
 
 
 @dataclass(frozen=True, slots=True)
@@ -397,6 +453,10 @@ def _vllm_gpt_oss(point: ValidationPoint, gpus: int) -> ScriptLimits:
 
 
 def _vllm_minimax(point: ValidationPoint, gpus: int) -> ScriptLimits | None:
+    if point.precision is Precision.FP4:
+        if point.sku in ("b200", "b300") and _release(point) >= (0, 19):  # minimaxm2.5_fp4_*
+            return ScriptLimits(Precision.FP8, token_budget=2 * point.isl, graph_max_tokens=2048)
+        return None
     if point.precision is not Precision.FP8:
         return None
     if point.sku == "h200":  # minimaxm2.5_fp8_h200, every version before PR #1354

@@ -678,6 +678,49 @@ def test_the_minimax_vllm_scripts_before_their_fix_run_expert_parallel():
         assert deployment_for(point).ep == ep
 
 
+def minimax_dump_point(config: int, concurrency: int, precision: str = "nvfp4",
+                       system: str = "b300_sxm", version: str = "0.19.0", isl: str = "1024"):
+    """A MiniMax-M2.5 row of the public dump as it records vLLM's TP 2 / EP 2 layout
+    (attention DP 2, MoE EP 4: `_aic_silicon.dump_layout`), with its configuration id."""
+    source = f"db-dump/x; config_id={config}; silicon_concurrency={concurrency}"
+    fields = row(silicon_data_source=source, model_path="MiniMaxAI/MiniMax-M2.5",
+                 backend="vllm", backend_version=version, system=system, isl=isl,
+                 osl="1024", gemm_quant_mode=precision, moe_quant_mode=precision,
+                 tp_size="2", attention_dp_size="2", moe_tp_size="1", moe_ep_size="4")  # fmt: skip
+    [point] = select_points([fields], models="moe").points
+    return point
+
+
+def test_the_minimax_fp4_scripts_of_the_0_19_image_set_their_recipe():
+    """minimaxm2.5_fp4_b200 / _b300 with the 0.19 image: FP8 KV cache, CUDA graphs up to
+    2048 tokens and a token budget of twice the prompt; the 0.17 runs predate them."""
+    for system in ("b200_sxm", "b300_sxm"):
+        point = minimax_dump_point(726, 128, system=system, isl="8192")
+        assert (point.kv_cache_dtype, point.token_budget, point.graph_max_tokens) == (
+            Precision.FP8, 16384, 2048)  # fmt: skip
+        assert deployment_for(point).scheduler.chunk_size == 16384
+    early = minimax_dump_point(726, 128, system="b200_sxm", version="0.17.0")
+    assert (early.kv_cache_dtype, early.token_budget, early.graph_max_tokens) == (None, 0, 0)
+
+
+def test_the_minimax_fp4_dp_attn_configurations_run_attention_dp_over_their_tp_gpus():
+    """Configurations 707 (B200) and 727 (B300) are the `dp-attn` entries: their script runs
+    --tensor-parallel-size=1 --data-parallel-size=2 --enable-expert-parallel, each DP rank
+    with vLLM's own batch cap and the script's token budget; the plain TP 2 / EP 2 entries
+    (706, 726) and the FP8 script's `dp-attn` entry (827, a script without that branch)
+    keep TP 2 with EP 2."""
+    for config, system in ((727, "b300_sxm"), (707, "b200_sxm")):
+        point = minimax_dump_point(config, 2048, system=system)
+        assert (point.tp, point.dp, point.ep) == (1, 2, 2)
+        deployment = deployment_for(point)
+        assert (deployment.tp, deployment.dp, deployment.ep) == (1, 2, 2)
+        assert deployment.scheduler.batch_size == 2 * 1024  # vLLM's 1024 a rank
+        assert deployment.scheduler.chunk_size == 2 * 2048  # twice the prompt a rank
+    for config, precision in ((726, "nvfp4"), (827, "fp8")):
+        point = minimax_dump_point(config, 1024, precision=precision)
+        assert (point.tp, point.dp, point.ep) == (2, 1, 2)
+
+
 def test_marlin_is_forced_from_the_v0_13_image_on():
     """PR #327 brought VLLM_MXFP4_USE_MARLIN=1 with vLLM 0.13: the 0.11 runs ran Triton."""
     for version, kernel in (("0.11.2", ""), ("", ""), ("0.13.0", "marlin")):
