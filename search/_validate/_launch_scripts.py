@@ -98,8 +98,15 @@ these values):
   T either way, `_aic_silicon.dump_layout`); their `config_id` does
   (`ATTENTION_DP_CONFIGS`).  The ``--stream-interval 20`` they also set streams the first
   token at once (vLLM sends a request's first output unbatched), so TTFT keeps its meaning.
-  The 0.17 rows and the nightly-image rows of the March dump predate that recipe (the
-  B200 script then set ``--max-num-seqs $CONC`` and vLLM's defaults).
+  The recipe and the ``dp-attn`` entries came with InferenceX PR #996 ("Add ep2, ep4, and
+  dp-attn configurations for higher concurrency sweeps"), whose recipe vllm-project/recipes
+  PR #320 (2026-04-08, "Based on SemiAnalysisAI/InferenceX#996") gives as FP8 KV cache,
+  ``--max-cudagraph-capture-size 2048`` and ``--stream-interval 20``.  The key's image
+  moved from 0.17 to 0.19 with no changelog entry of its own (PR #1448 later moved it "from
+  v0.19.0-cu130"), and its 0.19 rows were measured from 2026-04-08 on, the B300 key's (PR
+  #1055, reusing the B200 recipe) from 04-17.  The 0.17 rows and the nightly-image rows of
+  the March dump predate it (the B200 script then set ``--max-num-seqs $CONC`` and vLLM's
+  defaults).
 """
 
 from __future__ import annotations
