@@ -83,9 +83,15 @@ these values):
   0.95``, and ``--enable-expert-parallel`` whenever ``EP_SIZE -ge 1``, i.e. always: the
   experts run expert-parallel over the TP GPUs (`ep`) though the rows record EP 1.  The
   KV dtype, batch cap and token budget the script sets came with PR #1354, after these
-  runs.  FP8 on B200/B300 (`minimaxm2.5_fp8_b200`): 0.95, and before PR #947 (the 0.19
-  image, 2026-04-03) ``--enable-expert-parallel`` on every run too (first hard-coded, then
-  ``-ge 1``), so the 0.17 rows ran EP = TP.
+  runs.  FP8 on B200/B300 (`minimaxm2.5_fp8_b200`) before PR #947 (the 0.19 image,
+  2026-04-03): 0.95 and ``--enable-expert-parallel`` on every run (first hard-coded, then
+  ``-ge 1``), so the 0.17 rows ran EP = TP.  Every stored version from that PR on (its
+  ``-gt 1``: EP only where the configuration sets it; whn09/InferenceX @43ae41b7,
+  xinli-sw/InferenceX @09fc7745, mpashkovskii/InferenceX @01d209c2, read 2026-11-29), and
+  `minimaxm2.5_fp8_b300`, which PR #1054 added "reus[ing] the existing MiniMax-M2.5 FP8 B200
+  vLLM recipe as-is", runs vLLM's own 0.90 with ``--kv-cache-dtype fp8``,
+  ``--max-cudagraph-capture-size 2048``, ``--max-num-batched-tokens`` twice the prompt length
+  and ``--stream-interval 20``, the recipe of the FP4 scripts below.
 - vLLM MiniMax-M2.5 NVFP4 on B200 and B300 with the 0.19 image (`minimaxm2.5_fp4_b200`,
   and `minimaxm2.5_fp4_b300`, which InferenceX PR #1055 added "reus[ing] the existing
   MiniMax-M2.5 FP4 B200 vLLM recipe as-is"; every stored version of both since, read
@@ -460,17 +466,15 @@ def _vllm_gpt_oss(point: ValidationPoint, gpus: int) -> ScriptLimits:
 
 
 def _vllm_minimax(point: ValidationPoint, gpus: int) -> ScriptLimits | None:
-    if point.precision is Precision.FP4:
-        if point.sku in ("b200", "b300") and _release(point) >= (0, 19):  # minimaxm2.5_fp4_*
-            return ScriptLimits(Precision.FP8, token_budget=2 * point.isl, graph_max_tokens=2048)
-        return None
-    if point.precision is not Precision.FP8:
-        return None
-    if point.sku == "h200":  # minimaxm2.5_fp8_h200, every version before PR #1354
+    fp8 = point.precision is Precision.FP8
+    if fp8 and point.sku == "h200":  # minimaxm2.5_fp8_h200, every version before PR #1354
         return ScriptLimits(memory_fraction=0.95, ep=gpus)
-    if point.sku in ("b200", "b300"):  # minimaxm2.5_fp8_b200
-        before_947 = _release(point) < (0, 19)
-        return ScriptLimits(memory_fraction=0.95, ep=gpus if before_947 else 0)
+    if point.sku not in ("b200", "b300") or point.precision not in (Precision.FP8, Precision.FP4):
+        return None
+    if _release(point) >= (0, 19):  # the FP8 scripts from PR #947, the FP4 ones from PR #996
+        return ScriptLimits(Precision.FP8, token_budget=2 * point.isl, graph_max_tokens=2048)
+    if fp8:  # before PR #947: 0.95, the experts always expert-parallel
+        return ScriptLimits(memory_fraction=0.95, ep=gpus)
     return None
 
 

@@ -639,7 +639,7 @@ def test_the_gpt_oss_vllm_scripts_capture_cuda_graphs_up_to_2048_tokens():
         engine = engine_for(point)
         assert (engine.piecewise_max_tokens, engine.piecewise_tokens_per_seq) == (2048, 0)
         assert deployment_for(point).sized_engine().graphed(1027, False, 4)
-    minimax = public_point("vllm", "0.19.0", 4, "minimax")
+    minimax = public_point("vllm", "0.18.0", 4, "minimax", system="h200_sxm")
     assert minimax.graph_max_tokens == 0
     assert deployment_for(minimax).sized_engine().piecewise_max_tokens == 8  # 2 x 4 clients
     assert not deployment_for(minimax).sized_engine().graphed(1027, False, 4)
@@ -691,16 +691,21 @@ def minimax_dump_point(config: int, concurrency: int, precision: str = "nvfp4",
     return point
 
 
-def test_the_minimax_fp4_scripts_of_the_0_19_image_set_their_recipe():
-    """minimaxm2.5_fp4_b200 / _b300 with the 0.19 image: FP8 KV cache, CUDA graphs up to
-    2048 tokens and a token budget of twice the prompt; the 0.17 runs predate them."""
+def test_the_minimax_blackwell_scripts_of_the_0_19_image_set_their_recipe():
+    """minimaxm2.5_fp4_* and _fp8_* on B200 / B300 with the 0.19 image: FP8 KV cache, CUDA
+    graphs up to 2048 tokens, a token budget of twice the prompt and vLLM's own memory
+    fraction; the FP8 runs before (0.17) kept 0.95 and expert parallelism, the FP4 ones
+    vLLM's defaults."""
     for system in ("b200_sxm", "b300_sxm"):
-        point = minimax_dump_point(726, 128, system=system, isl="8192")
-        assert (point.kv_cache_dtype, point.token_budget, point.graph_max_tokens) == (
-            Precision.FP8, 16384, 2048)  # fmt: skip
-        assert deployment_for(point).scheduler.chunk_size == 16384
+        for precision in ("nvfp4", "fp8"):
+            point = minimax_dump_point(726, 128, precision=precision, system=system, isl="8192")
+            assert (point.kv_cache_dtype, point.token_budget, point.graph_max_tokens,
+                    point.memory_fraction) == (Precision.FP8, 16384, 2048, 0.0)  # fmt: skip
+            assert deployment_for(point).scheduler.chunk_size == 16384
     early = minimax_dump_point(726, 128, system="b200_sxm", version="0.17.0")
     assert (early.kv_cache_dtype, early.token_budget, early.graph_max_tokens) == (None, 0, 0)
+    fp8 = minimax_dump_point(726, 128, precision="fp8", system="b200_sxm", version="0.17.0")
+    assert (fp8.kv_cache_dtype, fp8.memory_fraction, fp8.graph_max_tokens) == (None, 0.95, 0)
 
 
 def test_the_minimax_fp4_dp_attn_configurations_run_attention_dp_over_their_tp_gpus():
