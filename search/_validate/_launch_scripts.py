@@ -352,13 +352,13 @@ def attention_dp_launch(point: ValidationPoint, record: str) -> bool:
     EP 2 configurations of each GPU in the dump, 707 (1k/1k 256-1024) and 727 (1k/1k
     256-2048, 8k/1k 512) ran the `dp-attn` entries' concurrencies; 706 and 726 ran the plain
     entries' and others of earlier search spaces (PR #1107 changed B300's ranges), 1k/1k
-    and 8k/1k 128-512, none above 512.  Config 727's concurrency
-    2048 row measures a TPOT of 66 ms against 44 ms at 1024, more than the 1024 sequences
-    one TP engine takes by default (vLLM's max_num_seqs at 70 GiB and more) could hold, as
-    two DP engines of 1024 each can.  The FP8 B300 key's `dp-attn` entry (config 827) ran a
-    script without the attention-DP branch (`minimaxm2.5_fp8_b300`: TP with EP whatever
-    the entry says); its concurrency-1024 row measures within 0.4% of config 735's, the
-    plain TP 2 / EP 2 entry's, as two runs of one layout do.  The measured values play no
+    and 8k/1k 128-512, none above 512.  Config 727's concurrency-2048 row measures a TPOT of
+    66 ms against 44 ms at 1024, more than the 1024 sequences one TP engine takes by default
+    (vLLM's max_num_seqs at 70 GiB and more) could hold, as two DP engines of 1024 each can.
+    The FP8 B300 key's `dp-attn` entry (config 827) ran a script without the attention-DP
+    branch (`minimaxm2.5_fp8_b300`: TP with EP whatever the entry says); its
+    concurrency-1024 row measures within 0.4% of config 735's, the plain TP 2 / EP 2
+    entry's, as two runs of one layout do.  The measured values play no
     part in the rule; the configuration id decides."""
     key = (point.engine, point.model, point.sku, point.precision)
     config = _record_field(record, "config_id")
