@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import statistics
 from collections import defaultdict
 from pathlib import Path
@@ -37,10 +38,9 @@ def read_points(directory: Path) -> list[dict[str, str]]:
     return rows
 
 
-def _layers(model: str, cache: dict[str, int]) -> int:
-    if model not in cache:
-        cache[model] = load_model(model).num_layers
-    return cache[model]
+@functools.cache
+def _layers(model: str) -> int:
+    return load_model(model).num_layers
 
 
 def gap_table(rows: list[dict[str, str]], max_concurrency: int) -> list[tuple]:
@@ -51,7 +51,6 @@ def gap_table(rows: list[dict[str, str]], max_concurrency: int) -> list[tuple]:
         if int(r["concurrency"]) <= max_concurrency:
             key = (r["engine"], r["sku"], r["model"], r["isl"], r["client_warmup"] or "-")
             groups[key].append(r)
-    layers: dict[str, int] = {}
     table = []
     for key, members in sorted(groups.items()):
         measured = statistics.median(float(r["measured_ttft_ms"]) for r in members)
@@ -59,7 +58,7 @@ def gap_table(rows: list[dict[str, str]], max_concurrency: int) -> list[tuple]:
         gap = statistics.median(
             float(r["measured_ttft_ms"]) - float(r["predicted_ttft_ms"]) for r in members
         )
-        table.append((*key, len(members), measured, predicted, gap, gap / _layers(key[2], layers)))
+        table.append((*key, len(members), measured, predicted, gap, gap / _layers(key[2])))
     return table
 
 

@@ -79,6 +79,7 @@ from search._validate._launch_scripts import (
     attention_dp_launch,
     measured_date,
     mtp_sweep_runs,
+    record_field,
     server_options,
     speculative_run,
     speculative_twins,
@@ -131,7 +132,6 @@ REQUIRED_COLUMNS = (
     "silicon_ttft_ms", "silicon_tpot_ms",
 )  # fmt: skip
 
-_CONCURRENCY = re.compile(r"silicon_concurrency=(\d+)")
 # the run's TP (its GPUs) and EP in a public benchmark row's id: "..._tp2_ep2_1741",
 # "..._tp2_0_ep2_0_1009" (`dump_layout`)
 _RUN_NAME_LAYOUT = re.compile(r"_tp(\d+)(?:_0)?_ep(\d+)(?:_0)?_")
@@ -451,11 +451,11 @@ def row_basics(row: dict[str, str]) -> RowBasics | str:
     if isinstance(precisions, str):
         return precisions
     precision, experts = precisions
-    found = _CONCURRENCY.search(row["silicon_data_source"] or "")
-    if found is None:
+    concurrency = record_field(row["silicon_data_source"] or "", "silicon_concurrency")
+    if not concurrency.isdigit():
         return "no concurrency recorded"
     return RowBasics(
-        sku, engine, gemm, precision, model.name, model.is_moe, int(found.group(1)), experts,
+        sku, engine, gemm, precision, model.name, model.is_moe, int(concurrency), experts,
         moe_quant, weights_label(model, precision, experts),
     )
 

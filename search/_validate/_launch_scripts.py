@@ -316,10 +316,10 @@ def _public_deepseek_agg(point: ValidationPoint) -> bool:
 
 def measured_date(record: str) -> str:
     """The ``measured=`` date (YYYY-MM-DD) of a row's `silicon_data_source`, or ""."""
-    return _record_field(record, "measured")[:10]
+    return record_field(record, "measured")[:10]
 
 
-def _record_field(record: str, field: str) -> str:
+def record_field(record: str, field: str) -> str:
     """The value of ``field=`` in a row's `silicon_data_source`, or ""."""
     for part in record.split(";"):
         name, _, value = part.strip().partition("=")
@@ -361,7 +361,7 @@ def attention_dp_launch(point: ValidationPoint, record: str) -> bool:
     entry's, as two runs of one layout do.  The measured values play no
     part in the rule; the configuration id decides."""
     key = (point.engine, point.model, point.sku, point.precision)
-    config = _record_field(record, "config_id")
+    config = record_field(record, "config_id")
     return config.isdigit() and int(config) in ATTENTION_DP_CONFIGS.get(key, frozenset())
 
 
