@@ -21,7 +21,7 @@ from search._validate import (
     parse_rows,
     select_points,
 )
-from search._validate._launch_scripts import trtllm_deepseek_max_num_tokens
+from search._validate._launch_scripts import record_field, trtllm_deepseek_max_num_tokens
 from search._validate._run import closed_loop_workload, deployment_for, engine_for
 from search.cli import cli
 from simulator import prepare
@@ -67,9 +67,9 @@ def row(**overrides: str) -> dict[str, str]:
 
 def dataset_batch(fields: dict[str, str]) -> int:
     """The batch a row records for its concurrency: per attention-DP rank."""
-    found = _aic_silicon._CONCURRENCY.search(fields["silicon_data_source"])
+    found = record_field(fields["silicon_data_source"], "silicon_concurrency")
     ranks = max(int(float(fields.get("attention_dp_size") or 1)), 1)
-    return int(found.group(1)) // ranks if found else 16
+    return int(found) // ranks if found.isdigit() else 16
 
 
 # -- selection and mapping -----------------------------------------------------
@@ -527,9 +527,9 @@ def test_the_layout_rule_matches_every_copy_the_earliest_dump_holds():
     means = ("silicon_ttft_ms", "silicon_tpot_ms")  # to nine digits, as copies print them
 
     def key(r):
-        found = _aic_silicon._CONCURRENCY.search(r["silicon_data_source"])
+        concurrency = record_field(r["silicon_data_source"] or "", "silicon_concurrency")
         return (*(r[k] for k in measurement), *(f"{float(r[k]):.9g}" for k in means),
-                found and found.group(1))  # fmt: skip
+                concurrency)  # fmt: skip
 
     def layout(r):
         return tuple(int(float(r[name] or 1)) for name in LAYOUT)
