@@ -19,12 +19,14 @@ def servable_requests(
     Mirrors `Replica.rejection`: the whole request (prompt and all but the last output
     token) must fit the KV blocks a replica can ever hold, and the scheduler policy must
     accept its length (vLLM's token limit).  The simulator rejects the others on arrival,
-    at any rate; disaggregated, those a decode replica cannot take at the hand-off too.
+    at any rate; disaggregated, those a decode replica cannot take at the hand-off too,
+    while a prefill replica holds only the prompt (`Replica._length_here`).
     """
     prompts = np.asarray(prompt_tokens).tolist()
     outputs = np.asarray(output_tokens).tolist()
-    out = _fits(prepared.cluster, prepared.deployment.scheduler, prompts, outputs)
     pool = prepared.decode_pool
+    held = outputs if pool is None else [1] * len(prompts)  # a prefill pool's one token
+    out = _fits(prepared.cluster, prepared.deployment.scheduler, prompts, held)
     if pool is not None:
         out &= _fits(pool.cluster, pool.scheduler, prompts, outputs)
     return out

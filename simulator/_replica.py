@@ -106,10 +106,11 @@ class Replica:
 
     def rejection(self, req: Request) -> str | None:
         """Why this replica can never serve `req`, or None."""
-        need = self.pool.request_blocks(req.total_tokens)
+        tokens = self._length_here(req)
+        need = self.pool.request_blocks(tokens)
         if need > self.pool.max_request_blocks():
             return (
-                f"request needs {req.total_tokens} KV tokens ({need} blocks) but a replica "
+                f"request needs {tokens} KV tokens ({need} blocks) but a replica "
                 f"holds at most {self.pool.max_request_blocks() * self.block_size}"
             )
         return self.policy.rejection(req)
@@ -192,7 +193,7 @@ class Replica:
                 shared, saved = self.prefix_cache.reusable(req.prefix, req.prefilled)
                 need -= saved
             if self.policy.reserves_full_length:
-                full = self.pool.request_blocks(req.total_tokens) - saved
+                full = self.pool.request_blocks(self._length_here(req)) - saved
                 if not pool.can_admit(full):
                     return False
                 pool.reserved += full - need
@@ -227,6 +228,15 @@ class Replica:
             # are free again, or a preempted request no longer holds the transfers back
             transfers.retry(self.now, self.waiting)
         return True
+
+    def _length_here(self, req: Request) -> int:
+        """The KV tokens `req` can come to hold on this replica (what a full-length
+        reservation keeps for it, what must fit for it to be served at all): its whole
+        length, or on a prefill pool's replica its prompt, the engines' disaggregated
+        frontends asking the prefill for one token (TensorRT-LLM's disaggregated server:
+        max_tokens 1, context_only; vLLM's P/D proxy likewise), its KV freed once sent
+        (`kv_sent`)."""
+        return req.prompt_tokens if self.hand_off is not None else req.total_tokens
 
     def prepare_decodes(self, lane: Lane) -> None:
         """Allocate the KV blocks of the lane's coming decode step, preempting if short."""

@@ -35,6 +35,7 @@ def _sim(
     prefill_blocks: int = 10_000,
     reserve: str = DECODE_RESERVE_AT_HANDOFF,
     options: RunOptions | None = None,
+    prefill_reserves_full_length: bool = False,
 ) -> Simulation:
     decode = SchedulerConfig(SchedulerKind.SARATHI, batch_size=32, chunk_size=256,
                              reserve_full_length=reserve_full_length)  # fmt: skip
@@ -45,7 +46,8 @@ def _sim(
     )  # fmt: skip
     sim = Simulation(
         workload, LinearEstimator(),
-        SchedulerConfig(SchedulerKind.SARATHI, batch_size=32, chunk_size=2048),
+        SchedulerConfig(SchedulerKind.SARATHI, batch_size=32, chunk_size=2048,
+                        reserve_full_length=prefill_reserves_full_length),
         ClusterConfig(num_kv_blocks=prefill_blocks, watermark=0.0),
         options or RunOptions(max_time=max_time), decode_pool=pool,
     )  # fmt: skip
@@ -152,6 +154,20 @@ def test_a_prefill_replica_frees_a_prompts_kv_only_once_it_reached_the_decode_po
     assert third.scheduled_at == pytest.approx(hand_off + 64 * SECONDS_PER_TOKEN, rel=1e-12)
     assert starts[1] == (1, first.completed_at, False)  # room at the decode replica at last
     assert sim.replicas[0].pool.peak_used == 8 and sim.replicas[0].pool.used == 0
+
+
+def test_a_full_length_prefill_replica_reserves_only_the_prompt_it_hands_off():
+    # TensorRT-LLM's context server reserves a request's whole length (GUARANTEED_NO_EVICT),
+    # but the disaggregated server asks it for one token: a 64-token prompt's 4 blocks, not
+    # the 14 of 64 + 160 tokens.  Eight blocks hold two prompts at once; had the output's
+    # blocks been reserved (and never freed by the hand-off), none would start, or the
+    # first would leak its ten and the rest wait for ever
+    workload = make_workload([64] * 6, [161] * 6)
+    sim = _sim(workload, decode_blocks=10_000, reserve_full_length=True, prefill_blocks=8,
+               prefill_reserves_full_length=True)  # fmt: skip
+    sim.run()
+    check_conservation(sim)  # every request done, every block and reservation back
+    assert sim.replicas[0].pool.peak_used == 8
 
 
 def test_the_engine_profiles_say_when_the_decode_side_reserves():

@@ -91,3 +91,32 @@ def test_a_request_the_decode_pool_can_never_hold_is_rejected_not_stuck():
                      decode_pool=pool).run()  # fmt: skip
     assert sim.requests[1].rejected.startswith("decode pool: request needs")
     assert sim.requests[0].completed_at > 0 and sim.completed == 2
+
+
+def test_a_prefill_pool_needs_room_for_the_prompt_alone():
+    """A request longer than a prefill replica's KV cache, its prompt not: the prefill pool
+    holds only the prompt before the hand-off, so the request is servable where the decode
+    pool holds its whole length, and the simulator serves it (it is not rejected)."""
+    from estimators import load_engine, load_model
+    from simulator import DecodeSpec, Deployment, engine_scheduler, prepare, servable_requests
+    from sku_catalog import load_catalog
+    from workloads import Workload
+
+    cat, engine = load_catalog(), load_engine("trtllm")  # reserves whole lengths
+    h100, h200 = cat.get("h100-sxm"), cat.get("h200")
+    d = Deployment(
+        load_model("meta-llama/Llama-3.1-8B"), h100, engine=engine,
+        scheduler=engine_scheduler(engine, h100, 1),
+        decode=DecodeSpec(h200, tp=1, num_replicas=1, scheduler=engine_scheduler(engine, h200, 1)),
+    )  # fmt: skip
+    p = prepare(d)
+    prefill_tokens = p.memory.num_kv_blocks * d.block_size
+    decode_tokens = p.decode_memory.num_kv_blocks * d.block_size
+    output = (prefill_tokens + decode_tokens) // 2  # too long for a prefill replica
+    prompts, outputs = np.array([1000, 1000]), np.array([output, decode_tokens + 10])
+    assert list(servable_requests(p, prompts, outputs)) == [True, False]
+    arrival = np.zeros(2)
+    workload = Workload("long", arrival, prompts, np.array([output, 5]))
+    sim = p.simulate(workload)
+    assert sim.requests["rejected"].tolist() == ["", ""]
+    assert sim.requests["completed"].notna().all()
