@@ -37,7 +37,7 @@ from simulator._early_stop import (
     slow_gap_share,
     waiting_delays,
 )
-from simulator._engine import Hardware, Simulation
+from simulator._engine import Hardware, Simulation, SimulationStalled
 from simulator._metrics import (
     request_arrays,
     request_token_times,
@@ -73,6 +73,7 @@ __all__ = [
     "ServiceBound",
     "Simulation",
     "SimulationResult",
+    "SimulationStalled",
     "SlowGapCounter",
     "SlowTpotCounter",
     "engine_scheduler",

@@ -39,6 +39,10 @@ from simulator._routing import make_router
 from workloads import Workload
 
 
+class SimulationStalled(RuntimeError):
+    """The simulation ran out of events with requests neither finished nor rejected."""
+
+
 @dataclass(frozen=True, slots=True)
 class Hardware:
     """Per-GPU peaks used for MFU/MBU, and GPUs per replica."""
@@ -244,7 +248,7 @@ class Simulation:
         # its prefill replica, which the router counts it against from now on
         req.replica = replica.id
         replica.outstanding += 1
-        decoder.transfers.offer(req, now, decoder.waiting)
+        decoder.transfers.offer(req, now, decoder.preempted_waiting)
 
     def _release_prefill(
         self, decoder: Replica, req: Request, now: float, _at_once: bool
@@ -281,7 +285,7 @@ class Simulation:
             self._reject_at_decode(req, replica, reason, now)
             return
         replica.outstanding += 1  # from the hand-off on: the next request goes elsewhere
-        replica.transfers.offer(req, now, replica.waiting)
+        replica.transfers.offer(req, now, replica.preempted_waiting)
 
     def _start_transfer(
         self, replica: Replica, req: Request, now: float, at_hand_off: bool
@@ -450,7 +454,22 @@ class Simulation:
             else:
                 break
         self.wall_time = time.perf_counter() - started
+        if not self.stopped_early and max_time == math.inf:
+            self._check_all_served()
         return self
+
+    def _check_all_served(self) -> None:
+        """Raise SimulationStalled when the events ran out before every request finished or
+        was rejected: some request waits for what will never come (a simulator defect, not
+        a slow deployment), and metrics of the ones that finished would mislead."""
+        stuck = len(self.requests) - self.completed
+        if stuck:
+            waiting = [(r.id, len(r.waiting)) for r in self.replicas if r.waiting]
+            raise SimulationStalled(
+                f"simulation stalled: {stuck} of {len(self.requests)} requests never finished "
+                f"with no event left to run (replica, requests waiting there: {waiting}); "
+                "please report it with the deployment and workload"
+            )
 
 
 class BatchLog:

@@ -67,28 +67,27 @@ class TransferQueue:
         self.reserved = reserved
         self.waiting: deque[Request] = deque()
 
-    def offer(self, req: Request, now: float, replica_waiting: deque[Request]) -> None:
-        """`req` asks for its blocks: reserved now if they fit, else it waits."""
-        if not self.waiting and self._may_reserve(replica_waiting) and self._reserve(req):
+    def offer(self, req: Request, now: float, preempted_waiting: int) -> None:
+        """`req` asks for its blocks: reserved now if they fit and no request the replica
+        preempted waits (`preempted_waiting` of them), else it waits."""
+        if not self.waiting and not preempted_waiting and self._reserve(req):
             self.reserved(req, now, True)
         else:
             self.waiting.append(req)
 
-    def retry(self, now: float, replica_waiting: deque[Request]) -> None:
-        """Blocks were freed: reserve for the waiting requests that now fit, in order."""
+    def retry(self, now: float, preempted_waiting: int) -> None:
+        """Blocks were freed: reserve for the waiting requests that now fit, in order,
+        unless a request the replica preempted waits."""
+        if preempted_waiting:
+            return
         waiting = self.waiting
-        while waiting and self._may_reserve(replica_waiting) and self._reserve(waiting[0]):
+        while waiting and self._reserve(waiting[0]):
             self.reserved(waiting.popleft(), now, False)
 
     def fits(self, req: Request) -> bool:
         """Whether `req`'s blocks could be reserved now (the pool's admission rule)."""
         held, rest = self._blocks(req)
         return self.pool.can_admit(held + rest)
-
-    @staticmethod
-    def _may_reserve(replica_waiting: deque[Request]) -> bool:
-        """No preempted request (it waits at the head, holding no blocks) comes first."""
-        return not replica_waiting or replica_waiting[0].blocks > 0
 
     def _blocks(self, req: Request) -> tuple[int, int]:
         """(blocks a reservation holds, blocks it reserves for the rest of the length)."""

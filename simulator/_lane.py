@@ -51,6 +51,14 @@ class Lane:
         # replica of disaggregated serving, `FIRST_TOKEN_DECODE_STEP`)
         self.first_token_due: list[Request] = []
 
+    def forget_empty_preparation(self) -> None:
+        """A lane prepared for its coming step while it had no members holds no block for
+        that step: forget it, so that requests joining from now on (`Replica.admit`) are
+        left to the next `prepare_decodes`, which allocates their step's blocks once.  Only
+        a plan that prepares before it admits (Sarathi) keeps the mark for its joiners."""
+        if not self.members:
+            self.prepared_step = -1
+
     @property
     def num_decodes(self) -> int:
         return len(self.members)

@@ -110,6 +110,17 @@ class Policy:
                 budget -= q
         return chunks
 
+    def _decodes(self, lane: Lane, replica: Replica) -> BatchPlan | None:
+        """A decode-only iteration of the lane, its step's blocks prepared; when preparing
+        them preempted every decode, the plan again: the waiting requests, the preempted
+        ones among them, may start now (as vLLM's next step and SGLang's next batch take
+        them), and nothing else would wake the idle replica."""
+        running = bool(lane.members)
+        replica.prepare_decodes(lane)
+        if lane.members:
+            return BatchPlan(True, [])
+        return self.plan(lane, replica) if running and replica.waiting else None
+
     def _holds_prompts(self, lane: Lane, replica: Replica) -> bool:
         """Whether this iteration runs its decodes without the prompts that could join
         them, to let more prompts gather: batch waiting (`SchedulerConfig.batch_wait_iters`)
@@ -207,6 +218,7 @@ class VllmPolicy(Policy):
     """vLLM (v0 default): waiting prompts run first as a prefill-only batch, pausing decodes."""
 
     def plan(self, lane: Lane, replica: Replica) -> BatchPlan | None:
+        lane.forget_empty_preparation()  # it admits before it prepares the decodes
         waiting = replica.waiting
         budget = self.token_budget
         chunks: list[tuple[Request, int]] = []
@@ -221,8 +233,7 @@ class VllmPolicy(Policy):
                 budget -= q
         if chunks:
             return BatchPlan(False, chunks)
-        replica.prepare_decodes(lane)
-        return BatchPlan(True, []) if lane.members else None
+        return self._decodes(lane, replica)
 
 
 class OrcaPolicy(Policy):
@@ -269,11 +280,11 @@ class SglangPolicy(Policy):
         return None  # chunking serves any length
 
     def plan(self, lane: Lane, replica: Replica) -> BatchPlan | None:
+        lane.forget_empty_preparation()  # it admits before it prepares the decodes
         chunks = self._prompt_chunks(lane, replica, self.token_budget)
         if chunks:
             return BatchPlan(False, chunks)
-        replica.prepare_decodes(lane)
-        return BatchPlan(True, []) if lane.members else None
+        return self._decodes(lane, replica)
 
 
 class StaticPolicy(Policy):

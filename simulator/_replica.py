@@ -69,6 +69,9 @@ class Replica:
         self.next_lane = 0
         self.stage_free = [0.0] * pp
         self.waiting: deque[Request] = deque()
+        # requests preempted here that wait to run again (`_preempt`); while any does, no
+        # new hand-off reserves KV blocks here (`TransferQueue`)
+        self.preempted_waiting = 0
         # requests routed here that the scheduler has not taken in yet (`_poll`), each with
         # the end of the batch in flight when it arrived: a scheduler polls for new ones
         # every `recv_interval` decode iterations, and one that forms the next batch while a
@@ -171,7 +174,10 @@ class Replica:
         decode pool's replica, counted in `outstanding` since the hand-off): it waits for
         KV blocks like a new prompt, then decodes."""
         req.replica = self.id
-        self.waiting.append(req)
+        if self.preempted_waiting:
+            self.waiting.insert(self._holders_end(), req)
+        else:
+            self.waiting.append(req)
         if self.stage_free[0] <= now and self.wake_at != now:
             self.wake_at = now
             self.sim.schedule_wake(self, now, after_arrivals=True)
@@ -203,6 +209,8 @@ class Replica:
             if shared:
                 self.prefix_cache.hold(shared)
                 req.shared_prefix = shared
+            if req.generated:  # waiting with output tokens and no blocks: one preempted here
+                self.preempted_waiting -= 1
         self.waiting.popleft()
         if math.isnan(req.scheduled_at):
             req.scheduled_at = self.now
@@ -226,8 +234,17 @@ class Replica:
         if transfers is not None and transfers.waiting:
             # a decode replica: the slots it kept for the first step beyond the coming one
             # are free again, or a preempted request no longer holds the transfers back
-            transfers.retry(self.now, self.waiting)
+            transfers.retry(self.now, self.preempted_waiting)
         return True
+
+    def _holders_end(self) -> int:
+        """Where the waiting requests that hold their KV blocks end.  On a decode replica
+        they (received from the prefill pool, their blocks reserved: `TransferQueue`) come
+        before those it preempted: they need no more blocks to run and may free what a
+        preempted one lacks, as SGLang's decode server runs its transferred requests while
+        retracted ones wait for room; the other way round, a preempted request short of
+        the blocks they hold would wait for ever.  Elsewhere no waiting request holds any."""
+        return len(self.waiting) - self.preempted_waiting if self.transfers is not None else 0
 
     def _length_here(self, req: Request) -> int:
         """The KV tokens `req` can come to hold on this replica (what a full-length
@@ -259,7 +276,8 @@ class Replica:
         req.prefill_target = req.prompt_tokens + req.generated
         req.prefilled = 0
         req.preemptions += 1
-        self.waiting.appendleft(req)  # before its blocks go: transfers wait for it
+        self.waiting.insert(self._holders_end(), req)  # first in line but for those
+        self.preempted_waiting += 1  # before its blocks go: transfers wait for it
         self._release_kv(req, kv_tokens, self.now)
 
     # -- dispatch ----------------------------------------------------------
@@ -722,6 +740,10 @@ class Replica:
                     continue
                 if math.isnan(req.first_token_at):
                     req.first_token_at = now
+                    if req.segments:  # its prefill pool's token, never shown: a decode
+                        # replica preempted it before the step that was to show it
+                        # (FIRST_TOKEN_DECODE_STEP); the client sees it now, with this one
+                        req.segments = [(now, *seg[1:]) for seg in req.segments]
                 if req.generated >= req.output_tokens:
                     req.segments.append((now, lane.id, lane.step, lane.step))
                     self._finish(req, req.prefill_target, now)
@@ -770,4 +792,4 @@ class Replica:
         self.pool.release(blocks)
         transfers = self.transfers
         if transfers is not None and transfers.waiting:
-            transfers.retry(now, self.waiting)
+            transfers.retry(now, self.preempted_waiting)

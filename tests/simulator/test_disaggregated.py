@@ -120,3 +120,15 @@ def test_a_prefill_pool_needs_room_for_the_prompt_alone():
     sim = p.simulate(workload)
     assert sim.requests["rejected"].tolist() == ["", ""]
     assert sim.requests["completed"].notna().all()
+
+
+def test_a_run_whose_requests_can_never_start_raises_instead_of_returning_partial_metrics():
+    # blocks held by nothing the simulation will ever free (a defect such as a leaked
+    # reservation): the request neither starts nor is rejected, and no event is left
+    from simulator import SimulationStalled
+
+    sim = Simulation(make_workload([64], [5]), LinearEstimator(), SchedulerConfig(),
+                     ClusterConfig(num_kv_blocks=100))  # fmt: skip
+    sim.replicas[0].pool.reserved = 100
+    with pytest.raises(SimulationStalled, match="1 of 1 requests never finished"):
+        sim.run()

@@ -1,0 +1,78 @@
+"""Disaggregated runs of random shapes conserve requests, tokens and KV blocks: whatever
+each pool reserves (whole lengths or on demand), when the decode side reserves and where
+the first token shows, every request finishes or is rejected and every block and
+reservation comes back."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from estimators import (
+    DECODE_RESERVE_MOMENTS,
+    FIRST_TOKEN_DECODE_ADMIT,
+    FIRST_TOKEN_DECODE_STEP,
+    FIRST_TOKEN_PREFILL,
+)
+from simulator import ClusterConfig, GlobalSchedulerKind, SchedulerConfig, SchedulerKind, Simulation
+from simulator._engine import DecodePool, Hardware
+from tests.simulator.conftest import LinearEstimator, make_workload
+from tests.simulator.test_invariants import check_conservation
+
+_KINDS = [SchedulerKind.SARATHI, SchedulerKind.VLLM, SchedulerKind.ORCA, SchedulerKind.SGLANG]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    n=st.integers(1, 40),
+    closed_loop=st.booleans(),
+    prefill_kind=st.sampled_from(_KINDS),
+    decode_kind=st.sampled_from(_KINDS),
+    prefill_full=st.booleans(),
+    decode_full=st.booleans(),
+    prefill_replicas=st.integers(1, 2),
+    decode_replicas=st.integers(1, 3),
+    prefill_blocks=st.integers(60, 300),
+    decode_blocks=st.integers(60, 300),
+    batch=st.integers(1, 32),
+    reserve=st.sampled_from(DECODE_RESERVE_MOMENTS),
+    first_token=st.sampled_from(
+        [FIRST_TOKEN_PREFILL, FIRST_TOKEN_DECODE_ADMIT, FIRST_TOKEN_DECODE_STEP]
+    ),
+    router=st.sampled_from(
+        [GlobalSchedulerKind.LEAST_OUTSTANDING, GlobalSchedulerKind.ROUND_ROBIN]
+    ),
+    seed=st.integers(0, 2**16),
+)
+def test_random_disaggregated_runs_conserve_requests_tokens_and_memory(
+    n, closed_loop, prefill_kind, decode_kind, prefill_full, decode_full, prefill_replicas,
+    decode_replicas, prefill_blocks, decode_blocks, batch, reserve, first_token, router, seed,
+):  # fmt: skip
+    rng = np.random.default_rng(seed)
+    arrivals = np.cumsum(rng.exponential(0.02, n))
+    workload = make_workload(
+        rng.integers(1, 600, n), rng.integers(1, 400, n), arrivals,
+        concurrency=int(rng.integers(1, 16)) if closed_loop else None,
+    )  # fmt: skip
+    pool = DecodePool(
+        LinearEstimator(),
+        SchedulerConfig(
+            decode_kind, batch_size=batch, chunk_size=512, reserve_full_length=decode_full
+        ),
+        ClusterConfig(num_replicas=decode_replicas, num_kv_blocks=decode_blocks),
+        Hardware(),
+        transfer_seconds_per_token=float(rng.uniform(0, 1e-4)),
+        transfer_layers=int(rng.integers(0, 4)),
+        first_token=first_token,
+        reserve=reserve,
+        router=router,
+    )
+    sim = Simulation(
+        workload, LinearEstimator(),
+        SchedulerConfig(prefill_kind, batch_size=batch, chunk_size=512, max_tokens=2048,
+                        reserve_full_length=prefill_full),
+        ClusterConfig(num_replicas=prefill_replicas, num_kv_blocks=prefill_blocks),
+        decode_pool=pool,
+    )  # fmt: skip
+    check_conservation(sim.run(), first_two_together=first_token == FIRST_TOKEN_DECODE_STEP)
