@@ -1,7 +1,9 @@
 """Disaggregated runs of random shapes conserve requests, tokens and KV blocks: whatever
 each pool reserves (whole lengths or on demand), when the decode side reserves and where
 the first token shows, every request finishes or is rejected and every block and
-reservation comes back."""
+reservation comes back.  So do runs of every feature that shapes a decode step (speculative
+bursts, shared prefix blocks, polling, batch waiting, pipeline stages), aggregated or on a
+decode pool."""
 
 from __future__ import annotations
 
