@@ -2,8 +2,8 @@
 each pool reserves (whole lengths or on demand), when the decode side reserves and where
 the first token shows, every request finishes or is rejected and every block and
 reservation comes back.  So do runs of every feature that shapes a decode step (speculative
-bursts, shared prefix blocks, polling, batch waiting, pipeline stages), aggregated or on a
-decode pool."""
+bursts, shared prefix blocks, polling, batch waiting, pipeline stages, attention DP ranks
+and their balance), aggregated or on a decode pool."""
 
 from __future__ import annotations
 
@@ -107,10 +107,12 @@ def test_random_disaggregated_runs_conserve_requests_tokens_and_memory(
     batch_wait_iters=st.integers(0, 2),
     pp=st.integers(1, 2),
     seed=st.integers(0, 2**16),
+    dp=st.sampled_from([1, 2, 4]),
+    balance=st.integers(0, 3),
 )
 def test_random_runs_of_every_feature_conserve_requests_tokens_and_memory(
     n, closed_loop, disaggregated, kind, full, blocks, batch, speculative, prefix_cache,
-    recv_interval, schedule_ahead, batch_wait_iters, pp, seed,
+    recv_interval, schedule_ahead, batch_wait_iters, pp, seed, dp, balance,
 ):  # fmt: skip
     """Speculative bursts, shared prefix blocks, a scheduler that polls for new requests
     or waits to batch, pipeline stages: aggregated, or on a disaggregated deployment's
@@ -134,6 +136,7 @@ def test_random_runs_of_every_feature_conserve_requests_tokens_and_memory(
         kind, batch_size=batch, chunk_size=512, max_tokens=2048, reserve_full_length=full,
         recv_interval=recv_interval, schedule_ahead=schedule_ahead,
         batch_wait_iters=batch_wait_iters, decode_tokens=1 if speculative is None else 4,
+        attention_dp=dp, adp_balance_timeout_iters=balance, adp_balance_batching_wait_iters=balance,
     )  # fmt: skip
     estimator = LinearEstimator(pp=pp)
     if speculative is not None:
