@@ -235,7 +235,14 @@ def _hash_ids(path: Path, lineno: int, value: object) -> tuple[int, ...]:
             f"trace {path}: line {lineno}: field {HASH_IDS!r} must be a list of integers "
             f"(got {str(value)[:60]!r})"
         )
-    return tuple(value)
+    hashes = tuple(value)
+    if len(set(hashes)) != len(hashes):  # each hash stands for the prefix up to its block
+        repeated = next(h for i, h in enumerate(hashes) if h in hashes[:i])
+        raise WorkloadError(
+            f"trace {path}: line {lineno}: field {HASH_IDS!r} repeats hash {repeated}; a "
+            "prompt's block hashes each cover its prefix up to that block, so they differ"
+        )
+    return hashes
 
 
 def read_trace(

@@ -50,6 +50,16 @@ def test_hash_ids_that_are_not_lists_of_integers_exit_2_naming_the_line(tmp_path
     assert "Traceback" not in result.output
 
 
+def test_hash_ids_that_repeat_a_hash_exit_2_naming_the_line_and_the_hash(tmp_path):
+    # a block's hash stands for the prompt up to that block: one prompt never repeats one
+    # (the prefix cache would count the block twice)
+    trace = _trace(tmp_path / "t.jsonl", [[0, 1], [0, 1, 0]])
+    result = invoke("--workload", str(trace))
+    assert result.exit_code == 2
+    assert "line 2: field 'hash_ids' repeats hash 0" in result.output
+    assert "Traceback" not in result.output
+
+
 def test_a_bad_cache_size_exits_2_naming_the_option(tmp_path):
     trace = _trace(tmp_path / "t.jsonl", [[0, 1]] * 3)
     result = invoke("--workload", str(trace), "--prefix-cache-tokens", "lots")
