@@ -41,13 +41,14 @@ class TransferQueue:
 
     A request whose blocks do not fit (the pool's admission rule: the watermark kept free,
     a whole length reserved where the scheduler reserves it) waits here until the replica
-    releases enough (`retry`: whenever it frees blocks, and when a preempted request it
-    resumed no longer comes first); requests reserve in order, and not while a request the
-    replica preempted waits for blocks of its own (SGLang resumes its retracted requests
-    first).  A reserved request's blocks count as used (`Request.blocks`: the prompt's and
-    its first decode step's, or the prompt's with the rest of its length reserved) until
-    the replica admits it, which then needs no new ones.  `reserved(req, now, at_once)`
-    is called once its blocks are reserved, `at_once` when that is as it is offered.
+    releases enough (`retry`: whenever it frees blocks, and when it admits again a request
+    it had preempted); requests reserve in order, and not while a request the replica
+    preempted waits for blocks of its own (SGLang resumes its retracted requests first:
+    `Replica.preempted_waiting`).  A reserved request's blocks count as used
+    (`Request.blocks`: the prompt's and its first decode step's, or the prompt's with the
+    rest of its length reserved) until the replica admits it, which then needs no new ones.
+    `reserved(req, now, at_once)` is called once its blocks are reserved, `at_once` when
+    that is as it is offered.
     """
 
     __slots__ = (
