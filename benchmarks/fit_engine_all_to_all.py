@@ -5,7 +5,10 @@ top-k experts (dispatch) and back (combine).  The engines run DeepEP's kernels f
 aiconfigurator-core measures them per engine on one node (``systems/data/<system>/comm/``:
 TensorRT-LLM's and vLLM's ``moe_a2a_perf.parquet``, SGLang's ``wideep_deepep_normal_perf`` and
 ``wideep_deepep_ll_perf``; 1 to 131,072 tokens per rank, hidden sizes 2,048-7,168, top-k 1-22,
-EP 4 on GB200/GB300 and 8 on the HGX boards).  The roofline prices one layer's exchange as
+EP 4 on GB200/GB300 and 8 on the HGX boards).  TensorRT-LLM on GB200's rack-scale NVLink runs
+its own NVLink kernels instead (its MNNVL method), timed in ``trtllm_alltoall_perf.parquet``
+(a layer's prepare, dispatch and combine, EP 2-64): that GPU's line is its own entry
+(``all_to_all_key``), not part of the Blackwell mean.  The roofline prices one layer's exchange as
 
     t = 2 (latency + tokens x top_k x hidden x 2 bytes x (ep - 1) / ep / (link x bw_eff))
 
@@ -32,6 +35,7 @@ from estimators import _aic_tables as aic
 from estimators._aic_calibration import (
     A2A_SKUS,
     FIT_ENGINES,
+    all_to_all_key,
     all_to_all_line_seconds,
     all_to_all_table,
     even_log2,
@@ -67,7 +71,8 @@ def main() -> int:
                 f"(p90 {float(np.percentile(err, 90)):.3f}, {len(rows.tokens)} sizes)"
             )
     print("\nengines.yaml all_to_all entries (fitted on every row):")
-    for engine, families in family_lines(A2A_SKUS, fit_all_to_all, mean_all_to_all).items():
+    lines = family_lines(A2A_SKUS, fit_all_to_all, mean_all_to_all, all_to_all_key)
+    for engine, families in lines.items():
         print(f"  {engine}:")
         for family, c in sorted(families.items()):
             print(f"    {family}: {{latency_us: {c.latency_us:.3g}, bw_eff: {c.bw_eff:.3g}}}")

@@ -96,8 +96,9 @@ from estimators._weight_precision import WeightPrecisions
 # fitting the roofline's engine constants to aiconfigurator's tables reads them with pandas,
 # which a simulation never needs: exported on first use (PEP 562)
 _CALIBRATION = (
-    "A2A_SKUS", "FIT_ENGINES", "FIT_SKUS", "engine_layer", "family_lines", "fit_all",
-    "fit_all_to_all", "fit_allreduce", "mean_all_to_all", "mean_allreduce", "model_shapes",
+    "A2A_SKUS", "FIT_ENGINES", "FIT_SKUS", "all_to_all_key", "engine_layer", "family_lines",
+    "fit_all", "fit_all_to_all", "fit_allreduce", "mean_all_to_all", "mean_allreduce",
+    "model_shapes",
 )  # fmt: skip
 
 
@@ -157,6 +158,7 @@ __all__ = [
     "UnknownModelError",
     "WeightPrecisions",
     "aic_available",
+    "all_to_all_key",
     "available_backends",
     "available_engines",
     "builtin_model_names",

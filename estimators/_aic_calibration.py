@@ -86,6 +86,7 @@ __all__ = [
     "AllToAllRows",
     "FitResult",
     "SkuEngineTables",
+    "all_to_all_key",
     "all_to_all_line_seconds",
     "all_to_all_table",
     "allreduce_seconds",
@@ -1284,6 +1285,14 @@ def fit_all_to_all(sku: GpuSku, engine: str) -> AllToAllCost | None:
     return fit_all_to_all_line(rows, node_link(sku))
 
 
+def all_to_all_key(sku: GpuSku, engine: str) -> str:
+    """The engines.yaml entry `engine`'s all-to-all line on `sku` belongs to: the GPU's own
+    (its id) where the engine runs its own kernels there (TensorRT-LLM on rack-scale NVLink:
+    `aic.runs_mnnvl_all_to_all`), else its family's."""
+    system = aic.system_for_sku(sku.id)
+    return sku.id if system and aic.runs_mnnvl_all_to_all(system, engine) else sku.family
+
+
 def mean_all_to_all(costs: Sequence[AllToAllCost]) -> AllToAllCost:
     """The field-by-field mean of several GPUs' lines (a family's entry in engines.yaml)."""
     return AllToAllCost(
@@ -1295,11 +1304,13 @@ def family_lines(
     skus: Iterable[str],
     fit: Callable[[GpuSku, str], Any],
     mean: Callable[[Sequence[Any]], Any],
+    key: Callable[[GpuSku, str], str] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """``{engine: {family: line}}`` for every engine of FIT_ENGINES: `fit` (`fit_allreduce`,
     `fit_all_to_all`) of each GPU of `skus` that has a table, and `mean` of those of a
     family (engines.yaml's entry for it); engines and families without a table are left
-    out."""
+    out.  `key` names a GPU's entry where it is not its family's (`all_to_all_key`: its
+    own where the engine runs other kernels there than on the rest of its family)."""
     catalog = load_catalog()
     out: dict[str, dict[str, Any]] = {}
     for engine in FIT_ENGINES:
@@ -1308,7 +1319,8 @@ def family_lines(
             sku = catalog.get(sku_id)
             line = fit(sku, engine)
             if line is not None:
-                by_family.setdefault(sku.family, []).append(line)
+                name = key(sku, engine) if key is not None else sku.family
+                by_family.setdefault(name, []).append(line)
         if by_family:
             out[engine] = {family: mean(lines) for family, lines in by_family.items()}
     return out

@@ -90,6 +90,7 @@ __all__ = [
     "load_nccl",
     "nearest_version",
     "resolve_table",
+    "runs_mnnvl_all_to_all",
     "system_for_sku",
     "systems_available",
     "versions_for",
@@ -431,6 +432,19 @@ _A2A_KEYS = ["ep", *_A2A_SHAPE]
 _A2A_KERNELS = ("deepep_ht", "deepep_ll")  # TensorRT-LLM's and vLLM's DeepEP backends
 
 
+# rack-scale NVLink systems (one NVLink domain over many boards, MNNVL): there TensorRT-LLM
+# runs its own NVLink all-to-all kernels, not DeepEP (select_alltoall_method_type returns
+# AlltoallMethodType.MNNVL where MnnvlMemory.supports_mnnvl()), measured in its
+# trtllm_alltoall_perf table
+MNNVL_SYSTEMS = frozenset({"gb200", "gb300"})
+_TRTLLM_MNNVL_TABLE = "trtllm_alltoall_perf.parquet"
+
+
+def runs_mnnvl_all_to_all(system: str, engine: str) -> bool:
+    """Whether `engine` exchanges MoE tokens with its own NVLink kernels on `system`."""
+    return engine == "trtllm" and system in MNNVL_SYSTEMS
+
+
 @functools.cache
 def load_all_to_all(system: str, engine: str, version: str | None = None) -> tuple[str, Any]:
     """(source label, rows) of the engine's measured MoE all-to-all on one node: columns
@@ -438,9 +452,12 @@ def load_all_to_all(system: str, engine: str, version: str | None = None) -> tup
     plus one combine, each phase on its fastest SM count, and at each size the faster of
     DeepEP's high-throughput and low-latency kernels where both were measured (the engines
     run the low-latency ones on decode batches, the others on prefills).  16-bit data only
-    where the table sets a dtype apart.  AicDataMissing without a table."""
+    where the table sets a dtype apart.  TensorRT-LLM on a rack-scale NVLink system: its own
+    kernels (`runs_mnnvl_all_to_all`).  AicDataMissing without a table."""
     if engine == "sglang":
         return _load_sglang_deepep(system, version)
+    if runs_mnnvl_all_to_all(system, engine):
+        return _load_trtllm_mnnvl(system, version)
     ref = resolve_table(system, "comm", engine, version, "moe_a2a_perf.parquet")
     fields = ("comm_backend", "phase", "comm_dtype", "ep_size", "node_num", "latency")
     df = _frame(ref, (*fields, *_A2A_SHAPE))
@@ -456,6 +473,24 @@ def load_all_to_all(system: str, engine: str, version: str | None = None) -> tup
     low = both["comm_backend"].astype(str).str.endswith("_ll")
     rows = _fastest_kernel(both.rename(columns={"sum": "us"}), low)
     return ref.label, rows.assign(seconds=rows["us"] * 1e-6).drop(columns="us")
+
+
+def _load_trtllm_mnnvl(system: str, version: str | None) -> tuple[str, Any]:
+    """TensorRT-LLM's NVLink all-to-all (its MNNVL method): a layer's prepare (the experts'
+    token counts exchanged), dispatch and combine, 16-bit (NVLinkTwoSided: the kernel its
+    table times in 16 bits; its one-sided successor was measured with NVFP4 data only)."""
+    ref = resolve_table(system, "comm", "trtllm", version, _TRTLLM_MNNVL_TABLE)
+    fields = ("op_name", "kernel_source", "moe_dtype", "moe_ep_size", "latency")
+    df = _frame(ref, (*fields, *_A2A_SHAPE))
+    df = df[df["moe_dtype"].astype(str) == "bfloat16"]
+    df = df[df["op_name"].isin(("alltoall_prepare", "alltoall_dispatch", "alltoall_combine"))]
+    df = df.rename(columns={"moe_ep_size": "ep"})
+    ops = df.groupby([*_A2A_KEYS, "op_name"])["latency"].min().reset_index()
+    layer = ops.groupby(_A2A_KEYS)["latency"].agg(["sum", "count"])
+    layer = layer[layer["count"] == 3]["sum"].reset_index()  # every op measured
+    return ref.label, layer.assign(seconds=layer["sum"].astype(float) * 1e-3).drop(
+        columns="sum"
+    )
 
 
 def _fastest_kernel(rows: Any, low_latency: Any) -> Any:

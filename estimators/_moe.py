@@ -50,8 +50,8 @@ aiconfigurator's ``moe_tp x moe_ep = tp`` deployments; attention stays tensor pa
   number of the ``ep`` ranks among its k experts drawn without replacement, (ep - 1) / ep of
   them another GPU: ``2 x n/ep x ranks x (ep-1)/ep x hidden x 2 B`` over the node's GPU link,
   plus one latency each phase, at the engine's measured efficiency (`AllToAllCost`, fitted to
-  its DeepEP tables by benchmarks/fit_engine_all_to_all.py). It replaces the MLP's TP
-  all-reduce.
+  its tables of the kernels it runs, DeepEP's or its own, by
+  benchmarks/fit_engine_all_to_all.py).  It replaces the MLP's TP all-reduce.
 """
 
 from __future__ import annotations

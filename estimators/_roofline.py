@@ -891,11 +891,13 @@ class RooflineEstimator:
         self._act_row_bytes = float(h * a)  # one token's hidden state
         self.pp_link = pp_link(node, tp, pp, c)
         # the experts' all-to-all, and the DP gather and scatter without EP: over NVLink
-        # inside a node, the all-to-all at the engine's measured DeepEP line
-        # (engines.yaml all_to_all); the nodes' network when the DP x TP GPUs span nodes
-        # (wide EP)
+        # inside a node, the all-to-all at the engine's measured line (engines.yaml
+        # all_to_all: the GPU's own, else its family's); the nodes' network when the DP x TP
+        # GPUs span nodes (wide EP)
         self._moe_link = (self.tp_link_bw, self._ar_eff, self._ar_lat)
-        a2a = engine.all_to_all.get(family) if engine is not None else None
+        a2a = None
+        if engine is not None:
+            a2a = engine.all_to_all.get(sku.id) or engine.all_to_all.get(family)
         self._a2a_link = (
             self.tp_link_bw,
             a2a.bw_eff if a2a else c.alltoall_bw_eff,

@@ -79,6 +79,7 @@ def gpu_fold(sku_id: str) -> HoldOutFold:
         A2A_SKUS,
         FIT_ENGINES,
         FIT_SKUS,
+        all_to_all_key,
         family_lines,
         fit_all,
         fit_all_to_all,
@@ -100,11 +101,13 @@ def gpu_fold(sku_id: str) -> HoldOutFold:
         """The other GPUs of the family among `skus`, and each engine's line of that
         family refitted to their tables (None: no table left)."""
         kin = [s for s in skus if s != sku_id and catalog.get(s).family == family]
-        lines = family_lines(kin, fit, mean)
+        lines = family_lines(kin, fit, mean, all_to_all_key if fit is fit_all_to_all else None)
         return kin, {e: {family: lines.get(e, {}).get(family)} for e in FIT_ENGINES}
 
     others, allreduce = refit(FIT_SKUS, fit_allreduce, mean_allreduce)
     kin, all_to_all = refit(A2A_SKUS, fit_all_to_all, mean_all_to_all)
+    for lines in all_to_all.values():  # the held-out GPU's own line, where an engine has one
+        lines[sku_id] = None
     kept = ", ".join(others) or "none: the roofline's NCCL fit applies"
     kept_a2a = ", ".join(kin) or "none: the roofline's alltoall constants apply"
     excluded = (

@@ -399,9 +399,13 @@ def test_gpu_fold_has_no_constants_from_that_gpus_tables(cache):
         b200 = constants_from_table(fold.table, "blackwell", "b200", engine)
         assert b200.matmul_eff_max == pytest.approx(np.exp(np.mean(np.log(fitted))), rel=1e-3)
         assert fold.allreduce[engine] == {"blackwell": None}  # no other Blackwell GPU
-        # B200's all-to-all: the other Blackwell GPUs' tables (B300, GB200) alone
-        others = [fit_all_to_all(load_catalog().get(s), engine) for s in ("b300", "gb200")]
-        assert fold.all_to_all[engine] == {"blackwell": mean_all_to_all(others)}
+        # B200's all-to-all: the other Blackwell GPUs' tables (B300, GB200) alone, but
+        # TensorRT-LLM's GB200 line is its own (its NVLink kernels there: all_to_all_key)
+        kin = ("b300",) if engine == "trtllm" else ("b300", "gb200")
+        others = [fit_all_to_all(load_catalog().get(s), engine) for s in kin]
+        assert fold.all_to_all[engine] == {"blackwell": mean_all_to_all(others), "b200": None}
+    gb200 = gpu_fold("gb200")  # TensorRT-LLM's own GB200 line goes with the GPU's tables
+    assert gb200.all_to_all["trtllm"]["gb200"] is None
     h100 = gpu_fold("h100-sxm")
     assert "h100-sxm" not in h100.table["engines"]["vllm"]["skus"]
     h200_only = h100.allreduce["vllm"]["hopper"]  # refitted to H200's table alone
@@ -474,22 +478,39 @@ def test_the_all_to_all_tables_are_per_rank_sizes_on_the_kernel_the_engine_runs(
     assert 12 not in us.index and 16 in us.index and 131072 in us.index  # 12: normal only
     assert 30 < us[16] < 70 and 3000 < us[16384] < 6000  # tens of us; ms at 16k tokens
     assert us[1024] > 5 * us[16]  # latency-bound small, bandwidth-bound large
-    _, trt = load_all_to_all("gb200", "trtllm")
-    assert set(trt["ep"]) == {4}
+    _, trt = load_all_to_all("b200_sxm", "trtllm")  # DeepEP, one HGX board
+    assert set(trt["ep"]) == {8}
+    # TensorRT-LLM on GB200's rack-scale NVLink: its own kernels, EP 2-64, a layer's
+    # prepare + dispatch + combine (tens of microseconds at a few tokens)
+    label, mnnvl = load_all_to_all("gb200", "trtllm")
+    assert "trtllm_alltoall_perf" in label and set(mnnvl["ep"]) == {2, 4, 8, 16, 32, 64}
+    one = mnnvl[(mnnvl.ep == 32) & (mnnvl.num_tokens == 1)]["seconds"].item() * 1e6
+    assert 25 < one < 60
 
 
 def test_the_shipped_all_to_all_lines_are_the_fit_of_the_installed_tables():
     """engines.yaml's all_to_all entries are what benchmarks/fit_engine_all_to_all.py
-    prints: each family the mean of its GPUs' fits."""
+    prints: each family the mean of its GPUs' fits, a GPU where the engine runs kernels of
+    its own (TensorRT-LLM on GB200) its own."""
     from estimators import load_engine
-    from estimators._aic_calibration import A2A_SKUS, fit_all_to_all, mean_all_to_all
+    from estimators._aic_calibration import (
+        A2A_SKUS,
+        all_to_all_key,
+        fit_all_to_all,
+        mean_all_to_all,
+    )
     from sku_catalog import load_catalog
 
     catalog = load_catalog()
     for engine in ("vllm", "sglang", "trtllm"):
         shipped = load_engine(engine).all_to_all
-        for family in ("hopper", "blackwell"):
-            skus = [s for s in A2A_SKUS if catalog.get(s).architecture == family]
-            fit = mean_all_to_all([fit_all_to_all(catalog.get(s), engine) for s in skus])
-            assert shipped[family].latency_us == pytest.approx(fit.latency_us, rel=0.01)
-            assert shipped[family].bw_eff == pytest.approx(fit.bw_eff, rel=0.01)
+        entries: dict[str, list] = {}
+        for s in A2A_SKUS:  # each GPU's entry: its family's, or its own (all_to_all_key)
+            sku = catalog.get(s)
+            entries.setdefault(all_to_all_key(sku, engine), []).append(sku)
+        assert set(shipped) == set(entries)
+        for key, skus in entries.items():
+            fit = mean_all_to_all([fit_all_to_all(sku, engine) for sku in skus])
+            assert shipped[key].latency_us == pytest.approx(fit.latency_us, rel=0.01)
+            assert shipped[key].bw_eff == pytest.approx(fit.bw_eff, rel=0.01)
+    assert set(load_engine("trtllm").all_to_all) == {"hopper", "blackwell", "gb200"}

@@ -411,3 +411,19 @@ def test_shared_experts_run_beside_the_routed_ones_where_the_engine_streams_them
         for engine in (replace(trt, shared_experts_stream=None), trt)
     )
     assert q_trt._moe_part(8.0, 8.0, True)[0] == pytest.approx(q_plain._moe_part(8.0, 8.0)[0])
+
+
+def test_a_gpus_own_all_to_all_line_comes_before_its_familys():
+    """TensorRT-LLM's GB200 line (its NVLink kernels there) prices a GB200 exchange; a B200,
+    same family, takes the Blackwell line."""
+    from sku_catalog import load_catalog
+
+    catalog = load_catalog()
+    deepseek = load_model("deepseek-ai/DeepSeek-V3")
+    trt = load_engine("trtllm")
+    for sku_id, key in (("gb200", "gb200"), ("b200", "blackwell")):
+        est = RooflineEstimator(deepseek, catalog.get(sku_id), tp=1, dp=8, ep=8,
+                                precision=Precision.FP8, engine=trt)  # fmt: skip
+        line = trt.all_to_all[key]
+        assert est._a2a_link[1:] == (line.bw_eff, line.latency_us * 1e-6)
+    assert trt.all_to_all["gb200"] != trt.all_to_all["blackwell"]
