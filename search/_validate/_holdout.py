@@ -96,16 +96,19 @@ def gpu_fold(sku_id: str) -> HoldOutFold:
     fits = fit_all(exclude_sku=sku_id)
 
     def refit(
-        skus: Sequence[str], fit: Callable[..., Any], mean: Callable[..., Any]
+        skus: Sequence[str],
+        fit: Callable[..., Any],
+        mean: Callable[..., Any],
+        key: Callable[..., str] | None = None,
     ) -> tuple[list[str], dict[str, Any]]:
         """The other GPUs of the family among `skus`, and each engine's line of that
-        family refitted to their tables (None: no table left)."""
+        family refitted to their tables (None: no table left; `key`: `family_lines`')."""
         kin = [s for s in skus if s != sku_id and catalog.get(s).family == family]
-        lines = family_lines(kin, fit, mean, all_to_all_key if fit is fit_all_to_all else None)
+        lines = family_lines(kin, fit, mean, key)
         return kin, {e: {family: lines.get(e, {}).get(family)} for e in FIT_ENGINES}
 
     others, allreduce = refit(FIT_SKUS, fit_allreduce, mean_allreduce)
-    kin, all_to_all = refit(A2A_SKUS, fit_all_to_all, mean_all_to_all)
+    kin, all_to_all = refit(A2A_SKUS, fit_all_to_all, mean_all_to_all, all_to_all_key)
     for lines in all_to_all.values():  # the held-out GPU's own line, where an engine has one
         lines[sku_id] = None
     kept = ", ".join(others) or "none: the roofline's NCCL fit applies"
