@@ -480,7 +480,7 @@ def _load_trtllm_mnnvl(system: str, version: str | None) -> tuple[str, Any]:
     token counts exchanged), dispatch and combine, 16-bit (NVLinkTwoSided: the kernel its
     table times in 16 bits; its one-sided successor was measured with NVFP4 data only)."""
     ref = resolve_table(system, "comm", "trtllm", version, _TRTLLM_MNNVL_TABLE)
-    fields = ("op_name", "kernel_source", "moe_dtype", "moe_ep_size", "latency")
+    fields = ("op_name", "moe_dtype", "moe_ep_size", "latency")
     df = _frame(ref, (*fields, *_A2A_SHAPE))
     df = df[df["moe_dtype"].astype(str) == "bfloat16"]
     df = df[df["op_name"].isin(("alltoall_prepare", "alltoall_dispatch", "alltoall_combine"))]
