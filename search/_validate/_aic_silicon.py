@@ -48,7 +48,10 @@ The two campaigns in the file differ in their prompt and output lengths (`source
   batch waiting, request polling, KV-cache dtype, token budgets, batch caps and memory
   fractions of `_launch_scripts.py`, which also names the runs made with speculative
   decoding that the rows do not record (skipped).
-- `aic-collection`, NVIDIA's own runs: the listed lengths, fixed.
+- `aic-collection`, NVIDIA's own runs: the listed lengths, fixed.  Two of its files
+  (`source_file=kimi-k2.5-gap-analysis.csv`, `qwen3.5-397b-gap-analysis.csv`) are not runs
+  of NVIDIA's own: each of their 123 rows is a benchmark dump's row, its means rounded to
+  0.01 ms, so they are skipped as copies (`_dump_copy_key`).
 
 Only the points llmcap can represent are kept: aggregated mode, a model the catalog knows
 (dense, or a mixture of experts whose MoE TP x EP spans its attention DP x TP GPUs), a GPU the
@@ -243,6 +246,9 @@ MODEL_KINDS = ("dense", "moe", "all")  # `select_points(models=...)`
 # the skip reason of a row repeating a kept row's measurement: the same deployment, workload
 # and measured TTFT and TPOT (`_measurement`; the benchmark's dumps copy their rows)
 REPEATED = "repeat of another row's measurement"
+# the skip reason of a row that another campaign's file copied from a benchmark dump, its
+# means rounded to 0.01 ms (`_dump_copy_key`)
+DUMP_COPY = "copy of a benchmark dump's measurement, rounded"
 RACK_LAYOUT = "rack-scale layout not recorded (tp_size > 8 on an NVL72 rack)"
 # the skip reason of an aggregated row whose load ran on more workers or attention-DP ranks
 # than it records (`unrecorded_workers`)
@@ -361,10 +367,13 @@ def select_points(
     from search._validate._aic_disagg import map_disagg_row
 
     selection = Selection(points=[], total_rows=len(rows))
+    dumped = {_dump_copy_key(row) for row in rows if _row_source(row) == BENCHMARK_DB}
     mapped: list[ValidationPoint | str] = []
     for line, row in enumerate(rows, start=2):
         disagg = row["mode"] != "agg"
-        if disagg and modes == "agg":
+        if _row_source(row) != BENCHMARK_DB and _dump_copy_key(row) in dumped:
+            mapped.append(DUMP_COPY)
+        elif disagg and modes == "agg":
             mapped.append("disaggregated (prefill/decode pools)")
         elif not disagg and modes == "disagg":
             mapped.append("aggregated (not in --modes disagg)")
@@ -408,6 +417,20 @@ def _measurement(point: ValidationPoint) -> ValidationPoint:
         measured_ttft_ms=float(f"{point.measured_ttft_ms:.9g}"),
         measured_tpot_ms=float(f"{point.measured_tpot_ms:.9g}"),
     )  # fmt: skip
+
+
+def _dump_copy_key(row: dict[str, str]) -> tuple[str, ...]:
+    """What identifies a benchmark dump's measurement in a file that copied it: the
+    deployment, workload and measured means to 0.01 ms.  NVIDIA's gap-analysis files for
+    Kimi-K2.5 and Qwen3.5-397B (`source_file=kimi-k2.5-gap-analysis.csv`, ...) carry the
+    dumps' rows with their means rounded so; read as NVIDIA's own fixed-length runs they
+    would count one measurement twice, the second time under a client it did not have.  The
+    layout is left out: the copies record it their own way (batch_size the concurrency where
+    the dump records it per attention DP rank, `dump_layout`)."""
+    model = catalog_model_name(row["model_path"]) or row["model_path"]
+    fields = ("system", "backend", "mode", "isl", "osl")
+    means = (f"{float(row[name] or 'nan'):.2f}" for name in ("silicon_ttft_ms", "silicon_tpot_ms"))
+    return (model, *(row[name] for name in fields), *means)
 
 
 def load_aic_silicon(models: str = "dense", modes: str = "agg") -> Selection:
@@ -578,7 +601,7 @@ def _map_row(row: dict[str, str], where: str, line: int) -> ValidationPoint | st
         return basics
     if unrecorded_workers(row, basics.concurrency, where, line):
         return UNRECORDED_WORKERS
-    if _source(row["silicon_data_source"] or "") == "benchmark-db":
+    if _row_source(row) == BENCHMARK_DB:
         node = node_gpus(basics.sku)
         row = dump_layout(row, basics.engine, node)
         if node > 8 and _int(row, "tp_size", where, line) > 8:
@@ -608,7 +631,7 @@ def measured_point(
     """The fields every row gives (engine, model, GPU, precision, lengths, concurrency, the
     measured means, the campaign and its client), with the row's own parallelism `fields`
     on top."""
-    source = _source(row["silicon_data_source"] or "")
+    source = _row_source(row)
     common = dict(
         id=row["id"],
         engine=basics.engine,
@@ -647,7 +670,7 @@ def _client_warmup(row: dict[str, str]) -> str:
     """Whether the public benchmark's single-node client warmed the server up before timing
     an aggregated row, by its measurement date (module docstring); "" for other campaigns."""
     text = row["silicon_data_source"] or ""
-    if _source(text) != "benchmark-db":
+    if _source(text) != BENCHMARK_DB:
         return ""
     try:
         measured = datetime.date.fromisoformat(measured_date(text))
@@ -659,7 +682,8 @@ def _client_warmup(row: dict[str, str]) -> str:
 
 
 # each campaign's client length spread (`ValidationPoint.length_ratio`; module docstring)
-LENGTH_RATIO = {"benchmark-db": 0.8, "aic-collection": 1.0}
+BENCHMARK_DB, AIC_COLLECTION = "benchmark-db", "aic-collection"  # `_source`
+LENGTH_RATIO = {BENCHMARK_DB: 0.8, AIC_COLLECTION: 1.0}
 
 
 # the benchmark dumps that the file names by their own file name (module docstring)
@@ -670,8 +694,12 @@ def _source(text: str) -> str:
     """Which campaign measured the point: a public benchmark dump or NVIDIA's own runs."""
     first = text.split(";", 1)[0].strip()
     if first.startswith("db-dump") or first in _BENCHMARK_DUMPS:
-        return "benchmark-db"
-    return "aic-collection"
+        return BENCHMARK_DB
+    return AIC_COLLECTION
+
+
+def _row_source(row: dict[str, str]) -> str:
+    return _source(row["silicon_data_source"] or "")
 
 
 def _int(row: dict[str, str], name: str, where: str, line: int, default: int | None = None) -> int:

@@ -258,7 +258,8 @@ def test_the_public_tensorrt_llm_1k_1k_points_below_tp8_batch_their_prompts():
         row(silicon_data_source=public, backend="trtllm", isl="1024", osl="1024", tp_size="8"),
         row(silicon_data_source=public, backend="trtllm", isl="8192", osl="1024", tp_size="4"),
         row(silicon_data_source=public, backend="vllm", isl="1024", osl="1024", tp_size="4"),
-        row(backend="trtllm", isl="1024", osl="1024", tp_size="4"),  # NVIDIA's own runs
+        # NVIDIA's own runs (a measurement of their own, not a copy of the dump's)
+        row(backend="trtllm", isl="1024", osl="1024", tp_size="4", silicon_ttft_ms="131.2"),
     ]
     waits = [(p.batch_wait_iters, p.batch_wait_token_ratio) for p in select_points(rows).points]
     assert waits == [(20, 0.9), (0, 0.0), (0, 0.0), (0, 0.0), (0, 0.0)]
@@ -478,6 +479,24 @@ def test_a_measurement_copied_into_another_dump_counts_once():
     selection = select_points([r1, v3], models="moe")
     assert [p.id for p in selection.points] == ["r1"]
     assert selection.skipped == {_aic_silicon.REPEATED: 1}
+
+
+def test_a_dump_measurement_another_campaign_copied_rounded_is_skipped():
+    """NVIDIA's gap-analysis files carry benchmark-dump rows with their means rounded to
+    0.01 ms (and their own batch_size): one measurement, kept once, as the dump's."""
+    dump = row(id="dump", silicon_data_source="db-dump/x; silicon_concurrency=16",
+               silicon_ttft_ms="169.9406875", silicon_tpot_ms="8.3614")  # fmt: skip
+    copy = row(id="copy", silicon_data_source="source_file=kimi-k2.5-gap-analysis.csv; "
+               "silicon_concurrency=16", silicon_ttft_ms="169.94", silicon_tpot_ms="8.36",
+               batch_size="4")  # fmt: skip
+    own = row(id="own", silicon_data_source="source_file=/data/h200_sxm/x.csv; "
+              "silicon_concurrency=16", silicon_ttft_ms="169.95",
+              silicon_tpot_ms="8.36")  # fmt: skip
+    for rows in ([copy, dump, own], [dump, copy, own]):
+        selection = select_points(rows)
+        assert sorted(p.id for p in selection.points) == ["dump", "own"]
+        assert selection.skipped == {_aic_silicon.DUMP_COPY: 1}
+        assert {p.id: p.source for p in selection.points}["dump"] == "benchmark-db"
 
 
 LAYOUT = ("tp_size", "attention_dp_size", "moe_tp_size", "moe_ep_size")
