@@ -367,7 +367,7 @@ def select_points(
     from search._validate._aic_disagg import map_disagg_row
 
     selection = Selection(points=[], total_rows=len(rows))
-    dumped = {_dump_copy_key(row) for row in rows if _row_source(row) == BENCHMARK_DB}
+    dumped = {_dump_copy_key(row) for row in rows if _row_source(row) == BENCHMARK_DB} - {None}
     mapped: list[ValidationPoint | str] = []
     for line, row in enumerate(rows, start=2):
         disagg = row["mode"] != "agg"
@@ -419,18 +419,23 @@ def _measurement(point: ValidationPoint) -> ValidationPoint:
     )  # fmt: skip
 
 
-def _dump_copy_key(row: dict[str, str]) -> tuple[str, ...]:
+def _dump_copy_key(row: dict[str, str]) -> tuple[str, ...] | None:
     """What identifies a benchmark dump's measurement in a file that copied it: the
-    deployment, workload and measured means to 0.01 ms.  NVIDIA's gap-analysis files for
-    Kimi-K2.5 and Qwen3.5-397B (`source_file=kimi-k2.5-gap-analysis.csv`, ...) carry the
-    dumps' rows with their means rounded so; read as NVIDIA's own fixed-length runs they
-    would count one measurement twice, the second time under a client it did not have.  The
-    layout is left out: the copies record it their own way (batch_size the concurrency where
-    the dump records it per attention DP rank, `dump_layout`)."""
+    deployment, workload, concurrency and measured means to 0.01 ms (None: a mean missing).
+    NVIDIA's gap-analysis files for Kimi-K2.5 and Qwen3.5-397B
+    (`source_file=kimi-k2.5-gap-analysis.csv`, ...) carry the dumps' rows with their means
+    rounded so; read as NVIDIA's own fixed-length runs they would count one measurement
+    twice, the second time under a client it did not have.  The layout is left out: the
+    copies record it their own way (batch_size the concurrency where the dump records it per
+    attention DP rank, `dump_layout`)."""
+    try:
+        means = [f"{float(row[name]):.2f}" for name in ("silicon_ttft_ms", "silicon_tpot_ms")]
+    except ValueError:
+        return None
     model = catalog_model_name(row["model_path"]) or row["model_path"]
+    concurrency = record_field(row["silicon_data_source"] or "", "silicon_concurrency")
     fields = ("system", "backend", "mode", "isl", "osl")
-    means = (f"{float(row[name] or 'nan'):.2f}" for name in ("silicon_ttft_ms", "silicon_tpot_ms"))
-    return (model, *(row[name] for name in fields), *means)
+    return (model, *(row[name] for name in fields), concurrency, *means)
 
 
 def load_aic_silicon(models: str = "dense", modes: str = "agg") -> Selection:

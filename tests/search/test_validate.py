@@ -497,6 +497,7 @@ def test_a_dump_measurement_another_campaign_copied_rounded_is_skipped():
         assert sorted(p.id for p in selection.points) == ["dump", "own"]
         assert selection.skipped == {_aic_silicon.DUMP_COPY: 1}
         assert {p.id: p.source for p in selection.points}["dump"] == "benchmark-db"
+    assert _aic_silicon._dump_copy_key(row(silicon_ttft_ms="")) is None  # nothing to match
 
 
 LAYOUT = ("tp_size", "attention_dp_size", "moe_tp_size", "moe_ep_size")
