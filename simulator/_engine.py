@@ -248,7 +248,7 @@ class Simulation:
         # its prefill replica, which the router counts it against from now on
         req.replica = replica.id
         replica.outstanding += 1
-        decoder.transfers.offer(req, now, decoder.preempted_waiting)
+        decoder.reserve_when_polled(req, now)
 
     def _release_prefill(
         self, decoder: Replica, req: Request, now: float, _at_once: bool
@@ -285,7 +285,7 @@ class Simulation:
             self._reject_at_decode(req, replica, reason, now)
             return
         replica.outstanding += 1  # from the hand-off on: the next request goes elsewhere
-        replica.transfers.offer(req, now, replica.preempted_waiting)
+        replica.offer_transfer(req, now)
 
     def _start_transfer(
         self, replica: Replica, req: Request, now: float, at_hand_off: bool

@@ -81,6 +81,9 @@ class Replica:
         self.schedule_ahead = config.schedule_ahead
         self.holds = self.recv_interval > 1 or self.schedule_ahead
         self.held: list[tuple[float, Request]] = []
+        # a decode replica reserving KV when a request is routed (SGLang): the requests
+        # routed here whose reservation waits for the scheduler to take them in (`_poll`)
+        self.routed: list[Request] = []
         self._polled_at = 0  # the decode iterations (`decode_iterations`) at its last poll
         self.outstanding = 0  # routed here and not finished
         self.now = 0.0
@@ -132,6 +135,22 @@ class Replica:
             self.wake_at = now
             self.sim.schedule_wake(self, now, after_arrivals=True)
 
+    def reserve_when_polled(self, req: Request, now: float) -> None:
+        """A decode replica that reserves a request's KV blocks when it is routed (SGLang's
+        decode server: its scheduler takes the request in, then its DecodePreallocQueue
+        reserves the blocks): the reservation (`offer_transfer`) waits for the scheduler's
+        next poll for new requests (`_poll`), at once when no batch is in flight."""
+        if self.holds:
+            if any(lane.in_flight for lane in self.lanes):
+                self.routed.append(req)
+                return
+            self._polled_at = self.decode_iterations()  # idle: it polls at once
+        self.offer_transfer(req, now)
+
+    def offer_transfer(self, req: Request, now: float) -> None:
+        """A decode replica: reserve the KV blocks of `req`, or queue it until they fit."""
+        self.transfers.offer(req, now, self.preempted_waiting)
+
     def _take_in(self, req: Request) -> None:
         """The scheduler takes in a new request: it waits for its prompt to be admitted,
         after the part of it the prefix cache holds."""
@@ -152,7 +171,9 @@ class Replica:
         left to run.  Under `schedule_ahead` the batch that follows was formed while this one
         ran, so it takes in only the requests that arrived before this batch (the batch in
         flight at their arrival ended before `now`); the others wait for the next batch end,
-        unless nothing is left to run."""
+        unless nothing is left to run.  A decode replica's routed requests (`routed`) have
+        their KV blocks reserved at the poll itself, the batch in flight aside (SGLang's
+        decode loop reserves them as it takes them in, before it forms a batch)."""
         iterations = self.decode_iterations()
         idle = not (self.waiting or any(lane.num_seqs for lane in self.lanes))
         if not (
@@ -168,6 +189,9 @@ class Replica:
             self.held = []
         for _, req in held:
             self._take_in(req)
+        routed, self.routed = self.routed, []
+        for req in routed:
+            self.offer_transfer(req, now)
 
     def receive(self, req: Request, now: float) -> None:
         """A request whose prompt a prefill pool computed arrives with its KV cache (a
@@ -375,6 +399,7 @@ class Replica:
             self.bursts
             or self.waiting
             or self.held
+            or self.routed
             or lane.prefilling
             or not lane.members
             or need > pool.total - pool.used
@@ -491,7 +516,7 @@ class Replica:
         need neither queue: each is its dispatch, a wake-up that dispatches nothing, and
         its end, handled at once when both come next."""
         sim = self.sim
-        if self.bursts or self.waiting or self.held or sim.stage_spans is not None:
+        if self.bursts or self.waiting or self.held or self.routed or sim.stage_spans is not None:
             return False
         lanes = self.lanes
         for lane in lanes:
@@ -753,7 +778,7 @@ class Replica:
             if self.holds:
                 self._poll(plan, now)  # after a batch with prompt tokens, it polls
         else:
-            if self.held:
+            if self.held or self.routed:
                 self._poll(plan, now)
             if self.pp == 1:
                 if self._run_decode_steps(lane, plan, now):  # decodes alone: no policy to ask

@@ -304,3 +304,48 @@ def test_a_request_waiting_for_its_decode_reservation_counts_against_its_prefill
     assert [r.replica for r in sim.requests] == [0, 1, 0]
     assert [r.outstanding for r in sim.replicas] == [2, 1, 3]
     assert len(sim.replicas[2].transfers.waiting) == 2
+
+
+def _polling_sim(workload, recv_interval: int) -> Simulation:
+    """One prefill and one decode replica, SGLang's reservation when a request is routed,
+    the decode replica taking in new requests every `recv_interval` decode iterations."""
+    decode = SchedulerConfig(SchedulerKind.SARATHI, batch_size=32, chunk_size=256,
+                             recv_interval=recv_interval)  # fmt: skip
+    pool = DecodePool(
+        LinearEstimator(), decode, ClusterConfig(num_kv_blocks=1000, watermark=0.0),
+        Hardware(), transfer_seconds_per_token=SECONDS_PER_TOKEN, reserve=DECODE_RESERVE_AT_ROUTE,
+    )  # fmt: skip
+    return Simulation(
+        workload, LinearEstimator(),
+        SchedulerConfig(SchedulerKind.SARATHI, batch_size=32, chunk_size=2048),
+        ClusterConfig(num_kv_blocks=1000, watermark=0.0), RunOptions(), decode_pool=pool,
+    )  # fmt: skip
+
+
+def test_a_decode_replica_reserves_a_routed_request_when_its_scheduler_polls():
+    """SGLang's decode server takes a routed request in (scheduler-recv-interval: every N
+    decode iterations while it decodes) before it reserves its KV, and only then may the
+    prefill start.  A second request routed while the first decodes waits for that poll;
+    polling every iteration, it is reserved and prefilled on arrival."""
+    arrival = 0.05  # the first request decodes from about 8 ms to about 0.2 s
+    workload = make_workload([64, 64], [40, 10], [0.0, arrival])
+    every = _polling_sim(workload, recv_interval=1)
+    every.run()
+    check_conservation(every)
+    assert every.requests[1].scheduled_at == arrival
+
+    sim = _polling_sim(workload, recv_interval=4)
+    starts = _record_starts(sim)
+    sim.run()
+    check_conservation(sim)
+    first, second = sim.requests
+    assert first.scheduled_at == 0.0  # an idle decode replica polls at once
+    batches = sim.batches.columns()
+    ends = zip(batches["replica"], batches["end"], strict=True)
+    decode_ends = sorted(e for r, e in ends if r == 1)
+    after = [e for e in decode_ends if e > arrival]
+    # taken in at the end of a decode iteration, within four of its arrival: its KV
+    # reserved then, its prefill started at once on the idle prefill replica
+    assert second.scheduled_at in after[:4] and second.scheduled_at > arrival
+    assert [t for i, t, _ in starts if i == 1] == [second.scheduled_at]
+    assert second.first_token_at > every.requests[1].first_token_at
