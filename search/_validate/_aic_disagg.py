@@ -59,6 +59,18 @@ flashinfer_trtllm``, under which SGLang turns its shared-experts fusion off (eng
 `shared_experts_fusion`), as the aggregated points' B200 scripts do
 (`_launch_scripts.py`): those points take that kernel (`ValidationPoint.moe_kernel`).
 
+Every SGLang DeepSeek-R1 recipe for B200 and GB200 in NVIDIA/srt-slurm (recipes/b200-fp8/,
+b200-fp4/, gb200-fp8/, gb200-fp4/: each file, each variant, read 2026-11-29) starts both
+pools with ``kv-cache-dtype: fp8_e4m3``, against SGLang's default of the model's dtype: those
+points keep an FP8 KV cache (`ValidationPoint.kv_cache_dtype`; its bytes are what the
+transfer moves).  Its H200 recipes (recipes/h200/8k1k/) set none.  The GB200 low-latency
+recipes (gb200-fp8/1k1k/low-latency.yaml, 8k1k/low-latency.yaml, gb200-fp4/1k1k/ and
+8k1k/low-latency.yaml), the GB200 recipes whose decode pool runs without attention DP,
+also set ``scheduler-recv-interval: 10`` on both pools, and no other recipe sets it: each
+pool's scheduler then takes in new requests every 10 decode iterations
+(`ValidationPoint.recv_interval`, `PoolShape.recv_interval`), the decode pool's before it
+reserves their KV (`simulator.Replica.reserve_when_polled`), so a prefill waits for it.
+
 Rows without worker counts are skipped: the P:D ratio decides the throughput at load, and
 llmcap does not guess it.  Everything else is skipped for the aggregated rows' reasons,
 per pool.
@@ -66,7 +78,7 @@ per pool.
 
 from __future__ import annotations
 
-from estimators import MOE_ALL_TO_ALL_ALWAYS
+from estimators import MOE_ALL_TO_ALL_ALWAYS, Precision
 from search._validate._aic_silicon import (
     PoolShape,
     ValidationPoint,
@@ -78,6 +90,8 @@ from search._validate._aic_silicon import (
 )
 from search._validate._launch_scripts import DEEPSEEK, SGLANG_BLACKWELL_DEEPSEEK_MOE
 
+# the scheduler-recv-interval of SGLang's GB200 low-latency recipes (module docstring)
+SGLANG_LOW_LATENCY_RECV_INTERVAL = 10
 NO_WORKER_COUNTS = "disaggregated without worker counts (prefill/decode_num_workers empty)"
 
 
@@ -104,15 +118,21 @@ def map_disagg_row(row: dict[str, str], where: str, line: int) -> ValidationPoin
     deepep = basics.engine == "sglang" and basics.sku == "gb200" and max(dp, d_dp) > 1
     if deepep:  # SGLang's ep_size is its tp_size there (module docstring)
         ep, d_ep = _deepep_ep(tp, dp, ep), _deepep_ep(d_tp, d_dp, d_ep)
-    sglang_trtllm_moe = (  # the recipes' MoE runner (module docstring)
+    sglang_blackwell_deepseek = (  # the recipes' MoE runner and KV dtype (module docstring)
         basics.engine == "sglang" and basics.model == DEEPSEEK
         and sku_family(basics.sku) == "blackwell"
     )  # fmt: skip
+    # SGLang's GB200 low-latency recipes: both pools poll every 10 decode iterations
+    recv_interval = SGLANG_LOW_LATENCY_RECV_INTERVAL if (
+        basics.engine == "sglang" and basics.sku == "gb200" and d_dp == 1
+    ) else 1  # fmt: skip
     return measured_point(
         row, basics, where, line,
         engine_version=_engine_version(row, basics.engine), tp=tp, pp=pp, dp=dp, ep=ep,
         moe_all_to_all=MOE_ALL_TO_ALL_ALWAYS if deepep else "",
-        moe_kernel=SGLANG_BLACKWELL_DEEPSEEK_MOE if sglang_trtllm_moe else "",
+        moe_kernel=SGLANG_BLACKWELL_DEEPSEEK_MOE if sglang_blackwell_deepseek else "",
+        kv_cache_dtype=Precision.FP8 if sglang_blackwell_deepseek else None,
+        recv_interval=recv_interval,
         decode_router=_decode_router(row, basics.engine),
         replicas=_int(row, "prefill_num_workers", where, line),
         batch_size=0,  # prefill_batch_size is a placeholder (module docstring)
@@ -122,6 +142,7 @@ def map_disagg_row(row: dict[str, str], where: str, line: int) -> ValidationPoin
             dp=d_dp,
             ep=d_ep,
             batch_size=_int(row, "decode_batch_size", where, line, default=0),
+            recv_interval=recv_interval,
         ),
     )  # fmt: skip
 

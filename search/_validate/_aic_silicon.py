@@ -233,13 +233,15 @@ class ValidationPoint:
 class PoolShape:
     """The decode pool of a disaggregated point: `replicas` workers of `dp` x `tp` GPUs (MoE
     experts over `ep` of them), each attention DP rank batching at most `batch_size`
-    requests (0: not recorded)."""
+    requests (0: not recorded), taking in new requests every `recv_interval` decode
+    iterations (`SchedulerConfig.recv_interval`)."""
 
     tp: int
     replicas: int = 1
     dp: int = 1
     ep: int = 1
     batch_size: int = 0
+    recv_interval: int = 1
 
 
 MODEL_KINDS = ("dense", "moe", "all")  # `select_points(models=...)`

@@ -7,6 +7,7 @@ import importlib.util
 import pytest
 from click.testing import CliRunner
 
+from estimators import Precision
 from search._validate import DatasetError, error_stats, load_aic_silicon, select_points
 from search._validate._aic_disagg import NO_WORKER_COUNTS
 from search._validate._run import deployment_for, simulate_points
@@ -107,6 +108,33 @@ def test_sglangs_blackwell_recipes_run_flashinfer_trtllm_moe_without_shared_expe
         prepared = prepare(deployment_for(point))
         assert prepared.estimator._fused_shared == fused, point.sku
         assert prepared.decode_pool.estimator._fused_shared == fused, point.sku
+
+
+def test_sglangs_blackwell_recipes_keep_an_fp8_kv_cache_and_gb200_low_latency_ones_poll():
+    """Every SGLang DeepSeek-R1 recipe for B200 and GB200 starts both pools with an FP8 KV
+    cache (its H200 ones keep the model's dtype); the GB200 low-latency recipes, whose
+    decode pool runs without attention DP, take in new requests every 10 decode
+    iterations on both pools; TensorRT-LLM keeps its own defaults."""
+    tp4 = {"prefill_tp_size": "4", "prefill_attention_dp_size": "1", "prefill_moe_tp_size": "4",
+           "prefill_moe_ep_size": "1", "decode_tp_size": "4", "decode_attention_dp_size": "1",
+           "decode_moe_tp_size": "4", "decode_moe_ep_size": "1"}  # fmt: skip
+    rows = [
+        disagg(backend="sglang", backend_version="0.5.8", system="gb200", **tp4),
+        disagg(backend="sglang", backend_version="0.5.8", system="gb200"),  # attention DP
+        disagg(backend="sglang", backend_version="0.5.8"),
+        disagg(backend="sglang", backend_version="0.5.8", system="h200_sxm", **tp4),
+        disagg(system="gb200", **tp4),
+    ]
+    low_latency, gb200, b200, h200, trt = select_points(rows, models="all", modes="disagg").points
+    assert {p.kv_cache_dtype for p in (low_latency, gb200, b200)} == {Precision.FP8}
+    assert h200.kv_cache_dtype is None and trt.kv_cache_dtype is None
+    assert (low_latency.recv_interval, low_latency.decode.recv_interval) == (10, 10)
+    for point in (gb200, b200, h200, trt):
+        assert (point.recv_interval, point.decode.recv_interval) == (1, 1)
+    d = deployment_for(low_latency)
+    assert d.kv_precision is Precision.FP8
+    assert (d.scheduler.recv_interval, d.decode.scheduler.recv_interval) == (10, 10)
+    assert deployment_for(h200).resolved_kv_precision() is Precision.BF16
 
 
 def test_sglangs_deepep_workers_run_expert_parallel_over_all_their_gpus():
