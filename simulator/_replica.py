@@ -124,11 +124,9 @@ class Replica:
     def enqueue(self, req: Request, now: float) -> None:
         req.replica = self.id
         self.outstanding += 1
-        if self.holds:
-            if any(lane.in_flight for lane in self.lanes):
-                self.held.append((self.stage_free[0], req))  # until a poll takes it (`_poll`)
-                return
-            self._polled_at = self.decode_iterations()  # idle: it polls at once
+        if not self._takes_in_now():
+            self.held.append((self.stage_free[0], req))  # until a poll takes it (`_poll`)
+            return
         self._take_in(req)
         # dispatch after every arrival of this instant is queued, so they can batch together
         if self.stage_free[0] <= now and self.wake_at != now:
@@ -140,12 +138,20 @@ class Replica:
         decode server: its scheduler takes the request in, then its DecodePreallocQueue
         reserves the blocks): the reservation (`offer_transfer`) waits for the scheduler's
         next poll for new requests (`_poll`), at once when no batch is in flight."""
-        if self.holds:
-            if any(lane.in_flight for lane in self.lanes):
-                self.routed.append(req)
-                return
-            self._polled_at = self.decode_iterations()  # idle: it polls at once
+        if not self._takes_in_now():
+            self.routed.append(req)
+            return
         self.offer_transfer(req, now)
+
+    def _takes_in_now(self) -> bool:
+        """Whether the scheduler takes in a request that arrives now at once: it does not
+        hold arrivals for its polls (`holds`), or no batch is in flight, so it polls now."""
+        if not self.holds:
+            return True
+        if any(lane.in_flight for lane in self.lanes):
+            return False
+        self._polled_at = self.decode_iterations()  # idle: it polls at once
+        return True
 
     def offer_transfer(self, req: Request, now: float) -> None:
         """A decode replica: reserve the KV blocks of `req`, or queue it until they fit."""
