@@ -21,7 +21,11 @@ from search._validate import (
     parse_rows,
     select_points,
 )
-from search._validate._launch_scripts import record_field, trtllm_deepseek_max_num_tokens
+from search._validate._launch_scripts import (
+    VLLM_FLASHINFER_MXFP8_MOE,
+    record_field,
+    trtllm_deepseek_max_num_tokens,
+)
 from search._validate._run import closed_loop_workload, deployment_for, engine_for
 from search.cli import cli
 from simulator import prepare
@@ -666,16 +670,27 @@ def test_the_gpt_oss_vllm_scripts_capture_cuda_graphs_up_to_2048_tokens():
 
 
 @needs_aic
-def test_the_gpt_oss_vllm_hopper_scripts_force_the_marlin_moe_kernel():
+def test_the_gpt_oss_vllm_scripts_force_their_moe_kernels():
     """VLLM_MXFP4_USE_MARLIN=1 in gptoss_fp4_h100 and _h200: the points' profile names
     Marlin for the MXFP4 experts on Hopper, and their eager prefills take that kernel's
-    measured time (scaled from the shape it was timed at); the B200 script keeps vLLM's
-    default, FlashInfer's kernel."""
+    measured time (scaled from the shape it was timed at).  VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8
+    =1 in gptoss_fp4_b200: FlashInfer's kernel with MXFP8 activations, not vLLM's default
+    with 16-bit ones, several times faster at a prefill's token counts."""
     from estimators._profiled import routed_experts_curve
 
-    b200 = public_point("vllm", "0.18.0", 4, "gpt-oss")
-    assert b200.moe_kernel == "" and engine_for(b200).moe_kernels == load_engine(
-        "vllm@0.18.0").moe_kernels  # fmt: skip
+    b200 = public_point("vllm", "0.15.1", 4, "gpt-oss")
+    assert b200.moe_kernel == VLLM_FLASHINFER_MXFP8_MOE
+    default = load_engine("vllm@0.15.1").moe_kernels["mxfp4"]
+    assert engine_for(b200).moe_kernels["mxfp4"] == {**default, "blackwell": b200.moe_kernel}
+    est = prepare(deployment_for(b200)).estimator
+    label, curve, _ = routed_experts_curve(est, "b200_sxm", "vllm", "0.15.1")
+    assert "flashinfer_trtllm_mxfp4_mxfp8" in label
+    default_label, bf16, _ = routed_experts_curve(
+        prepare(deployment_for(replace(b200, moe_kernel=""))).estimator, "b200_sxm", "vllm",
+        "0.15.1",
+    )
+    assert default_label == "b200_sxm/moe/vllm/0.24.0/moe_perf.parquet"  # at gpt-oss's shape
+    assert curve(8192) < 0.5 * bf16(8192)
     for system in ("h100_sxm", "h200_sxm"):
         point = public_point("vllm", "0.18.0", 4, "gpt-oss", system=system)
         assert point.moe_kernel == "marlin"
