@@ -353,6 +353,7 @@ def _parse_config(config: Mapping[str, Any], source: str, default_name: str) -> 
         weight_scale_block=_weight_scale_block(config, source),
         expert_precision=_expert_precision(config, moe.get("num_experts", 0)),
         **_sliding_window_fields(config, source, model_type, fields.num_layers),
+        qk_norm=_qk_norm(config, model_type),
         **moe,
         model_type=model_type,
         **mla,
@@ -458,6 +459,24 @@ def _sliding_window_fields(
         "sliding_window": _positive_int(config, "sliding_window", source),
         "sliding_window_layers": sliding,
     }
+
+
+# model_types whose attention normalizes each query and key head before RoPE (Qwen3Attention's
+# q_norm / k_norm, in HF transformers and in vLLM, SGLang and TensorRT-LLM alike)
+_QK_NORM_PER_HEAD = frozenset({"qwen3", "qwen3_moe"})
+
+
+def _qk_norm(config: Mapping[str, Any], model_type: str) -> str:
+    """`ModelArchitecture.qk_norm` of a config: "head" for Qwen3's per-head norms; for
+    MiniMax-M2 (``use_qk_norm``), "layer" where ``qk_norm_type`` is ``per_layer``: one
+    RMSNorm over all query heads and one over all key heads, which under TP vLLM
+    (MiniMaxText01RMSNormTP.forward_qk) and SGLang (MiniMaxM2RMSNormTP) compute from an
+    all-reduce of each token's fp32 sums of squares; "" otherwise."""
+    if model_type in _QK_NORM_PER_HEAD:
+        return "head"
+    if model_type == "minimax_m2" and config.get("use_qk_norm"):
+        return "layer" if config.get("qk_norm_type") == "per_layer" else "head"
+    return ""
 
 
 def _weight_scale_block(config: Mapping[str, Any], source: str) -> int:

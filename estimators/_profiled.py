@@ -554,9 +554,7 @@ class ProfiledEstimator(RooflineEstimator):
             t += _token_op_time(op, m, self._k)
         for curve in self._gemm_curves.values():
             t += curve(m)
-        if self.tp > 1:  # under EP or attention DP one (the MoE exchange is `_moe_part`'s)
-            t += self.operator_counts["all_reduce"] * self.all_reduce_time(self._act_row_bytes * m)
-        return t
+        return t + self._tp_all_reduces(m)
 
     def _op_seconds(self, op: TokenOp, m: float) -> float:
         curve = self._gemm_curves.get(op.name)
@@ -643,9 +641,6 @@ class ProfiledEstimator(RooflineEstimator):
             return dict.fromkeys(OPERATOR_NAMES, 0.0)
         for name in self._gemm_curves:
             out[name] = self.gemm_time(name, m)
-        if self.tp > 1:
-            n = self.operator_counts["all_reduce"]
-            out["all_reduce"] = n * self.all_reduce_time(self._act_row_bytes * m)
         return out
 
     def describe(self) -> str:

@@ -809,6 +809,7 @@ class RooflineEstimator:
         ops = [
             TokenOp("input_layernorm", "norm", 5.0 * h, float(h * a), float(2 * h * a)),
             matmul("attn_pre_proj", qkv, h, wp.attention),
+            *self._qk_norm_ops(heads + kv_heads),
             TokenOp(
                 "attn_rope",
                 "rope",
@@ -865,6 +866,9 @@ class RooflineEstimator:
             and (engine is None or engine.runs_all_to_all(ep, model.num_experts_per_tok))
         )  # fmt: skip
         self.operator_counts["all_reduce"] = (1 if self._moe_exchange else 2) if tp > 1 else 0
+        # the query and key norms' sums of squares, all-reduced over the attention's TP ranks
+        # (`ModelArchitecture.qk_norm` "layer"): 4 bytes each a token
+        self._qk_norm_stat_bytes = 8.0 if model.qk_norm == "layer" and tp > 1 else 0.0
         self.emb_op = TokenOp("emb", "emb", 0.0, 0.0, float(2 * h * a))
         self.final_norm_op = TokenOp("final_norm", "norm", 5.0 * h, float(h * a), float(2 * h * a))
         vocab = -(-model.vocab_size // tp)
@@ -988,9 +992,30 @@ class RooflineEstimator:
         t = 0.0
         for op in self.layer_ops:
             t += _token_op_time(op, m, k)
-        if self.tp > 1:  # under EP or DP the MLP's all-reduce is `_moe_part`'s exchange
-            t += (1 if self._moe_exchange else 2) * self.all_reduce_time(self._act_row_bytes * m)
+        return t + self._tp_all_reduces(m)
+
+    def _tp_all_reduces(self, m: float) -> float:
+        """Seconds of one layer's TP all-reduces for m tokens: the hidden states' (the
+        attention's output, and the MLP's unless under EP or DP `_moe_part`'s exchange
+        replaces it) and the query and key norms' statistics where the model has them."""
+        if self.tp == 1:
+            return 0.0
+        t = self.operator_counts["all_reduce"] * self.all_reduce_time(self._act_row_bytes * m)
+        if self._qk_norm_stat_bytes:
+            t += self.all_reduce_time(self._qk_norm_stat_bytes * m)
         return t
+
+    def _qk_norm_ops(self, heads: int) -> list[TokenOp]:
+        """The RMSNorm of a token's `heads` query and key heads on this GPU before RoPE
+        (`ModelArchitecture.qk_norm`), priced as one kernel that reads and writes them (none
+        where the model has no such norm).  TensorRT-LLM runs Qwen3's as one fused QK-norm +
+        RoPE kernel; SGLang its query and key norms on two streams in its CUDA graphs; how many
+        kernels vLLM's compiled graph makes of them is not checked.  MiniMax-M2's is a
+        reduction, the all-reduce of its statistics (`_tp_all_reduces`) and the scaling."""
+        if not self.model.qk_norm:
+            return []
+        width = heads * self.model.head_dim
+        return [TokenOp("attn_qk_norm", "norm", 5.0 * width, 0.0, float(2 * width * _ACT_BYTES))]
 
     def _mlp_ops(self, prefix: str, inter: int, matmul: Callable[..., TokenOp]) -> list[TokenOp]:
         """Up (gate and up), activation and down projections of a `inter`-wide MLP."""
@@ -1346,10 +1371,7 @@ class RooflineEstimator:
         for op in self.layer_ops:
             out[op.name] = _token_op_time(op, m, k)
         out["emb"] = _token_op_time(self.emb_op, m, k)
-        if self.tp > 1:
-            out["all_reduce"] = self.operator_counts["all_reduce"] * self.all_reduce_time(
-                self._act_row_bytes * m
-            )
+        out["all_reduce"] = self._tp_all_reduces(m)
         if self._moe is not None:
             out["moe_experts"] = self._moe_part(m, m)[0]
         out["send_recv"] = self.send_recv_time(self._act_row_bytes * m) if self.pp > 1 else 0.0

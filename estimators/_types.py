@@ -10,6 +10,7 @@ from typing import Any
 _LATER_FIELDS = (
     "kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
     "weight_scale_block", "sliding_window", "sliding_window_layers", "expert_precision",
+    "qk_norm",
 )  # fmt: skip
 
 
@@ -114,6 +115,11 @@ class ModelArchitecture:
     # `sliding_window_layers` of the layers attend to the last `sliding_window` keys only
     sliding_window: int = 0
     sliding_window_layers: int = 0
+    # RMSNorm of the queries and keys before RoPE (estimators/_models.py `_qk_norm`): "head",
+    # each head's own (Qwen3); "layer", one over all query heads and one over all key heads
+    # (MiniMax-M2's qk_norm_type per_layer), whose fp32 sums of squares the attention's TP
+    # ranks all-reduce before they normalize; "": none
+    qk_norm: str = ""
     # the routed experts' storage precision where the checkpoint keeps them apart from the
     # other weights (gpt-oss: MXFP4 experts, 16-bit elsewhere; config.json's
     # quantization_config), or set for a run (`--expert-precision`); None: as the others
