@@ -70,19 +70,20 @@ these values):
   default MoE runner, so the fusion.
 - vLLM gpt-oss on B200 (`gptoss_fp4_b200` and its older `_docker` and `_slurm` twins):
   ``kv-cache-dtype: fp8``, ``--max-num-seqs 512`` (its 8192 batched tokens and 0.9 are
-  vLLM's own), and ``VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1`` (every stored version of the
-  three, read 2026-11-29): vLLM's MXFP4 backend selection (quantization/mxfp4.py
-  get_mxfp4_backend) then runs SM100_FI_MXFP4_MXFP8_TRTLLM, FlashInfer's TensorRT-LLM MoE
-  kernel with the activations quantized to MXFP8, instead of its default with 16-bit ones
-  (`moe_kernel` VLLM_FLASHINFER_MXFP8_MOE).  vLLM's 0.24.0 B200 table times that path
+  vLLM's own), and ``VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1`` (each of the three as stored,
+  and a fork's copy of the first, read 2026-11-29; their other versions were not read):
+  vLLM's MXFP4 backend selection (quantization/mxfp4.py get_mxfp4_backend) then runs
+  SM100_FI_MXFP4_MXFP8_TRTLLM, FlashInfer's TensorRT-LLM MoE kernel with the activations
+  quantized to MXFP8, instead of its default with 16-bit ones (`moe_kernel`
+  VLLM_FLASHINFER_MXFP8_MOE).  vLLM's 0.24.0 B200 table times that path
   (`..._flashinfer_trtllm_mxfp4_mxfp8_...`, W4A8) at two other models' experts only, so
   it is scaled to gpt-oss's (`scaled_to_shape`): 1.0 ms a layer at 8,192 tokens at TP 1,
   against 3.0 ms for the 16-bit-activation kernel timed at gpt-oss's own shape (SGLang's
   collector timed the W4A8 kernel there at 0.8 ms).  The H100/H200 scripts keep vLLM's KV
-  dtype.  Every version of the gpt-oss
-  scripts, on all three GPUs, sets ``max-cudagraph-capture-size: 2048``: iterations of up
-  to 2048 tokens, prefills among them, run as CUDA graphs (`graph_max_tokens`, over the
-  engine's min(2 x max_num_seqs, 512)).  The H100 and H200 scripts also export
+  dtype.  Every version of the gpt-oss scripts, on all three GPUs, sets
+  ``max-cudagraph-capture-size: 2048``: iterations of up to 2048 tokens, prefills among
+  them, run as CUDA graphs (`graph_max_tokens`, over the engine's min(2 x max_num_seqs,
+  512)).  The H100 and H200 scripts also export
   ``VLLM_MXFP4_USE_MARLIN=1`` from the v0.13.0 image on (InferenceX PR #327, with the
   image), so vLLM runs the experts with its Marlin MXFP4 kernel instead of its Hopper
   default, the Triton kernel (`moe_kernel`; 2.2x slower at 8,192 tokens at TP 2); the
