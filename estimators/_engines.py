@@ -303,6 +303,9 @@ class EngineProfile:
     # `sized` resolves it
     piecewise_max_tokens: int = 0
     piecewise_tokens_per_seq: int = 0
+    # whether a deployment captures every decode batch up to its batch cap as a CUDA graph,
+    # beyond `graph_max_batch`, as the engine's launch recipes configure it (`sized`)
+    decode_graphs_cover_batch: bool = False
     # host time of launching a layer's kernels in an iteration no CUDA graph covers (None:
     # not measured for this engine, no such floor)
     eager_launch: EagerLaunch | None = None
@@ -409,6 +412,8 @@ class EngineProfile:
         and token budget (each attention DP rank's) runs it: the CUDA graphs the engine
         captures there, its decode batches (`limits`) and its largest piecewise graph."""
         graphs = self.limits(sku, tp).graph_max_batch
+        if self.decode_graphs_cover_batch:
+            graphs = max(graphs, batch_cap)
         tokens = self.piecewise_max_tokens
         if self.piecewise_tokens_per_seq:
             tokens = min(tokens, self.piecewise_tokens_per_seq * batch_cap)
@@ -636,6 +641,7 @@ def _build(name: str, key: str, body: Mapping[str, Any]) -> EngineProfile:
             graph_max_batch=int(overhead.get("graph_max_batch", 0)),
             piecewise_max_tokens=int(overhead.get("piecewise_max_tokens", 0)),
             piecewise_tokens_per_seq=int(overhead.get("piecewise_tokens_per_seq", 0)),
+            decode_graphs_cover_batch=bool(overhead.get("decode_graphs_cover_batch", False)),
             eager_launch=_eager_launch(overhead.get("eager_launch")),
             shared_experts_stream=_shared_experts_stream(body.get("shared_experts_stream")),
             frontend=_frontend(body.get("frontend")),

@@ -56,10 +56,18 @@ these values):
   `dsr1_fp8_h200_trt`): ``kv_cache_config.dtype: fp8``; ``max_num_tokens`` the
   concurrency plus the prompt length plus 64 rounded up to 64, at least 8192;
   ``free_gpu_memory_fraction`` 0.8 on B200 (FP8 at 1k/8k from concurrency 256: 0.7, at
-  8k/1k on 4 GPUs: 0.75), 0.75 on H200.
+  8k/1k on 4 GPUs: 0.75), 0.75 on H200.  Their decode CUDA graphs
+  (``cuda_graph_config.max_batch_size``) reach 512 (FP4 B200) or the concurrency (FP8 B200;
+  a rank's share of it under attention DP from 256), the batch every TensorRT-LLM
+  deployment is simulated with (engines.yaml `decode_graphs_cover_batch`), but 128 on H200,
+  whose points at a higher concurrency therefore take graphs the script did not capture.
+  The FP8 B200 script read (InferenceX @0a919c5) also captures context iterations as
+  piecewise graphs at some lengths and concurrencies (``enable_piecewise_cuda_graph``);
+  which of its versions measured which rows was not established, so that is not applied.
 - TensorRT-LLM gpt-oss (`gptoss_fp4_b200_trt`, `gptoss_fp4_h200_trt`): ``max_num_tokens``
-  20000, ``free_gpu_memory_fraction`` 0.85; on B200 ``kv_cache_config.dtype: fp8`` and
-  ``--max_batch_size 512`` (H200: dtype auto, the batch cap the concurrency).
+  20000, ``free_gpu_memory_fraction`` 0.85, decode CUDA graphs up to the concurrency; on
+  B200 ``kv_cache_config.dtype: fp8`` and ``--max_batch_size 512`` (H200: dtype auto, the
+  batch cap the concurrency).
 - SGLang DeepSeek-R1 FP8 on B200 (`dsr1_fp8_b200`; B300 reuses it): ``--kv-cache-dtype
   fp8_e4m3``; at TP 8 ``--chunked-prefill-size 32768 --max-running-requests 128
   --mem-fraction-static 0.82``, at TP 4 8192, 32 and 0.95.  FP4 (`dsr1_fp4_b200`):

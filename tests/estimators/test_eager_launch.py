@@ -18,13 +18,14 @@ def _prefill(tokens: int) -> BatchShape:
 
 
 def test_profiles_carry_their_measured_launch_times():
-    """vLLM and SGLang from their engines' graph-against-eager measurements (engines.yaml
-    header); TensorRT-LLM and Vidur's vLLM have none."""
+    """vLLM and SGLang from their engines' graph-against-eager measurements, TensorRT-LLM's
+    MoE layer from a timed eager forward's CPU calls and its dense one unmeasured (engines.yaml
+    header); Vidur's vLLM has none."""
     vllm, sglang = load_engine("vllm"), load_engine("sglang")
     assert vllm.eager_launch == EagerLaunch(308.0, 707.0)
     assert sglang.eager_launch == EagerLaunch(257.0, 1354.0)
     assert load_engine("vllm@0.11").eager_launch == vllm.eager_launch
-    assert load_engine("trtllm").eager_launch is None
+    assert load_engine("trtllm").eager_launch == EagerLaunch(0.0, 833.0)
     assert load_engine("vidur").eager_launch is None
     assert (vllm.piecewise_max_tokens, vllm.piecewise_tokens_per_seq) == (512, 2)
     assert sglang.piecewise_max_tokens == 0  # prefill batches run eagerly
@@ -54,6 +55,8 @@ def test_sizing_follows_the_batch_cap_token_budget_and_gpu(h100):
     assert sglang.sized(h100, 8, 64, 8192).piecewise_max_tokens == 0
     trt = load_engine("trtllm")
     assert trt.sized(h100, 8, 64, 8192) is trt  # nothing to resolve
+    # TensorRT-LLM as its launches configure it: decode graphs up to the batch cap
+    assert trt.sized(h100, 8, 256, 8192).graph_max_batch == 256
 
 
 def test_a_deployment_sizes_its_engine_per_attention_dp_rank(h100):
@@ -125,3 +128,19 @@ def test_a_mixture_of_experts_pays_its_moe_layers_launches(h100):
     est = make_estimator("roofline", model, h100, 1, precision=Precision.BF16, engine=vllm)
     assert est._eager_stage == pytest.approx(48 * 707e-6, rel=1e-12)
     assert est.batch_cost(_prefill(8)).stage_times[0] == pytest.approx(48 * 707e-6)
+
+
+def test_tensorrt_llm_context_iterations_of_a_moe_model_last_at_least_their_launches(h100):
+    """TensorRT-LLM runs context iterations eagerly: gpt-oss-120b's 36 MoE layers take at
+    least 36 x 833 us a prefill iteration; its decode batches replay graphs; a dense model
+    keeps no floor (none measured)."""
+    trt = load_engine("trtllm")
+    gpt_oss = load_model("openai/gpt-oss-120b")
+    est = make_estimator("roofline", gpt_oss, h100, 2, engine=trt)
+    assert est.batch_cost(_prefill(64)).stage_times[0] == pytest.approx(36 * 833e-6, rel=1e-12)
+    decode = BatchShape(num_decodes=8, decode_kv_tokens=8 * 512)
+    assert est.batch_cost(decode).stage_times[0] < 36 * 833e-6
+    llama = load_model("meta-llama/Llama-3.1-8B")
+    bare = make_estimator("roofline", llama, h100, 1, engine=replace(trt, eager_launch=None))
+    dense = make_estimator("roofline", llama, h100, 1, engine=trt)
+    assert dense.batch_cost(_prefill(16)).stage_times == bare.batch_cost(_prefill(16)).stage_times
