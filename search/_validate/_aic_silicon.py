@@ -48,7 +48,10 @@ The two campaigns in the file differ in their prompt and output lengths (`source
   batch waiting, request polling, KV-cache dtype, token budgets, batch caps and memory
   fractions of `_launch_scripts.py`, which also names the runs made with speculative
   decoding that the rows do not record (skipped).
-- `aic-collection`, NVIDIA's own runs: the listed lengths, fixed.  Two of its files
+- `aic-collection`, NVIDIA's own runs: the listed lengths, fixed, against deployments
+  `aiconfigurator eval` configured with aiconfigurator's config generator, whose engine
+  options beyond the defaults are `_aic_generator.py`'s (TensorRT-LLM's token limit just
+  above one prompt, contexts whole).  Two of its files
   (`source_file=kimi-k2.5-gap-analysis.csv`, `qwen3.5-397b-gap-analysis.csv`) are not runs
   of NVIDIA's own: each of their 123 rows is a benchmark dump's row, its means rounded to
   0.01 ms, so they are skipped as copies (`_dump_copy_key`).
@@ -78,6 +81,7 @@ from importlib import resources
 from typing import Any
 
 from estimators import ModelArchitecture, Precision, load_model
+from search._validate._aic_generator import generated_options
 from search._validate._launch_scripts import (
     attention_dp_launch,
     measured_date,
@@ -196,6 +200,11 @@ class ValidationPoint:
     token_budget: int = 0
     batch_cap: int = 0
     memory_fraction: float = 0.0
+    # ... and the batching policy its options amount to, under that token budget (a
+    # `simulator.SchedulerKind` value: "orca" where whole prompts join the running decodes,
+    # as TensorRT-LLM runs with chunked context off; "": the engine profile's own;
+    # `_aic_generator.py`)
+    scheduler: str = ""
     # ... and the largest CUDA graph it captures, in tokens (vLLM's
     # max-cudagraph-capture-size; 0: the engine's own, `EngineProfile.piecewise_max_tokens`)
     graph_max_tokens: int = 0
@@ -628,7 +637,7 @@ def _map_row(row: dict[str, str], where: str, line: int) -> ValidationPoint | st
     if attention_dp_launch(point, row["silicon_data_source"] or ""):
         tp, dp = 1, tp * dp  # the script's --tensor-parallel-size=1 --data-parallel-size=$TP
         point = replace(point, tp=tp, dp=dp)
-    options = server_options(point, tp, dp)
+    options = {**server_options(point, tp, dp), **generated_options(point)}
     return replace(point, **options) if options else point
 
 

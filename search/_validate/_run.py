@@ -9,6 +9,7 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -180,16 +181,23 @@ def deployment_for(
 
 def script_limits(scheduler: SchedulerConfig, point: ValidationPoint) -> SchedulerConfig:
     """`scheduler` (the engine's own policy and limits) with the token budget and batch cap
-    the point's launch script set for each attention DP rank (`_launch_scripts.py`): the
-    budget where the engine keeps its own (the chunk size of a chunking policy, else the
-    token limit), the batch still capped at the concurrency."""
-    changes: dict[str, int] = {}
+    the point's launch script or config generator set for each attention DP rank
+    (`_launch_scripts.py`, `_aic_generator.py`): the budget where the engine keeps its own
+    (the chunk size of a chunking policy, else the token limit), under the policy the
+    server's options amount to where they change it (`ValidationPoint.scheduler`); the batch
+    still capped at the concurrency."""
+    changes: dict[str, Any] = {}
     if point.token_budget:
         budget = point.token_budget * point.dp
-        if scheduler.kind.chunked:
-            changes["chunk_size"] = budget
-        if scheduler.max_tokens is not None:
-            changes["max_tokens"] = budget
+        if point.scheduler:
+            kind = SchedulerKind(point.scheduler)
+            changes["kind"] = kind
+            changes["chunk_size" if kind.chunked else "max_tokens"] = budget
+        else:
+            if scheduler.kind.chunked:
+                changes["chunk_size"] = budget
+            if scheduler.max_tokens is not None:
+                changes["max_tokens"] = budget
     if point.batch_cap:
         changes["batch_size"] = min(point.batch_cap * point.dp, point.concurrency)
     return replace(scheduler, **changes) if changes else scheduler

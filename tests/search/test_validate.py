@@ -21,6 +21,7 @@ from search._validate import (
     parse_rows,
     select_points,
 )
+from search._validate._aic_generator import trtllm_agg_max_num_tokens
 from search._validate._launch_scripts import (
     VLLM_FLASHINFER_MXFP8_MOE,
     record_field,
@@ -28,7 +29,7 @@ from search._validate._launch_scripts import (
 )
 from search._validate._run import closed_loop_workload, deployment_for, engine_for
 from search.cli import cli
-from simulator import prepare
+from simulator import SchedulerKind, prepare
 
 HAVE_AIC = importlib.util.find_spec("aiconfigurator_core") is not None
 needs_aic = pytest.mark.skipif(
@@ -627,6 +628,29 @@ def test_tensorrt_llm_deepseek_scripts_size_max_num_tokens_from_concurrency_and_
     assert tp4.memory_fraction == 0.75  # dsr1_fp8_b200_trt at 8k/1k on 4 GPUs
     h200 = public_point("trtllm", "1.1.0rc2.post2", 16, system="h200_sxm")
     assert (h200.token_budget, h200.memory_fraction) == (8192, 0.75)
+
+
+def test_nvidias_tensorrt_llm_runs_take_the_generators_token_limit_and_whole_contexts():
+    """aiconfigurator's generator gives an aggregated TensorRT-LLM worker max_num_tokens 512 +
+    ISL + 1500, rounded up to 32, and leaves chunked context off: whole prompts, a few an
+    iteration, instead of the engine profile's chunks of 8192."""
+    assert trtllm_agg_max_num_tokens(1024) == 3040  # 3036 rounded up to 32
+    assert trtllm_agg_max_num_tokens(128) == 2144
+    [own] = select_points([row(backend="trtllm", backend_version="1.0.0rc3")]).points
+    assert (own.token_budget, own.scheduler) == (3040, "orca")
+    scheduler = deployment_for(own).scheduler
+    assert (scheduler.kind, scheduler.max_tokens) == (SchedulerKind.ORCA, 3040)
+    # the public benchmark's TensorRT-LLM points and NVIDIA's vLLM and SGLang runs keep
+    # their engine's policy
+    public = row(silicon_data_source="db-dump/x; silicon_concurrency=16", backend="trtllm",
+                 backend_version="1.1.0rc2", isl="8192", osl="1024")  # fmt: skip
+    [public_point_] = select_points([public]).points
+    assert not public_point_.scheduler
+    assert deployment_for(public_point_).scheduler.kind is SchedulerKind.SARATHI
+    sglang = row(backend="sglang", backend_version="0.5.6.post2", model_path="Qwen/Qwen3-32B",
+                 system="h100_sxm", tp_size="2")  # fmt: skip
+    for own_other in select_points([row(), sglang]).points:
+        assert (own_other.token_budget, own_other.scheduler) == (0, "")
 
 
 def test_the_public_points_take_their_scripts_token_budget_and_batch_cap():
