@@ -172,8 +172,8 @@ class Policy:
         fewer requests decode than there are ranks.  The count is kept in the
         replica's decode iterations (`Replica.decode_iterations`), which also run without
         asking the policy while nothing waits, so SGLang's prefill-only iterations do not
-        count.  As batch waiting, it applies to the chunking policies (Sarathi, SGLang:
-        `_prompt_chunks`), TensorRT-LLM's being Sarathi.
+        count.  As batch waiting, it applies to the policies that mix prompts with decodes
+        or chunk them (Sarathi, Orca, SGLang: `_prompt_chunks`, `OrcaPolicy.plan`).
         """
         config = self.config
         dp = config.attention_dp
@@ -237,7 +237,9 @@ class VllmPolicy(Policy):
 
 
 class OrcaPolicy(Policy):
-    """Orca: iteration-level batching; whole prompts join the running decodes."""
+    """Orca: iteration-level batching; whole prompts join the running decodes (TensorRT-LLM
+    with chunked context off), unless batch waiting or the attention-DP balance holds them
+    back this iteration (`_holds_prompts`)."""
 
     def plan(self, lane: Lane, replica: Replica) -> BatchPlan | None:
         replica.prepare_decodes(lane)
@@ -246,7 +248,8 @@ class OrcaPolicy(Policy):
             budget -= lane.num_decodes * self.decode_tokens
         waiting = replica.waiting
         chunks: list[tuple[Request, int]] = []
-        while waiting and lane.num_seqs < self.batch_size:
+        held = self._may_hold and self._holds_prompts(lane, replica)
+        while waiting and not held and lane.num_seqs < self.batch_size:
             req = waiting[0]
             # a recompute (prompt + generated) longer than the limit runs alone
             q = req.remaining_prefill

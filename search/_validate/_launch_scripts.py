@@ -64,6 +64,11 @@ these values):
   The FP8 B200 script read (InferenceX @0a919c5) also captures context iterations as
   piecewise graphs at some lengths and concurrencies (``enable_piecewise_cuda_graph``);
   which of its versions measured which rows was not established, so that is not applied.
+  None of the TensorRT-LLM scripts (these, gpt-oss's below, Llama-3.1-70B's) turns chunked
+  context on, so contexts run whole, as many as fit max_num_tokens beside the decodes
+  (`scheduler` "orca"), where the script's limit is recorded: DeepSeek-R1's and
+  gpt-oss's (Llama-3.1-70B's ``--max_num_tokens $MAX_MODEL_LEN`` is not read per run, and
+  its points keep the profile's chunks of 8192).
 - TensorRT-LLM gpt-oss (`gptoss_fp4_b200_trt`, `gptoss_fp4_h200_trt`): ``max_num_tokens``
   20000, ``free_gpu_memory_fraction`` 0.85, decode CUDA graphs up to the concurrency; on
   B200 ``kv_cache_config.dtype: fp8`` and ``--max_batch_size 512`` (H200: dtype auto, the
@@ -399,6 +404,7 @@ class ScriptLimits:
     graph_max_tokens: int = 0  # vLLM's max-cudagraph-capture-size
     moe_kernel: str = ""  # the MoE kernel an option or environment variable forces
     ep: int = 0  # the expert parallelism it turns on (--enable-expert-parallel: EP = its GPUs)
+    scheduler: str = ""  # the batching policy its options amount to (`ValidationPoint.scheduler`)
 
     def fields(self) -> dict[str, Any]:
         """As `ValidationPoint` fields; the script's KV-cache dtype is the point's KV
@@ -416,6 +422,7 @@ class ScriptLimits:
 # the `ScriptLimits` fields that are `ValidationPoint` fields of the same name
 _SAME_NAMED_FIELDS = (
     "token_budget", "batch_cap", "memory_fraction", "graph_max_tokens", "moe_kernel", "ep",
+    "scheduler",
 )  # fmt: skip
 
 
@@ -449,14 +456,14 @@ def _trtllm_deepseek(point: ValidationPoint, gpus: int) -> ScriptLimits | None:
     else:
         fraction = 0.8
     tokens = trtllm_deepseek_max_num_tokens(point.concurrency, point.isl)
-    return ScriptLimits(Precision.FP8, tokens, memory_fraction=fraction)
+    return ScriptLimits(Precision.FP8, tokens, memory_fraction=fraction, scheduler="orca")
 
 
 def _trtllm_gpt_oss(point: ValidationPoint, gpus: int) -> ScriptLimits | None:
     if point.sku == "b200":  # gptoss_fp4_b200_trt
-        return ScriptLimits(Precision.FP8, 20000, 512, 0.85)
+        return ScriptLimits(Precision.FP8, 20000, 512, 0.85, scheduler="orca")
     if point.sku == "h200":  # gptoss_fp4_h200_trt: kv dtype auto
-        return ScriptLimits(None, 20000, point.concurrency, 0.85)
+        return ScriptLimits(None, 20000, point.concurrency, 0.85, scheduler="orca")
     return None
 
 

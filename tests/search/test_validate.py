@@ -622,7 +622,8 @@ def test_tensorrt_llm_deepseek_scripts_size_max_num_tokens_from_concurrency_and_
     assert trtllm_deepseek_max_num_tokens(256, 8192) == 8512
     point = public_point("trtllm", "1.2.0rc6.post2", 64, isl="8192", osl="1024")
     assert (point.token_budget, point.memory_fraction) == (8320, 0.8)
-    assert deployment_for(point).scheduler.chunk_size == 8320  # chunked context under it
+    scheduler = deployment_for(point).scheduler  # whole contexts under it: chunking stays off
+    assert (scheduler.kind, scheduler.max_tokens) == (SchedulerKind.ORCA, 8320)
     tp4 = public_point("trtllm", "1.2.0rc6.post2", 32, isl="8192", osl="1024", tp_size="4",
                        moe_tp_size="4")  # fmt: skip
     assert tp4.memory_fraction == 0.75  # dsr1_fp8_b200_trt at 8k/1k on 4 GPUs
@@ -665,9 +666,9 @@ def test_the_public_points_take_their_scripts_token_budget_and_batch_cap():
     # TensorRT-LLM gpt-oss: 20000 tokens per attention DP rank
     gpt_oss = public_point("trtllm", "1.2.0rc2.post2", 256, "gpt-oss", tp_size="1",
                            moe_tp_size="1")  # fmt: skip
-    assert deployment_for(gpt_oss).scheduler.chunk_size == 20000
+    assert deployment_for(gpt_oss).scheduler.max_tokens == 20000  # whole contexts under it
     ranks = replace(gpt_oss, dp=2, ep=2)
-    assert deployment_for(ranks).scheduler.chunk_size == 40000
+    assert deployment_for(ranks).scheduler.max_tokens == 40000
     # vLLM MiniMax-M2.5 on H200: the script's budget and batch cap came after the 0.18 runs
     for version in ("0.16.0", "0.18.0"):
         point = public_point("vllm", version, 64, "minimax", system="h200_sxm")

@@ -261,15 +261,20 @@ def test_closed_loop_keeps_concurrency_in_flight():
     assert np.allclose(np.sort(arrivals[4:]), completions[:46])
 
 
-def test_batch_waiting_holds_prompts_while_decodes_run(monkeypatch):
+@pytest.mark.parametrize(
+    "kind, budget",
+    [(SchedulerKind.SARATHI, {"chunk_size": 1024}), (SchedulerKind.ORCA, {"max_tokens": 1024})],
+)
+def test_batch_waiting_holds_prompts_while_decodes_run(monkeypatch, kind, budget):
     """TensorRT-LLM's batch waiting: a prompt arriving while another request decodes is held
     for `batch_wait_iters` decode-only iterations (its tokens stay under the ratio), then
-    runs; one arriving at an idle replica is never held."""
+    runs; one arriving at an idle replica is never held.  Chunked or whole (Orca), as
+    TensorRT-LLM holds its context requests either way."""
     # request 0 alone (idle replica), request 1 arrives while request 0 decodes
     workload = make_workload([100, 100], [50, 5], arrivals=[0.0, 0.05])
 
     def ttfts(**wait):
-        sim = run(workload, SchedulerKind.SARATHI, chunk_size=1024, **wait)
+        sim = run(workload, kind, **budget, **wait)
         return [r.first_token_at - r.arrival for r in sim.requests]
 
     plain = ttfts()
