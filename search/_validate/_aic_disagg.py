@@ -78,7 +78,10 @@ per pool.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from estimators import MOE_ALL_TO_ALL_ALWAYS, Precision
+from search._validate._aic_generator import generated_options
 from search._validate._aic_silicon import (
     PoolShape,
     ValidationPoint,
@@ -126,7 +129,7 @@ def map_disagg_row(row: dict[str, str], where: str, line: int) -> ValidationPoin
     recv_interval = SGLANG_LOW_LATENCY_RECV_INTERVAL if (
         basics.engine == "sglang" and basics.sku == "gb200" and d_dp == 1
     ) else 1  # fmt: skip
-    return measured_point(
+    point = measured_point(
         row, basics, where, line,
         engine_version=_engine_version(row, basics.engine), tp=tp, pp=pp, dp=dp, ep=ep,
         moe_all_to_all=MOE_ALL_TO_ALL_ALWAYS if deepep else "",
@@ -145,6 +148,7 @@ def map_disagg_row(row: dict[str, str], where: str, line: int) -> ValidationPoin
             recv_interval=recv_interval,
         ),
     )  # fmt: skip
+    return replace(point, **generated_options(point))  # NVIDIA's own runs (_aic_generator)
 
 
 def _deepep_ep(tp: int, dp: int, ep: int) -> int:

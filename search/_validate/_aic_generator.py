@@ -12,14 +12,18 @@ options from the deployment in `rule_plugin/<engine>.rule` and writes those that
 version's template (`backend_templates/<engine>/`, the newest at or below the engine
 version) emits:
 
-- TensorRT-LLM, aggregated (`trtllm.rule`): ``max_batch_size`` 512 (a smaller batch is
+- TensorRT-LLM (`trtllm.rule`), aggregated: ``max_batch_size`` 512 (a smaller batch is
   raised to 512), ``tokens_per_block`` 32, ``max_num_tokens = 512 + ISL + 1500`` rounded up
   to a multiple of 32, the overlap scheduler on and decode CUDA graphs padded over a dense
   list of batch sizes up to 520 (the engine profile's own).  Its templates
   (`extra_engine_args.1.0.0rc3.yaml.j2`, 1.0.0, 1.3.0rc1) write ``enable_chunked_prefill``
   only from a generator parameter, default false, that neither the rule nor the deployment
   sets: contexts run whole, as many as fit the limit beside the running decodes (the Orca
-  policy).
+  policy).  Disaggregated, a prefill worker gets ``max_num_tokens = ISL + 1500`` rounded up
+  to 32 (``prefill max_num_tokens``), its contexts whole too: one prompt an iteration at
+  these prompt lengths (the decode workers' limit only bounds their decodes).  Its overlap
+  scheduler off (``prefill disable_overlap_scheduler = true``) is not applied: the prefill
+  pool keeps the engine profile's host overlap.
 - SGLang, aggregated (`sglang.rule` as stored today): ``max_prefill_tokens = ISL + 1500``
   and ``enable_mixed_chunk``, which its templates from 0.5.6.post2 on emit (0.5.1.post1's
   tests a key the mapping never sets, ``enable-mix-chunk``).  SGLang's PrefillAdder adds a
@@ -34,9 +38,7 @@ version) emits:
 
 Under the TensorRT-LLM profile's own limit (8192 tokens, chunked) a wave of C fixed-length
 prompts runs as one long prefill and the clients stay in step; under the generator's a
-prompt or two runs an iteration, and the clients drift apart.  Disaggregated runs (three
-Qwen3-32B points) are not covered: their prefill workers' limits (``max_num_tokens = ISL +
-1500``, overlap off) are not applied yet.
+prompt or two runs an iteration, and the clients drift apart.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from search._validate._aic_silicon import ValidationPoint
 
-# trtllm.rule: an aggregated worker's batch cap, KV block and token margin
+# trtllm.rule: an aggregated worker's batch cap, the KV block, the token margin
 TRTLLM_AGG_MAX_BATCH = 512
 TRTLLM_TOKENS_PER_BLOCK = 32
 TRTLLM_AGG_TOKEN_MARGIN = 1500
@@ -55,14 +57,28 @@ TRTLLM_AGG_TOKEN_MARGIN = 1500
 def trtllm_agg_max_num_tokens(isl: int) -> int:
     """``max_num_tokens`` the generator gives an aggregated TensorRT-LLM worker: ``512 +
     ISL + 1500`` rounded up to a multiple of ``tokens_per_block`` (32)."""
-    tokens = TRTLLM_AGG_MAX_BATCH + isl + TRTLLM_AGG_TOKEN_MARGIN
-    block = TRTLLM_TOKENS_PER_BLOCK
-    return -(-tokens // block) * block
+    return _blocks(TRTLLM_AGG_MAX_BATCH + isl + TRTLLM_AGG_TOKEN_MARGIN)
+
+
+def trtllm_prefill_max_num_tokens(isl: int) -> int:
+    """``max_num_tokens`` the generator gives a disaggregated TensorRT-LLM prefill worker:
+    ``ISL + 1500`` rounded up to a multiple of ``tokens_per_block`` (32)."""
+    return _blocks(isl + TRTLLM_AGG_TOKEN_MARGIN)
 
 
 def generated_options(point: ValidationPoint) -> dict[str, Any]:
     """The `ValidationPoint` fields of the engine options the generator set for `point`
-    (module docstring); {} for the public benchmark's points and where it set none."""
-    if point.source != "aic-collection" or point.mode != "agg" or point.engine != "trtllm":
+    (module docstring; a disaggregated point's are its prefill pool's); {} for the public
+    benchmark's points and where it set none."""
+    if point.source != "aic-collection" or point.engine != "trtllm":
         return {}
-    return {"token_budget": trtllm_agg_max_num_tokens(point.isl), "scheduler": "orca"}
+    if point.mode == "agg":
+        return {"token_budget": trtllm_agg_max_num_tokens(point.isl), "scheduler": "orca"}
+    return {"token_budget": trtllm_prefill_max_num_tokens(point.isl), "scheduler": "orca"}
+
+
+def _blocks(tokens: int) -> int:
+    """`tokens` rounded up to whole KV blocks of ``tokens_per_block`` (TensorRT-LLM asserts
+    max_num_tokens a multiple of it)."""
+    block = TRTLLM_TOKENS_PER_BLOCK
+    return -(-tokens // block) * block

@@ -218,17 +218,18 @@ def disaggregated_deployment(
 ) -> Deployment:
     """A disaggregated point's prefill pool (the deployment's own fields) and decode pool,
     each with the engine's own policy and limits per attention DP rank, the batch capped at
-    the row's per-rank batch size where it records one and at the concurrency, and the
-    launch recipe's request polling and KV dtype (`_aic_disagg.py`); the KV cache crosses
-    the link `KvLink.AUTO` picks (NVLink when both pools fit one node)."""
+    the row's per-rank batch size where it records one and at the concurrency, the prefill
+    pool's under the token budget and policy its generated config set (`script_limits`),
+    and the launch recipe's request polling and KV dtype (`_aic_disagg.py`); the KV cache
+    crosses the link `KvLink.AUTO` picks (NVLink when both pools fit one node)."""
     shape = point.decode
     assert shape is not None
     prefill_cap = point.batch_size * point.dp if point.batch_size else point.concurrency
     d = engine_deployment(engine, sku, point_model(point), point.tp, point.pp,
                           point.precision, max_batch=min(prefill_cap, point.concurrency),
                           dp=point.dp)  # fmt: skip
-    d = replace(d, scheduler=replace(d.scheduler, recv_interval=point.recv_interval),
-                kv_precision=point.kv_cache_dtype)  # fmt: skip
+    prefill = replace(script_limits(d.scheduler, point), recv_interval=point.recv_interval)
+    d = replace(d, scheduler=prefill, kv_precision=point.kv_cache_dtype)
     scheduler = engine_scheduler(engine, sku, shape.tp, dp=shape.dp)
     decode_cap = shape.batch_size * shape.dp if shape.batch_size else point.concurrency
     scheduler = replace(

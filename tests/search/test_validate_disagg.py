@@ -75,6 +75,25 @@ def test_the_deployment_has_both_pools_with_the_decode_rows_batch_cap():
     )
 
 
+def test_nvidias_tensorrt_llm_prefill_workers_take_the_generators_limit_and_whole_contexts():
+    """NVIDIA's own disaggregated runs: aiconfigurator's generator gives a prefill worker
+    max_num_tokens ISL + 1500 rounded up to 32, chunked context off; the public dump's
+    points keep the engine's limits."""
+    own = disagg(id="nvidia_qwen3_32b_disagg_15000x500_c480",
+                 silicon_data_source="source_file=x.csv; silicon_concurrency=16",
+                 backend_version="",
+                 model_path="Qwen/Qwen3-32B", isl="15000", osl="500",
+                 prefill_attention_dp_size="1", prefill_tp_size="2", prefill_moe_tp_size="",
+                 decode_attention_dp_size="1", decode_tp_size="2", decode_moe_ep_size="",
+                 decode_batch_size="16")  # fmt: skip
+    [nvidia, public] = select_points([own, disagg()], models="all", modes="disagg").points
+    assert (nvidia.token_budget, nvidia.scheduler) == (16512, "orca")  # 16500 rounded up
+    prefill = deployment_for(nvidia).scheduler
+    assert (prefill.kind.value, prefill.max_tokens) == ("orca", 16512)
+    assert (public.token_budget, public.scheduler) == (0, "")
+    assert deployment_for(public).scheduler.kind.value == "sarathi"
+
+
 def test_sglangs_gb200_recipes_exchange_moe_tokens_by_all_to_all():
     """SGLang's GB200 recipes launch with moe-a2a-backend deepep, its B200 ones without;
     TensorRT-LLM keeps its own rule."""
