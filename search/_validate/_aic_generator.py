@@ -48,22 +48,22 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from search._validate._aic_silicon import ValidationPoint
 
-# trtllm.rule: an aggregated worker's batch cap, the KV block, the token margin
+# trtllm.rule: an aggregated worker's batch cap, the KV block, the margin above the prompt
 TRTLLM_AGG_MAX_BATCH = 512
 TRTLLM_TOKENS_PER_BLOCK = 32
-TRTLLM_AGG_TOKEN_MARGIN = 1500
+TRTLLM_TOKEN_MARGIN = 1500
 
 
 def trtllm_agg_max_num_tokens(isl: int) -> int:
     """``max_num_tokens`` the generator gives an aggregated TensorRT-LLM worker: ``512 +
     ISL + 1500`` rounded up to a multiple of ``tokens_per_block`` (32)."""
-    return _blocks(TRTLLM_AGG_MAX_BATCH + isl + TRTLLM_AGG_TOKEN_MARGIN)
+    return _blocks(TRTLLM_AGG_MAX_BATCH + isl + TRTLLM_TOKEN_MARGIN)
 
 
 def trtllm_prefill_max_num_tokens(isl: int) -> int:
     """``max_num_tokens`` the generator gives a disaggregated TensorRT-LLM prefill worker:
     ``ISL + 1500`` rounded up to a multiple of ``tokens_per_block`` (32)."""
-    return _blocks(isl + TRTLLM_AGG_TOKEN_MARGIN)
+    return _blocks(isl + TRTLLM_TOKEN_MARGIN)
 
 
 def generated_options(point: ValidationPoint) -> dict[str, Any]:

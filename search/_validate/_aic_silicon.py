@@ -203,7 +203,7 @@ class ValidationPoint:
     # ... and the batching policy its options amount to, under that token budget (a
     # `simulator.SchedulerKind` value: "orca" where whole prompts join the running decodes,
     # as TensorRT-LLM runs with chunked context off; "": the engine profile's own;
-    # `_aic_generator.py`)
+    # `_launch_scripts.py`, `_aic_generator.py`)
     scheduler: str = ""
     # ... and the largest CUDA graph it captures, in tokens (vLLM's
     # max-cudagraph-capture-size; 0: the engine's own, `EngineProfile.piecewise_max_tokens`)
