@@ -127,16 +127,23 @@ class EagerLaunch:
     """Host time to launch one layer's kernels one by one, in an iteration that runs without
     CUDA graphs: a dense layer's (attention and MLP) and a mixture-of-experts layer's
     (attention, router, experts and shared experts), each with its tensor-parallel
-    all-reduces, in microseconds."""
+    all-reduces, in microseconds; and, where it was measured, the mean layer of a mixture
+    of experts with multi-head latent attention (DeepSeek-V3's layout: MLA in every layer,
+    a few dense layers first), whose attention launches more kernels than grouped-query
+    attention (None: such a model's layers take the dense and MoE times)."""
 
     dense_layer_us: float
     moe_layer_us: float
+    mla_layer_us: float | None = None
 
-    def layer_seconds(self, dense_layers: int, moe_layers: int) -> float:
-        """Mean seconds a layer's launches take, over `dense_layers` and `moe_layers`."""
+    def layer_seconds(self, dense_layers: int, moe_layers: int, mla: bool = False) -> float:
+        """Mean seconds a layer's launches take, over `dense_layers` and `moe_layers` (of a
+        model with MLA attention where `mla`)."""
         layers = dense_layers + moe_layers
         if layers <= 0:
             return 0.0
+        if mla and self.mla_layer_us is not None:
+            return self.mla_layer_us * 1e-6
         us = dense_layers * self.dense_layer_us + moe_layers * self.moe_layer_us
         return us / layers * 1e-6
 
@@ -551,8 +558,15 @@ def _overhead(value: Any) -> IterationOverhead | None:
 def _eager_launch(value: Any) -> EagerLaunch | None:
     if value is None:
         return None
-    launch = EagerLaunch(float(value["dense_layer_us"]), float(value["moe_layer_us"]))
-    if launch.dense_layer_us < 0 or launch.moe_layer_us < 0:
+    _known_keys(value, "eager_launch", ("dense_layer_us", "moe_layer_us", "mla_layer_us"))
+    mla = value.get("mla_layer_us")
+    launch = EagerLaunch(
+        float(value["dense_layer_us"]),
+        float(value["moe_layer_us"]),
+        None if mla is None else float(mla),
+    )
+    times = (launch.dense_layer_us, launch.moe_layer_us, launch.mla_layer_us or 0.0)
+    if min(times) < 0:
         raise ValueError(f"eager_launch {dict(value)!r} has a negative time")
     return launch
 

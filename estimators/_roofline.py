@@ -947,7 +947,7 @@ class RooflineEstimator:
         self._eager_stage = 0.0
         if launch is not None:
             dense = model.num_layers - model.num_moe_layers
-            per_layer = launch.layer_seconds(dense, model.num_moe_layers)
+            per_layer = launch.layer_seconds(dense, model.num_moe_layers, model.is_mla)
             self._eager_stage = self.layers_per_stage * per_layer
 
         self._cache: dict[int, _Entry] = {}

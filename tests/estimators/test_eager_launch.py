@@ -23,21 +23,33 @@ def test_profiles_carry_their_measured_launch_times():
     header); Vidur's vLLM has none."""
     vllm, sglang = load_engine("vllm"), load_engine("sglang")
     assert vllm.eager_launch == EagerLaunch(308.0, 707.0)
-    assert sglang.eager_launch == EagerLaunch(257.0, 1354.0)
+    assert sglang.eager_launch == EagerLaunch(257.0, 1354.0, 1354.0)
     assert load_engine("vllm@0.11").eager_launch == vllm.eager_launch
-    assert load_engine("trtllm").eager_launch == EagerLaunch(0.0, 833.0)
+    assert load_engine("trtllm").eager_launch == EagerLaunch(0.0, 833.0, 1956.0)
     assert load_engine("vidur").eager_launch is None
     assert (vllm.piecewise_max_tokens, vllm.piecewise_tokens_per_seq) == (512, 2)
     assert sglang.piecewise_max_tokens == 0  # prefill batches run eagerly
     # a MoE model's mean layer: its dense layers and its MoE layers, each at its own time
     assert EagerLaunch(100.0, 400.0).layer_seconds(1, 3) == pytest.approx(325e-6)
     assert EagerLaunch(100.0, 400.0).layer_seconds(0, 0) == 0.0
+    # an MLA model's mean layer where the engine's was measured, else the same split
+    assert EagerLaunch(100.0, 400.0, 900.0).layer_seconds(1, 3, mla=True) == pytest.approx(900e-6)
+    assert EagerLaunch(100.0, 400.0, 900.0).layer_seconds(1, 3) == pytest.approx(325e-6)
+    assert EagerLaunch(100.0, 400.0).layer_seconds(1, 3, mla=True) == pytest.approx(325e-6)
 
 
-def test_a_negative_launch_time_is_refused():
+@pytest.mark.parametrize(
+    ("launch", "why"),
+    [
+        ({"dense_layer_us": -1, "moe_layer_us": 5}, "negative"),
+        ({"dense_layer_us": 1, "moe_layer_us": 5, "mla_layer_us": -2}, "negative"),
+        ({"dense_layer_us": 1, "moe_layer_us": 5, "mla_us": 2}, "unknown keys"),
+    ],
+)
+def test_a_malformed_launch_time_is_refused(launch, why):
     body = _engines_yaml()["vllm"]["profiles"]["0.13"]
-    overhead = {**body["overhead"], "eager_launch": {"dense_layer_us": -1, "moe_layer_us": 5}}
-    with pytest.raises(ValueError, match=r"engines\.yaml vllm\.0\.13: malformed profile.*negative"):
+    overhead = {**body["overhead"], "eager_launch": launch}
+    with pytest.raises(ValueError, match=rf"engines\.yaml vllm\.0\.13: malformed profile.*{why}"):
         _build("vllm", "0.13", {**body, "overhead": overhead})
 
 
@@ -144,3 +156,33 @@ def test_tensorrt_llm_context_iterations_of_a_moe_model_last_at_least_their_laun
     bare = make_estimator("roofline", llama, h100, 1, engine=replace(trt, eager_launch=None))
     dense = make_estimator("roofline", llama, h100, 1, engine=trt)
     assert dense.batch_cost(_prefill(16)).stage_times == bare.batch_cost(_prefill(16)).stage_times
+
+
+def test_an_mla_model_takes_the_engines_mla_layer_launch_time(h200):
+    """DeepSeek-V3's 61 MLA layers under TensorRT-LLM: a short context iteration lasts
+    61 x 1956 us (issue #5929's host-bound 1,600-token context, engines.yaml header), above
+    its GPU time; gpt-oss keeps the grouped-query MoE layer's 833 us."""
+    trt = load_engine("trtllm")
+    deepseek = load_model("deepseek-ai/DeepSeek-V3")
+    est = make_estimator("roofline", deepseek, h200, 8, precision=Precision.FP8, engine=trt, ep=8)
+    assert est.batch_cost(_prefill(256)).stage_times[0] == pytest.approx(61 * 1956e-6, rel=1e-12)
+    bare = make_estimator(
+        "roofline", deepseek, h200, 8, precision=Precision.FP8, ep=8,
+        engine=replace(trt, eager_launch=None),
+    )  # fmt: skip
+    assert bare.batch_cost(_prefill(256)).stage_times[0] < 61 * 1956e-6
+
+
+def test_the_shipped_mla_launch_time_is_the_derivation_of_the_issue_table(capsys):
+    """engines.yaml's TensorRT-LLM mla_layer_us is what benchmarks/trt_mla_launch.py derives
+    from issue #5929's host-bound H200 row, to the microsecond."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "trt_mla_launch.py"
+    spec = importlib.util.spec_from_file_location("trt_mla_launch", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    derived = module.derived_layer_us()
+    assert load_engine("trtllm").eager_launch.mla_layer_us == pytest.approx(derived, abs=0.5)
+    assert "host-bound" in capsys.readouterr().out
