@@ -84,6 +84,10 @@ class Replica:
         # a decode replica reserving KV when a request is routed (SGLang): the requests
         # routed here whose reservation waits for the scheduler to take them in (`_poll`)
         self.routed: list[Request] = []
+        # a decode replica under `schedule_ahead`: requests whose KV arrived while a batch
+        # ran, each with that batch's end; the batch after it was formed before the engine
+        # saw the transfer done, so they join the one after that (`_take_in_received`)
+        self.received: list[tuple[float, Request]] = []
         self._polled_at = 0  # the decode iterations (`decode_iterations`) at its last poll
         self.outstanding = 0  # routed here and not finished
         self.now = 0.0
@@ -202,15 +206,39 @@ class Replica:
     def receive(self, req: Request, now: float) -> None:
         """A request whose prompt a prefill pool computed arrives with its KV cache (a
         decode pool's replica, counted in `outstanding` since the hand-off): it waits for
-        KV blocks like a new prompt, then decodes."""
+        KV blocks like a new prompt, then decodes.  The engines see a transfer done at an
+        iteration boundary (vLLM's connector reports it with a step's output, SGLang's and
+        TensorRT-LLM's loops check their transfers before they form a batch), so under
+        `schedule_ahead` one that completes while a batch runs misses the batch formed
+        during it, as a new arrival does, whatever the replica's `recv_interval` (the
+        transfers are checked every iteration)."""
         req.replica = self.id
+        if self.schedule_ahead and any(lane.in_flight for lane in self.lanes):
+            self.received.append((self.stage_free[0], req))
+            return
+        self._queue_received(req)
+        if self.stage_free[0] <= now and self.wake_at != now:
+            self.wake_at = now
+            self.sim.schedule_wake(self, now, after_arrivals=True)
+
+    def _queue_received(self, req: Request) -> None:
         if self.preempted_waiting:
             self.waiting.insert(self._holders_end(), req)
         else:
             self.waiting.append(req)
-        if self.stage_free[0] <= now and self.wake_at != now:
-            self.wake_at = now
-            self.sim.schedule_wake(self, now, after_arrivals=True)
+
+    def _take_in_received(self, now: float) -> None:
+        """After a batch ending `now`: the transfers seen done before the batch that follows
+        was formed (`receive`) join the waiting queue, all of them when nothing is left to
+        run."""
+        received = self.received
+        if any(lane.num_seqs for lane in self.lanes) or self.waiting:
+            self.received = [entry for entry in received if entry[0] >= now]
+            received = [entry for entry in received if entry[0] < now]
+        else:
+            self.received = []
+        for _, req in received:
+            self._queue_received(req)
 
     def admit(self, req: Request, lane: Lane) -> bool:
         """Move the head of the waiting queue into `lane` if its KV blocks fit (a request
@@ -406,6 +434,7 @@ class Replica:
             or self.waiting
             or self.held
             or self.routed
+            or self.received
             or lane.prefilling
             or not lane.members
             or need > pool.total - pool.used
@@ -522,7 +551,14 @@ class Replica:
         need neither queue: each is its dispatch, a wake-up that dispatches nothing, and
         its end, handled at once when both come next."""
         sim = self.sim
-        if self.bursts or self.waiting or self.held or self.routed or sim.stage_spans is not None:
+        if (
+            self.bursts
+            or self.waiting
+            or self.held
+            or self.routed
+            or self.received
+            or sim.stage_spans is not None
+        ):
             return False
         lanes = self.lanes
         for lane in lanes:
@@ -783,9 +819,13 @@ class Replica:
             lane.prefilling = [r for r in lane.prefilling if r.prefilled < r.prefill_target]
             if self.holds:
                 self._poll(plan, now)  # after a batch with prompt tokens, it polls
+            if self.received:
+                self._take_in_received(now)
         else:
             if self.held or self.routed:
                 self._poll(plan, now)
+            if self.received:
+                self._take_in_received(now)
             if self.pp == 1:
                 if self._run_decode_steps(lane, plan, now):  # decodes alone: no policy to ask
                     return

@@ -25,9 +25,12 @@ from tests.simulator.test_invariants import check_conservation
 TRANSFER = 1e-4  # seconds per prompt token
 
 
-def _run(workload, first_token: str, decoders: int = 1) -> Simulation:
+def _run(
+    workload, first_token: str, decoders: int = 1, schedule_ahead: bool = False
+) -> Simulation:
+    decode_scheduler = SchedulerConfig(batch_size=32, chunk_size=256, schedule_ahead=schedule_ahead)
     pool = DecodePool(
-        LinearEstimator(), SchedulerConfig(batch_size=32, chunk_size=256),
+        LinearEstimator(), decode_scheduler,
         ClusterConfig(num_replicas=decoders, num_kv_blocks=2000), Hardware(),
         transfer_seconds_per_token=TRANSFER, first_token=first_token,
     )  # fmt: skip
@@ -81,6 +84,27 @@ def test_a_busy_decode_replica_admits_the_transferred_request_at_its_next_iterat
     assert boundary > kv_arrives  # it did arrive mid-step
     assert second.first_token_at == boundary
     assert second.first_token_at - second.arrival > hand_off - second.arrival + 300 * TRANSFER
+
+
+def test_a_decode_replica_forming_batches_ahead_admits_a_transfer_one_batch_later():
+    """Under schedule_ahead (the engines' overlap schedulers) the batch after the one in
+    flight was formed before the transfer was seen done: request 1 joins the batch after
+    that, one step later than without; an idle replica takes it at once either way."""
+    w = make_workload([200, 300], [400, 3], [0.0, 0.2])
+    plain, ahead = (_run(w, FIRST_TOKEN_DECODE_ADMIT, schedule_ahead=a) for a in (False, True))
+    hand_off = max(row[2] for row in ahead.batches.rows if row[0] == 0 and row[4] > 0)
+    kv_arrives = hand_off + 300 * TRANSFER
+    step_ends = np.array(sorted(row[2] for row in ahead.batches.rows if row[0] == 1))
+    later = step_ends[step_ends >= kv_arrives]
+    assert later[0] > kv_arrives  # it arrived mid-step
+    assert plain.requests[1].first_token_at == later[0]
+    assert ahead.requests[1].first_token_at == later[1]
+    check_conservation(ahead)
+    alone = make_workload([1000], [4])
+    assert (
+        _run(alone, FIRST_TOKEN_DECODE_ADMIT, schedule_ahead=True).requests[0].first_token_at
+        == _run(alone, FIRST_TOKEN_DECODE_ADMIT).requests[0].first_token_at
+    )
 
 
 def test_the_engine_profiles_say_where_the_first_token_comes_from():
