@@ -29,6 +29,18 @@ if TYPE_CHECKING:
     from simulator._engine import Simulation
 
 
+def _seen_by(
+    entries: list[tuple[float, Request]], now: float, ahead: bool
+) -> tuple[list[Request], list[tuple[float, Request]]]:
+    """(the requests the scheduler takes in after a batch ending `now`, the entries it
+    still holds): each entry carries the end of the batch in flight when the request came;
+    forming batches `ahead`, the batch that follows this one was formed before the requests
+    that came during this one were seen, so they wait for the next batch end."""
+    if not ahead:
+        return [req for _, req in entries], []
+    return [req for t, req in entries if t < now], [e for e in entries if e[0] >= now]
+
+
 class Replica:
     """The batching core every policy runs on.
 
@@ -191,13 +203,8 @@ class Replica:
         ):
             return
         self._polled_at = iterations
-        held = self.held
-        if self.schedule_ahead and not idle:
-            self.held = [entry for entry in held if entry[0] >= now]
-            held = [entry for entry in held if entry[0] < now]
-        else:
-            self.held = []
-        for _, req in held:
+        held, self.held = _seen_by(self.held, now, self.schedule_ahead and not idle)
+        for req in held:
             self._take_in(req)
         routed, self.routed = self.routed, []
         for req in routed:
@@ -231,13 +238,9 @@ class Replica:
         """After a batch ending `now`: the transfers seen done before the batch that follows
         was formed (`receive`) join the waiting queue, all of them when nothing is left to
         run."""
-        received = self.received
-        if any(lane.num_seqs for lane in self.lanes) or self.waiting:
-            self.received = [entry for entry in received if entry[0] >= now]
-            received = [entry for entry in received if entry[0] < now]
-        else:
-            self.received = []
-        for _, req in received:
+        busy = bool(self.waiting) or any(lane.num_seqs for lane in self.lanes)
+        received, self.received = _seen_by(self.received, now, busy)
+        for req in received:
             self._queue_received(req)
 
     def admit(self, req: Request, lane: Lane) -> bool:
