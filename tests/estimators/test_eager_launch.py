@@ -19,8 +19,9 @@ def _prefill(tokens: int) -> BatchShape:
 
 def test_profiles_carry_their_measured_launch_times():
     """vLLM and SGLang from their engines' graph-against-eager measurements, TensorRT-LLM's
-    MoE layer from a timed eager forward's CPU calls and its dense one unmeasured (engines.yaml
-    header); Vidur's vLLM has none."""
+    MoE layer from a timed eager forward's CPU calls and its dense one unmeasured, an MLA
+    model's layer where measured (SGLang's DeepSeek-V3 one, TensorRT-LLM's from issue #5929;
+    engines.yaml header); Vidur's vLLM has none."""
     vllm, sglang = load_engine("vllm"), load_engine("sglang")
     assert vllm.eager_launch == EagerLaunch(308.0, 707.0)
     assert sglang.eager_launch == EagerLaunch(257.0, 1354.0, 1354.0)
