@@ -93,9 +93,11 @@ class SchedulerConfig:
         async scheduling, SGLang's and TensorRT-LLM's overlap schedulers: the CPU schedules
         and launches batch N + 1 before batch N's results are back), so a request arriving
         during batch N is first scheduled in batch N + 2, one batch later than under a
-        scheduler that forms each batch when the previous one ends; so is a decode
-        replica's request whose KV transfer completes during batch N (the engines see a
-        transfer done at an iteration boundary).  Set from the engine profile's `overlap`.
+        scheduler that forms each batch when the previous one ends; so are a decode
+        replica's hand-off that reaches it during batch N (its blocks, and the transfer
+        into them, wait for the scheduler) and its request whose KV transfer completes
+        during batch N (the engines see a transfer done at an iteration boundary).  Set
+        from the engine profile's `overlap`.
     """
 
     kind: SchedulerKind = SchedulerKind.SARATHI

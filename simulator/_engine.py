@@ -285,7 +285,7 @@ class Simulation:
             self._reject_at_decode(req, replica, reason, now)
             return
         replica.outstanding += 1  # from the hand-off on: the next request goes elsewhere
-        replica.offer_transfer(req, now)
+        replica.take_hand_off(req, now)
 
     def _start_transfer(
         self, replica: Replica, req: Request, now: float, at_hand_off: bool

@@ -96,9 +96,14 @@ class Replica:
         # a decode replica reserving KV when a request is routed (SGLang): the requests
         # routed here whose reservation waits for the scheduler to take them in (`_poll`)
         self.routed: list[Request] = []
+        # a decode replica reserving KV at the hand-off: hand-offs that reached its
+        # scheduler while a batch ran, each with that batch's end; the scheduler reserves
+        # their blocks, and the transfer into them starts, when it next schedules
+        # (`take_hand_off`)
+        self.handed: list[tuple[float, Request]] = []
         # a decode replica under `schedule_ahead`: requests whose KV arrived while a batch
         # ran, each with that batch's end; the batch after it was formed before the engine
-        # saw the transfer done, so they join the one after that (`_take_in_received`)
+        # saw the transfer done, so they join the one after that (`receive`)
         self.received: list[tuple[float, Request]] = []
         self._polled_at = 0  # the decode iterations (`decode_iterations`) at its last poll
         self.outstanding = 0  # routed here and not finished
@@ -169,6 +174,18 @@ class Replica:
         self._polled_at = self.decode_iterations()  # idle: it polls at once
         return True
 
+    def take_hand_off(self, req: Request, now: float) -> None:
+        """The decode request of a hand-off reaches this replica now (the KV reserved at the
+        hand-off): its scheduler allocates the request's blocks when it schedules it, and
+        the transfer into them starts then (vLLM's NixlConnector reads once the scheduler
+        has allocated them, TensorRT-LLM's generation server receives into the blocks its
+        scheduler allocated): at once when no batch is in flight, else when that batch
+        ends, or the one after it under `schedule_ahead`."""
+        if any(lane.in_flight for lane in self.lanes):
+            self.handed.append((self.stage_free[0], req))
+            return
+        self.offer_transfer(req, now)
+
     def offer_transfer(self, req: Request, now: float) -> None:
         """A decode replica: reserve the KV blocks of `req`, or queue it until they fit."""
         self.transfers.offer(req, now, self.preempted_waiting)
@@ -234,14 +251,21 @@ class Replica:
         else:
             self.waiting.append(req)
 
-    def _take_in_received(self, now: float) -> None:
-        """After a batch ending `now`: the transfers seen done before the batch that follows
-        was formed (`receive`) join the waiting queue, all of them when nothing is left to
-        run."""
+    def _take_in_disaggregated(self, now: float) -> None:
+        """A decode replica after a batch ending `now`: the hand-offs (`take_hand_off`) and
+        the finished transfers (`receive`) its scheduler has seen by the batch it forms
+        next get their blocks and join the waiting queue; under `schedule_ahead` those seen
+        during this batch wait for the next batch end, unless nothing is left to run."""
         busy = bool(self.waiting) or any(lane.num_seqs for lane in self.lanes)
-        received, self.received = _seen_by(self.received, now, busy)
-        for req in received:
-            self._queue_received(req)
+        ahead = self.schedule_ahead and busy
+        if self.handed:
+            handed, self.handed = _seen_by(self.handed, now, ahead)
+            for req in handed:
+                self.offer_transfer(req, now)
+        if self.received:
+            received, self.received = _seen_by(self.received, now, ahead)
+            for req in received:
+                self._queue_received(req)
 
     def admit(self, req: Request, lane: Lane) -> bool:
         """Move the head of the waiting queue into `lane` if its KV blocks fit (a request
@@ -437,6 +461,7 @@ class Replica:
             or self.waiting
             or self.held
             or self.routed
+            or self.handed
             or self.received
             or lane.prefilling
             or not lane.members
@@ -559,6 +584,7 @@ class Replica:
             or self.waiting
             or self.held
             or self.routed
+            or self.handed
             or self.received
             or sim.stage_spans is not None
         ):
@@ -822,13 +848,13 @@ class Replica:
             lane.prefilling = [r for r in lane.prefilling if r.prefilled < r.prefill_target]
             if self.holds:
                 self._poll(plan, now)  # after a batch with prompt tokens, it polls
-            if self.received:
-                self._take_in_received(now)
+            if self.handed or self.received:
+                self._take_in_disaggregated(now)
         else:
             if self.held or self.routed:
                 self._poll(plan, now)
-            if self.received:
-                self._take_in_received(now)
+            if self.handed or self.received:
+                self._take_in_disaggregated(now)
             if self.pp == 1:
                 if self._run_decode_steps(lane, plan, now):  # decodes alone: no policy to ask
                     return

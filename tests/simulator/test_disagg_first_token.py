@@ -70,36 +70,28 @@ def test_an_idle_decode_replica_shows_the_first_token_when_the_kv_arrives_or_aft
     assert len(times) == 4 and times[0] == times[1] and np.all(np.diff(times)[1:] > 0)
 
 
-def test_a_busy_decode_replica_admits_the_transferred_request_at_its_next_iteration():
-    """Request 0 decodes a long output on the only decode replica; request 1's KV arrives in
-    the middle of one of its steps: its first token is shown at that step's end (the next
-    iteration boundary), not when the KV arrived."""
+def test_a_busy_decode_replica_takes_the_hand_off_and_the_kv_at_its_batch_boundaries():
+    """Request 1 is handed off while request 0 decodes on the only decode replica: its
+    scheduler allocates the blocks, and the transfer into them starts, when the step in
+    flight ends; the request joins at the first step end after its KV arrived.  Under
+    schedule_ahead (the engines' overlap schedulers) the batch after the one in flight was
+    formed before either was seen: each waits one step more.  An idle replica takes both at
+    once either way."""
     w = make_workload([200, 300], [400, 3], [0.0, 0.2])
-    sim = _run(w, FIRST_TOKEN_DECODE_ADMIT)
-    second = sim.requests[1]
-    hand_off = max(row[2] for row in sim.batches.rows if row[0] == 0 and row[4] > 0)
-    kv_arrives = hand_off + 300 * TRANSFER
-    step_ends = np.array([row[2] for row in sim.batches.rows if row[0] == 1])
-    boundary = step_ends[step_ends >= kv_arrives].min()
-    assert boundary > kv_arrives  # it did arrive mid-step
-    assert second.first_token_at == boundary
-    assert second.first_token_at - second.arrival > hand_off - second.arrival + 300 * TRANSFER
+    for ahead in (False, True):
+        sim = _run(w, FIRST_TOKEN_DECODE_ADMIT, schedule_ahead=ahead)
+        hand_off = max(row[2] for row in sim.batches.rows if row[0] == 0 and row[4] > 0)
+        step_ends = np.array(sorted(row[2] for row in sim.batches.rows if row[0] == 1))
+        late = int(ahead)
 
+        def boundary(t: float, later: int = late) -> float:
+            return float(step_ends[step_ends > t][later])
 
-def test_a_decode_replica_forming_batches_ahead_admits_a_transfer_one_batch_later():
-    """Under schedule_ahead (the engines' overlap schedulers) the batch after the one in
-    flight was formed before the transfer was seen done: request 1 joins the batch after
-    that, one step later than without; an idle replica takes it at once either way."""
-    w = make_workload([200, 300], [400, 3], [0.0, 0.2])
-    plain, ahead = (_run(w, FIRST_TOKEN_DECODE_ADMIT, schedule_ahead=a) for a in (False, True))
-    hand_off = max(row[2] for row in ahead.batches.rows if row[0] == 0 and row[4] > 0)
-    kv_arrives = hand_off + 300 * TRANSFER
-    step_ends = np.array(sorted(row[2] for row in ahead.batches.rows if row[0] == 1))
-    later = step_ends[step_ends >= kv_arrives]
-    assert later[0] > kv_arrives  # it arrived mid-step
-    assert plain.requests[1].first_token_at == later[0]
-    assert ahead.requests[1].first_token_at == later[1]
-    check_conservation(ahead)
+        transfer_from = boundary(hand_off)
+        kv_arrives = transfer_from + 300 * TRANSFER
+        assert kv_arrives not in step_ends  # it arrives mid-step
+        assert sim.requests[1].first_token_at == pytest.approx(boundary(kv_arrives), abs=1e-12)
+        check_conservation(sim)
     alone = make_workload([1000], [4])
     assert (
         _run(alone, FIRST_TOKEN_DECODE_ADMIT, schedule_ahead=True).requests[0].first_token_at
