@@ -70,6 +70,11 @@ def test_an_idle_decode_replica_shows_the_first_token_when_the_kv_arrives_or_aft
     assert len(times) == 4 and times[0] == times[1] and np.all(np.diff(times)[1:] > 0)
 
 
+def _step_end_after(step_ends: np.ndarray, t: float, later: int) -> float:
+    """The first decode step end after `t`, or the one `later` steps on."""
+    return float(step_ends[step_ends > t][later])
+
+
 def test_a_busy_decode_replica_takes_the_hand_off_and_the_kv_at_its_batch_boundaries():
     """Request 1 is handed off while request 0 decodes on the only decode replica: its
     scheduler allocates the blocks, and the transfer into them starts, when the step in
@@ -82,15 +87,11 @@ def test_a_busy_decode_replica_takes_the_hand_off_and_the_kv_at_its_batch_bounda
         sim = _run(w, FIRST_TOKEN_DECODE_ADMIT, schedule_ahead=ahead)
         hand_off = max(row[2] for row in sim.batches.rows if row[0] == 0 and row[4] > 0)
         step_ends = np.array(sorted(row[2] for row in sim.batches.rows if row[0] == 1))
-        late = int(ahead)
-
-        def boundary(t: float, later: int = late) -> float:
-            return float(step_ends[step_ends > t][later])
-
-        transfer_from = boundary(hand_off)
+        transfer_from = _step_end_after(step_ends, hand_off, int(ahead))
         kv_arrives = transfer_from + 300 * TRANSFER
         assert kv_arrives not in step_ends  # it arrives mid-step
-        assert sim.requests[1].first_token_at == pytest.approx(boundary(kv_arrives), abs=1e-12)
+        joins = _step_end_after(step_ends, kv_arrives, int(ahead))
+        assert sim.requests[1].first_token_at == pytest.approx(joins, abs=1e-12)
         check_conservation(sim)
     alone = make_workload([1000], [4])
     assert (
