@@ -246,6 +246,8 @@ class Replica:
             self.sim.schedule_wake(self, now, after_arrivals=True)
 
     def _queue_received(self, req: Request) -> None:
+        """A received request, its blocks reserved, waits for admission ahead of those
+        preempted here (`_holders_end`)."""
         if self.preempted_waiting:
             self.waiting.insert(self._holders_end(), req)
         else:
