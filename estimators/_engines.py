@@ -289,6 +289,10 @@ class EngineProfile:
     # DECODE_RESERVE_MOMENTS): when the request is routed, its prefill held until they are
     # reserved, or when its prefill hands it over
     disagg_decode_reserve: str = DECODE_RESERVE_AT_HANDOFF
+    # disaggregated serving: the decode request reaches the decode server as text after the
+    # prefill returned, and its frontend tokenizes the prompt again (`frontend`) before its
+    # scheduler sees the request
+    disagg_decode_tokenizes: bool = False
     # the KV cache of sliding-window layers (one of SLIDING_KV_LAYOUTS): kept whole like a
     # full layer's, a window of pages per running request, or a window pool holding
     # `swa_full_tokens_ratio` x the full pool's tokens
@@ -696,6 +700,9 @@ def _build(name: str, key: str, body: Mapping[str, Any]) -> EngineProfile:
                 body.get("disagg_decode_reserve", DECODE_RESERVE_AT_HANDOFF),
                 "disagg_decode_reserve",
                 DECODE_RESERVE_MOMENTS,
+            ),
+            disagg_decode_tokenizes=_flag(
+                body.get("disagg_decode_tokenizes", False), "disagg_decode_tokenizes"
             ),
             sliding_window_kv=sliding_kv,
             swa_full_tokens_ratio=swa_ratio,

@@ -382,9 +382,11 @@ def _decode_pool(d: Deployment, prefill_memory: MemoryPlan) -> tuple[DecodePool,
         decode_side = replace(d, sku=pool.sku, tp=pool.tp, pp=1, ep=pool.ep, dp=pool.dp)
         estimator = _speculative(decode_side, estimator)
     link = kv_link_gbps(d.sku, d.gpus_per_replica * d.num_replicas, pool)
+    retokenize = d.engine is not None and d.engine.disagg_decode_tokenizes
     cluster = ClusterConfig(
         num_replicas=pool.num_replicas, num_kv_blocks=memory.num_kv_blocks * pool.dp,
         block_size=d.block_size, window_kv_blocks=memory.window_kv_blocks, prefix_cache=False,
+        tokenize_seconds_per_token=_tokenize_seconds_per_token(d) if retokenize else 0.0,
     )  # fmt: skip
     hardware = Hardware(
         gpus_per_replica=pool.gpus_per_replica,

@@ -225,6 +225,11 @@ class Simulation:
         # at_route: request id -> the decode replica holding its KV blocks, and how many
         self._reserved_for: dict[int, tuple[Replica, int]] = {}
         self.replicas = self.replicas + decoders
+        # a decode replica's frontend tokenizing the decode request's prompt again after
+        # the hand-off (`ClusterConfig.tokenize_seconds_per_token` of the decode pool: 0 where
+        # the engine's decode request carries no text to tokenize)
+        self._decode_tokenize_per_token = c.tokenize_seconds_per_token
+        self._frontend_free += [0.0] * len(decoders)
 
     def _reject_at_decode(self, req: Request, decoder: Replica, reason: str, now: float) -> None:
         req.rejected = f"decode pool: {reason}"
@@ -285,6 +290,9 @@ class Simulation:
             self._reject_at_decode(req, replica, reason, now)
             return
         replica.outstanding += 1  # from the hand-off on: the next request goes elsewhere
+        if self._decode_tokenize_per_token > 0.0:
+            self._tokenize(req, replica, now, self._decode_tokenize_per_token, hand_off=True)
+            return
         replica.take_hand_off(req, now)
 
     def _start_transfer(
@@ -369,22 +377,29 @@ class Simulation:
             self.on_request_done(req, now)
             return
         if self._tokenize_per_token > 0.0:
-            self._tokenize(req, replica, now)
+            self._tokenize(req, replica, now, self._tokenize_per_token)
             return
         self._enqueue(req, replica, now)
 
-    def _tokenize(self, req: Request, replica: Replica, now: float) -> None:
+    def _tokenize(
+        self, req: Request, replica: Replica, now: float, per_token: float, hand_off: bool = False
+    ) -> None:
         """The replica's HTTP frontend tokenizes the request's prompt, after the prompts it
-        took before, and hands it to the scheduler when done (`_tokenized`); the router
-        counts it against the replica meanwhile."""
+        took before, and hands it to the scheduler when done (`_tokenized`): an arrival,
+        which the router counts against the replica meanwhile, or a decode replica's
+        hand-off (`hand_off`, counted since the hand-off)."""
         start = max(now, self._frontend_free[replica.id])
-        done = start + req.prompt_tokens * self._tokenize_per_token
+        done = start + req.prompt_tokens * per_token
         self._frontend_free[replica.id] = done
-        replica.outstanding += 1
+        if not hand_off:
+            replica.outstanding += 1
         self._seq += 1
-        heapq.heappush(self._heap, (done, _TOKENIZED, self._seq, replica, req, None))
+        heapq.heappush(self._heap, (done, _TOKENIZED, self._seq, replica, req, hand_off))
 
-    def _tokenized(self, replica: Replica, req: Request, now: float) -> None:
+    def _tokenized(self, replica: Replica, req: Request, hand_off: bool, now: float) -> None:
+        if hand_off:
+            replica.take_hand_off(req, now)
+            return
         replica.outstanding -= 1  # `_enqueue` counts it from now on
         self._enqueue(req, replica, now)
 
@@ -435,7 +450,7 @@ class Simulation:
                 elif kind == _ARRIVAL:
                     self._arrive(a, t)
                 elif kind == _TOKENIZED:
-                    self._tokenized(replica, a, t)
+                    self._tokenized(replica, a, b, t)
                 elif kind == _TRANSFER:
                     b.kv_sent(a, t)
                     replica.receive(a, t)

@@ -26,12 +26,18 @@ TRANSFER = 1e-4  # seconds per prompt token
 
 
 def _run(
-    workload, first_token: str, decoders: int = 1, schedule_ahead: bool = False
+    workload,
+    first_token: str,
+    decoders: int = 1,
+    schedule_ahead: bool = False,
+    decode_tokenize: float = 0.0,
 ) -> Simulation:
     decode_scheduler = SchedulerConfig(batch_size=32, chunk_size=256, schedule_ahead=schedule_ahead)
+    decode_cluster = ClusterConfig(
+        num_replicas=decoders, num_kv_blocks=2000, tokenize_seconds_per_token=decode_tokenize
+    )
     pool = DecodePool(
-        LinearEstimator(), decode_scheduler,
-        ClusterConfig(num_replicas=decoders, num_kv_blocks=2000), Hardware(),
+        LinearEstimator(), decode_scheduler, decode_cluster, Hardware(),
         transfer_seconds_per_token=TRANSFER, first_token=first_token,
     )  # fmt: skip
     sim = Simulation(
@@ -98,6 +104,30 @@ def test_a_busy_decode_replica_takes_the_hand_off_and_the_kv_at_its_batch_bounda
         _run(alone, FIRST_TOKEN_DECODE_ADMIT, schedule_ahead=True).requests[0].first_token_at
         == _run(alone, FIRST_TOKEN_DECODE_ADMIT).requests[0].first_token_at
     )
+
+
+def test_a_decode_server_that_tokenizes_the_prompt_again_starts_the_transfer_after_it():
+    """vLLM's P/D proxies send the prompt text to the decode server once the prefill has
+    returned: its frontend tokenizes it again before the scheduler allocates the blocks
+    and the transfer starts, on the first token's path; the other engines' do not."""
+    w = make_workload([1000], [4])
+    plain = _run(w, FIRST_TOKEN_DECODE_ADMIT)
+    again = _run(w, FIRST_TOKEN_DECODE_ADMIT, decode_tokenize=2e-5)
+    end = _prefill_end(plain, 0)
+    assert plain.requests[0].first_token_at == pytest.approx(end + 1000 * TRANSFER, abs=1e-12)
+    assert again.requests[0].first_token_at == pytest.approx(
+        end + 1000 * 2e-5 + 1000 * TRANSFER, abs=1e-12
+    )
+    check_conservation(again)
+    assert load_engine("vllm").disagg_decode_tokenizes
+    assert not load_engine("sglang").disagg_decode_tokenizes
+    assert not load_engine("trtllm").disagg_decode_tokenizes
+    # a deployment's decode pool tokenizes at its engine's frontend rate, or not at all
+    vllm, _ = _deepseek("vllm", 8, 1, 8, 1)
+    trt, _ = _deepseek("trtllm", 8, 1, 8, 1)
+    rate = load_engine("vllm").frontend.seconds_per_token
+    assert vllm.decode_pool.cluster.tokenize_seconds_per_token == rate > 0
+    assert trt.decode_pool.cluster.tokenize_seconds_per_token == 0.0
 
 
 def test_the_engine_profiles_say_where_the_first_token_comes_from():
