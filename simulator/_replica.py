@@ -253,6 +253,14 @@ class Replica:
         else:
             self.waiting.append(req)
 
+    def _queues_requests(self) -> bool:
+        """Whether any request waits here outside the running batch (a burst, the waiting
+        queue, or one held for the scheduler: an arrival, a routed or handed-off decode
+        request, a received transfer), so a run of decode steps may not go on alone."""
+        return bool(
+            self.bursts or self.waiting or self.held or self.routed or self.handed or self.received
+        )
+
     def _take_in_disaggregated(self, now: float) -> None:
         """A decode replica after a batch ending `now`: the hand-offs (`take_hand_off`) and
         the finished transfers (`receive`) its scheduler has seen by the batch it forms
@@ -459,12 +467,7 @@ class Replica:
         need = phase[-step % block_size]  # lane.blocks_needed()
         sim = self.sim
         if (
-            self.bursts
-            or self.waiting
-            or self.held
-            or self.routed
-            or self.handed
-            or self.received
+            self._queues_requests()
             or lane.prefilling
             or not lane.members
             or need > pool.total - pool.used
@@ -581,15 +584,7 @@ class Replica:
         need neither queue: each is its dispatch, a wake-up that dispatches nothing, and
         its end, handled at once when both come next."""
         sim = self.sim
-        if (
-            self.bursts
-            or self.waiting
-            or self.held
-            or self.routed
-            or self.handed
-            or self.received
-            or sim.stage_spans is not None
-        ):
+        if self._queues_requests() or sim.stage_spans is not None:
             return False
         lanes = self.lanes
         for lane in lanes:
