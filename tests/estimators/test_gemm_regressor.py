@@ -87,15 +87,11 @@ def test_profiled_backend_uses_it_where_the_table_has_no_bracketing_shape(cache)
 
 
 @pytest.mark.skipif(not HAVE_AIC, reason="needs the aic extra")
-def test_on_a_real_table_it_is_close_at_measured_cells_and_fits_in_seconds(cache):
-    import time
-
+def test_on_a_real_table_it_is_close_at_measured_cells(cache):
     from estimators._profiled import _gemm_cube
 
     _, cube = _gemm_cube("h100_sxm", "trtllm", None, "bfloat16")
-    started = time.perf_counter()
     reg = gr.gemm_regressor(cube)
-    assert time.perf_counter() - started < 30
     ms, ns, ks, lc = cube
     errs = []
     for j, i in itertools.product(range(len(ns)), range(len(ks))):

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import numpy as np
@@ -95,13 +94,6 @@ def test_max_total_tokens_and_num_requests() -> None:
     assert np.array_equal(both.prompt_tokens, full.prompt_tokens[keep][:500])
     more = load_trace(path, num_requests=10**6)
     assert len(more) == len(full) and more.metadata["num_requests_requested"] == 10**6
-
-
-@needs_traces
-def test_mooncake_loads_fast() -> None:
-    start = time.perf_counter()
-    load_trace(TRACES / "mooncake_conversation.jsonl")
-    assert time.perf_counter() - start < 1.0
 
 
 def test_generic_csv_with_mapping(tmp_path: Path) -> None:
