@@ -121,7 +121,7 @@ deployment the JSON does not record: --gpu, --tp, --pp, --engine, --model, --pre
     default="agg",
     show_default=True,
     help="aic-silicon: the aggregated points, the disaggregated ones (a prefill pool and a "
-    "decode pool; roofline only) or all.",
+    "decode pool, each priced at its own GPUs and parallelism) or all.",
 )
 @click.option(
     "--aic/--no-aic",

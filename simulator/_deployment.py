@@ -110,6 +110,9 @@ class Deployment:
     global_scheduler: GlobalSchedulerKind = GlobalSchedulerKind.ROUND_ROBIN
     estimator: str = "roofline"
     op_tables: str | None = None  # a directory of llmcap op tables for the profiled backend
+    # the engine release whose measured operator tables the profiled backend (and `auto`)
+    # reads, the nearest measured one; None: the engine profile's own version
+    engine_version: str | None = None
     # the serving engine's profile (overhead, all-reduce, memory plan, KV precision);
     # None: Vidur's 2024 vLLM, llmcap's behaviour before engine profiles
     engine: EngineProfile | None = None
@@ -314,6 +317,7 @@ def prepare(deployment: Deployment) -> PreparedDeployment:
         d.precision,
         kv_precision=d.resolved_kv_precision(),
         engine=d.sized_engine(),
+        engine_version=d.engine_version,
         op_tables=d.op_tables,
         ep=d.ep,
         dp=d.dp,
@@ -375,7 +379,7 @@ def _decode_pool(d: Deployment, prefill_memory: MemoryPlan) -> tuple[DecodePool,
         d.estimator, d.model, pool.sku, pool.tp, 1, d.precision,
         kv_precision=d.resolved_kv_precision(),
         engine=sized_engine(d.engine, pool.sku, pool.tp, pool.scheduler, pool.dp),
-        op_tables=d.op_tables,
+        engine_version=d.engine_version, op_tables=d.op_tables,
         ep=pool.ep, dp=pool.dp,
     )  # fmt: skip
     if d.speculative is not None:

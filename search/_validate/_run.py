@@ -21,7 +21,6 @@ from estimators import (
     Precision,
     load_engine,
     load_model,
-    make_estimator,
     mla_eager_table,
     roofline_table,
     with_expert_precision,
@@ -299,28 +298,18 @@ def _simulate_point(
     fold: HoldOutFold | None,
     op_tables: str | None,
 ) -> PointResult:
-    if point.decode is not None and estimator != "roofline":
-        return PointResult(point, error="NotModelled: the disaggregated points take the roofline")
     try:
-        prepared = prepare(deployment_for(point, engines, fold))
-        if estimator != "roofline":
-            d = prepared.deployment
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", EstimatorFallbackWarning)
-                prepared.estimator = make_estimator(
-                    estimator,
-                    d.model,
-                    d.sku,
-                    d.tp,
-                    d.pp,
-                    d.precision,
-                    kv_precision=d.resolved_kv_precision(),
-                    engine=d.sized_engine() or point.engine,
-                    engine_version=point.engine_version,
-                    op_tables=op_tables,
-                    ep=d.ep,
-                    dp=d.dp,
-                )
+        deployment = deployment_for(point, engines, fold)
+        if estimator != "roofline":  # each pool's tables of the point's engine release
+            deployment = replace(
+                deployment,
+                estimator=estimator,
+                op_tables=op_tables,
+                engine_version=point.engine_version or None,
+            )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", EstimatorFallbackWarning)
+            prepared = prepare(deployment)
     except ValueError as exc:  # DoesNotFitError, ParallelismError
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return PointResult(point, error=f"{type(exc).__name__}: {reason}")

@@ -271,3 +271,31 @@ def test_the_installed_disaggregated_points_and_a_subsets_error_bound():
     assert tpot.n == len(subset) == 10
     assert tpot.mape < 0.25
     assert ttft.mape < 0.75
+
+
+def test_each_pool_takes_the_estimator_asked_for_at_its_own_shape(monkeypatch):
+    """`--estimator auto|profiled` reaches both pools of a disaggregated point, each built at
+    its own GPUs and parallelism and reading the tables of the point's engine release."""
+    import search._validate._run as run
+    import simulator._deployment as deployment
+
+    built = []
+    real = deployment.make_estimator
+
+    def recording(backend, model, sku, tp, pp, precision, **kw):
+        built.append((backend, sku.id, tp, kw["dp"], kw["ep"], kw["engine_version"]))
+        return real(backend, model, sku, tp, pp, precision, **kw)
+
+    monkeypatch.setattr(deployment, "make_estimator", recording)
+    row = disagg(backend="sglang", backend_version="0.5.8.post1",
+                 silicon_data_source="db-dump/2026-04-27; silicon_concurrency=32; "
+                 "lmsysorg/sglang:v0.5.8.post1-cu130-amd64",
+                 prefill_attention_dp_size="1", prefill_tp_size="8", prefill_moe_ep_size="8",
+                 prefill_moe_tp_size="1", decode_batch_size="4")  # fmt: skip
+    [p] = select_points([row], models="all", modes="disagg").points
+    result = run.simulate_point(p, 1, estimator="auto")
+    assert result.ok and result.predicted_ttft_ms > 0
+    assert built == [
+        ("auto", "b200", 8, 1, 8, "0.5.8.post1"),  # the prefill pool
+        ("auto", "b200", 1, 8, 8, "0.5.8.post1"),  # the decode pool
+    ]
