@@ -71,6 +71,22 @@ pool's scheduler then takes in new requests every 10 decode iterations
 (`ValidationPoint.recv_interval`, `PoolShape.recv_interval`), the decode pool's before it
 reserves their KV (`simulator.Replica.reserve_when_polled`), so a prefill waits for it.
 
+The public campaign's TensorRT-LLM DeepSeek-R1 rows (`benchmark-db`, run from a Dynamo
+image) were launched by InferenceX's dynamo-trt jobs, which hand srtctl a recipe
+(`CONFIG_FILE=recipes/trtllm/<gpu>-<precision>/<isl>k<osl>k/stp/...` in SemiAnalysisAI/
+InferenceX .github/configs/nvidia-master.yaml; the recipes of ishandhanani/srt-slurm's
+sa-submission-q1-2026 branch, read 2026-11-29 where that index holds them and in a fork's
+complete copy, connorcarpenter15/srt-slurm@5a156f6b, whose prefill sections match every
+pair compared).  Within a GPU, precision and prompt length every recipe gives its prefill
+workers one ``max_batch_size`` and ``max_num_tokens`` per attention-DP rank, whatever the
+concurrency, and none turns chunked context on (`TRTLLM_PREFILL_RECIPES`): whole prompts,
+at most that many an iteration.  Elsewhere the prefill pool keeps the engine's own limits.
+Two things those recipes also set are not modelled: ``disable_overlap_scheduler: true`` on
+every prefill worker (the pool keeps the engine profile's host overlap, as for NVIDIA's own
+runs, `_aic_generator.py`), and attention DP on H200 1k/1k prefill workers that the rows
+record as TP 8 (the row's layout is kept: its two records of one deployment, TP 8 and DP 8,
+were measured within 8% of each other).
+
 Rows without worker counts are skipped: the P:D ratio decides the throughput at load, and
 llmcap does not guess it.  Everything else is skipped for the aggregated rows' reasons,
 per pool.
@@ -93,6 +109,21 @@ from search._validate._aic_silicon import (
 )
 from search._validate._launch_scripts import DEEPSEEK, SGLANG_BLACKWELL_DEEPSEEK_MOE
 
+# the prefill workers' (max_batch_size, max_num_tokens) per attention-DP rank in the
+# srt-slurm TensorRT-LLM recipes of the public campaign's DeepSeek-R1 rows, by (GPU, 4-bit
+# weights, prompt length); whole contexts (module docstring)
+TRTLLM_PREFILL_RECIPES: dict[tuple[str, bool, int], tuple[int, int]] = {
+    ("h200", False, 1024): (8, 8192),
+    ("h200", False, 8192): (2, 16640),
+    ("b200", False, 1024): (16, 16384),
+    ("b200", False, 8192): (1, 8320),
+    ("b200", True, 1024): (8, 10240),
+    ("b200", True, 8192): (2, 16896),
+    ("gb200", True, 1024): (16, 16384),  # 1k/1k and 1k/8k
+    ("gb200", True, 8192): (2, 16640),
+    ("gb200", False, 1024): (16, 16384),  # 1k/1k and 1k/8k
+    ("gb200", False, 8192): (2, 16384),
+}
 # the scheduler-recv-interval of SGLang's GB200 low-latency recipes (module docstring)
 SGLANG_LOW_LATENCY_RECV_INTERVAL = 10
 NO_WORKER_COUNTS = "disaggregated without worker counts (prefill/decode_num_workers empty)"
@@ -148,7 +179,25 @@ def map_disagg_row(row: dict[str, str], where: str, line: int) -> ValidationPoin
             recv_interval=recv_interval,
         ),
     )  # fmt: skip
+    recipe = _trtllm_prefill_recipe(point, row)
+    if recipe is not None:
+        batch, tokens = recipe
+        return replace(point, batch_size=batch, token_budget=tokens, scheduler="orca")
     return replace(point, **generated_options(point))  # NVIDIA's own runs (_aic_generator)
+
+
+def _trtllm_prefill_recipe(point: ValidationPoint, row: dict[str, str]) -> tuple[int, int] | None:
+    """The prefill workers' (batch cap, token budget) per attention-DP rank that the
+    srt-slurm recipe of a public TensorRT-LLM DeepSeek-R1 row set (module docstring)."""
+    source = row["silicon_data_source"] or ""
+    if (
+        point.engine != "trtllm"
+        or point.source != "benchmark-db"
+        or point.model != DEEPSEEK
+        or not any(image in source for image in _DYNAMO_IMAGES)
+    ):
+        return None
+    return TRTLLM_PREFILL_RECIPES.get((point.sku, point.four_bit, point.isl))
 
 
 def _deepep_ep(tp: int, dp: int, ep: int) -> int:

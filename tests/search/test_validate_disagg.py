@@ -12,7 +12,7 @@ from search._validate import DatasetError, error_stats, load_aic_silicon, select
 from search._validate._aic_disagg import NO_WORKER_COUNTS
 from search._validate._run import deployment_for, simulate_points
 from search.cli import cli
-from simulator import KvLink, prepare
+from simulator import KvLink, SchedulerKind, prepare
 
 needs_aic = pytest.mark.skipif(
     importlib.util.find_spec("aiconfigurator_core") is None,
@@ -50,8 +50,10 @@ def test_a_disaggregated_row_maps_to_a_prefill_pool_and_a_decode_pool():
     [p] = selection.points
     assert (p.model, p.sku, p.engine, p.mode) == ("deepseek-ai/DeepSeek-V3", "b200", "trtllm",
                                                   "disagg")  # fmt: skip
-    # prefill: prefill_batch_size is a placeholder (1 on every row), not a cap
-    assert (p.tp, p.dp, p.ep, p.replicas, p.batch_size) == (1, 8, 1, 1, 0)
+    # prefill: the srt-slurm recipe's limits per attention-DP rank (B200 FP8 8k/1k: one
+    # whole prompt of at most 8,320 tokens), not the row's placeholder prefill_batch_size
+    assert (p.tp, p.dp, p.ep, p.replicas, p.batch_size) == (1, 8, 1, 1, 1)
+    assert (p.token_budget, p.scheduler) == (8320, "orca")
     d = p.decode
     assert (d.tp, d.dp, d.ep, d.replicas, d.batch_size) == (1, 8, 8, 1, 16)
     assert (p.concurrency, p.isl, p.osl, p.length_ratio) == (128, 8192, 1024, 0.8)
@@ -63,7 +65,9 @@ def test_the_deployment_has_both_pools_with_the_decode_rows_batch_cap():
     [p] = select_points([disagg(prefill_num_workers="2")], models="all", modes="disagg").points
     d = deployment_for(p)
     assert (d.tp, d.dp, d.ep, d.num_replicas) == (1, 8, 1, 2)
-    assert d.scheduler.batch_size == 128  # the engine's own cap, at most the concurrency
+    # the recipe's prefill limits over the 8 attention-DP ranks: 8 whole prompts, 66,560 tokens
+    assert (d.scheduler.kind, d.scheduler.batch_size, d.scheduler.max_tokens) == (
+        SchedulerKind.ORCA, 8, 8 * 8320)
     assert (d.decode.tp, d.decode.dp, d.decode.ep, d.decode.num_replicas) == (1, 8, 8, 1)
     assert d.decode.scheduler.batch_size == 128  # 16 per decode DP rank
     assert d.decode.link is KvLink.AUTO and d.num_gpus == 24
@@ -78,7 +82,7 @@ def test_the_deployment_has_both_pools_with_the_decode_rows_batch_cap():
 def test_nvidias_tensorrt_llm_prefill_workers_take_the_generators_limit_and_whole_contexts():
     """NVIDIA's own disaggregated runs: aiconfigurator's generator gives a prefill worker
     max_num_tokens ISL + 1500 rounded up to 32, chunked context off; the public dump's
-    points keep the engine's limits."""
+    DeepSeek points take their srt-slurm recipes' (the test below)."""
     own = disagg(id="nvidia_qwen3_32b_disagg_15000x500_c480",
                  silicon_data_source="source_file=x.csv; silicon_concurrency=16",
                  backend_version="",
@@ -90,8 +94,7 @@ def test_nvidias_tensorrt_llm_prefill_workers_take_the_generators_limit_and_whol
     assert (nvidia.token_budget, nvidia.scheduler) == (16512, "orca")  # 16500 rounded up
     prefill = deployment_for(nvidia).scheduler
     assert (prefill.kind.value, prefill.max_tokens) == ("orca", 16512)
-    assert (public.token_budget, public.scheduler) == (0, "")
-    assert deployment_for(public).scheduler.kind.value == "sarathi"
+    assert (public.token_budget, public.scheduler) == (8320, "orca")
 
 
 def test_sglangs_gb200_recipes_exchange_moe_tokens_by_all_to_all():
@@ -299,3 +302,22 @@ def test_each_pool_takes_the_estimator_asked_for_at_its_own_shape(monkeypatch):
         ("auto", "b200", 8, 1, 8, "0.5.8.post1"),  # the prefill pool
         ("auto", "b200", 1, 8, 8, "0.5.8.post1"),  # the decode pool
     ]
+
+
+def test_the_public_tensorrt_llm_deepseek_rows_take_their_recipes_prefill_limits():
+    """InferenceX's dynamo-trt DeepSeek-R1 runs launch srt-slurm recipes whose prefill
+    workers batch at most a fixed number of whole prompts per attention-DP rank, by GPU,
+    precision and prompt length; other engines' rows keep the engine's own limits."""
+    def mapped(**overrides: str):
+        [p] = select_points([disagg(**overrides)], models="all", modes="disagg").points
+        return p.batch_size, p.token_budget, p.scheduler
+
+    h200_1k = dict(system="h200_sxm", isl="1024", id="dsr1_h200_trtllm_fp8_disagg_1024x1024_c128")
+    assert mapped(**h200_1k) == (8, 8192, "orca")
+    assert mapped(system="h200_sxm") == (2, 16640, "orca")  # 8k/1k
+    fp4 = dict(gemm_quant_mode="nvfp4", model_path="nvidia/DeepSeek-R1-FP4")
+    assert mapped(**fp4) == (2, 16896, "orca")
+    sglang = dict(backend="sglang", backend_version="0.5.8.post1",
+                  silicon_data_source="db-dump/2026-04-27; silicon_concurrency=128; "
+                  "lmsysorg/sglang:v0.5.8.post1-cu130-amd64")  # fmt: skip
+    assert mapped(**sglang) == (0, 0, "")
