@@ -128,11 +128,18 @@ class SimulateSpec(BaseModel):
     @field_validator("engine")
     @classmethod
     def _known_engine(cls, value: str) -> str:
-        return load_engine(value).key  # raises naming the engines and versions available
+        load_engine(value)  # raises naming the engines and versions available
+        return value
 
     @property
     def engine_profile(self) -> EngineProfile:
         return load_engine(self.engine)
+
+    @property
+    def engine_version(self) -> str | None:
+        """The release `engine` names (NAME@VERSION), whose measured operator tables the
+        profiled and auto estimators read (the nearest measured); None: the profile's."""
+        return self.engine.partition("@")[2] or None
 
     @model_validator(mode="after")
     def _one_rate(self) -> SimulateSpec:
@@ -182,6 +189,7 @@ class SimulateSpec(BaseModel):
             estimator=self.estimator,
             op_tables=str(self.op_tables) if self.op_tables is not None else None,
             engine=self.engine_profile,
+            engine_version=self.engine_version,
             prefix_cache=self.prefix_cache,
             prefix_cache_tokens=(
                 math.inf if self.prefix_cache_tokens == "unbounded" else self.prefix_cache_tokens

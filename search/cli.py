@@ -320,7 +320,8 @@ def _choice(enum_values: list[str]) -> click.Choice:
     metavar="NAME[@VERSION]",
     help="Serving engine whose profile runs the deployment: vllm, sglang, trtllm, or vidur "
     "(Vidur's 2024 vLLM); e.g. vllm@0.12.0.  It sets the defaults of --scheduler, its limits, "
-    "--gpu-memory-utilization and --kv-precision, and the per-iteration overhead.",
+    "--gpu-memory-utilization and --kv-precision, and the per-iteration overhead; a VERSION "
+    "also picks the measured tables --estimator profiled/auto reads (the nearest release).",
 )
 @click.option(
     "--scheduler",

@@ -258,3 +258,24 @@ def test_adp_balance_holds_prompts_under_attention_dp_and_needs_it():
     refused = invoke(*no_dp, "--adp-balance-timeout-iters", "60")
     assert refused.exit_code == 2 and "Traceback" not in refused.output
     assert "dp > 1, got dp 1" in refused.output
+
+
+@pytest.mark.skipif(
+    __import__("importlib").util.find_spec("aiconfigurator_core") is None,
+    reason="needs the aic extra",
+)
+def test_the_engine_release_asked_for_picks_the_measured_tables_nearest_to_it():
+    """`--engine NAME@VERSION` runs the profile covering VERSION and reads the operator
+    tables measured nearest to VERSION itself, not to the profile's first release."""
+
+    def tables(engine: str) -> str:
+        result = invoke("simulate", *SMALL, "--json", "--model", "Qwen/Qwen3-32B",
+                        "--sku", "h100-sxm", "--tp", "2", "--estimator", "profiled",
+                        "--engine", engine)  # fmt: skip
+        assert result.exit_code == 0, result.output
+        data = json.loads(result.output)
+        assert data["deployment"]["engine"] == "sglang@0.5.4"  # one profile for both
+        return data["estimator"]["label"]
+
+    assert tables("sglang").endswith("engine sglang 0.5.6.post2")
+    assert tables("sglang@0.5.14").endswith("engine sglang 0.5.14")
