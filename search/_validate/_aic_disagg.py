@@ -84,8 +84,8 @@ at most that many an iteration.  Elsewhere the prefill pool keeps the engine's o
 Two things those recipes also set are not modelled: ``disable_overlap_scheduler: true`` on
 every prefill worker (the pool keeps the engine profile's host overlap, as for NVIDIA's own
 runs, `_aic_generator.py`), and attention DP on H200 1k/1k prefill workers that the rows
-record as TP 8 (the row's layout is kept: its two records of one deployment, TP 8 and DP 8,
-were measured within 8% of each other).
+record as TP 8 (the row's layout is kept: the rows record that deployment both ways, and
+its TP 8 and DP 8 records measure alike, e.g. 673 and 623 ms at concurrency 36).
 
 Rows without worker counts are skipped: the P:D ratio decides the throughput at load, and
 llmcap does not guess it.  Everything else is skipped for the aggregated rows' reasons,
