@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 
 import pandas as pd
@@ -261,8 +262,7 @@ def test_adp_balance_holds_prompts_under_attention_dp_and_needs_it():
 
 
 @pytest.mark.skipif(
-    __import__("importlib").util.find_spec("aiconfigurator_core") is None,
-    reason="needs the aic extra",
+    importlib.util.find_spec("aiconfigurator_core") is None, reason="needs the aic extra"
 )
 def test_the_engine_release_asked_for_picks_the_measured_tables_nearest_to_it():
     """`--engine NAME@VERSION` runs the profile covering VERSION and reads the operator
