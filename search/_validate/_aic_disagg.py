@@ -189,12 +189,11 @@ def map_disagg_row(row: dict[str, str], where: str, line: int) -> ValidationPoin
 def _trtllm_prefill_recipe(point: ValidationPoint, row: dict[str, str]) -> tuple[int, int] | None:
     """The prefill workers' (batch cap, token budget) per attention-DP rank that the
     srt-slurm recipe of a public TensorRT-LLM DeepSeek-R1 row set (module docstring)."""
-    source = row["silicon_data_source"] or ""
     if (
         point.engine != "trtllm"
         or point.source != "benchmark-db"
         or point.model != DEEPSEEK
-        or not any(image in source for image in _DYNAMO_IMAGES)
+        or not _dynamo_image(row)
     ):
         return None
     return TRTLLM_PREFILL_RECIPES.get((point.sku, point.four_bit, point.isl))
@@ -217,9 +216,14 @@ def _decode_router(row: dict[str, str], engine: str) -> str:
     """How the row's frontend picks decode workers: Dynamo's round-robin where a Dynamo image
     or SGLang's srt-slurm runs show a Dynamo frontend, else least outstanding (module
     docstring)."""
-    source = row["silicon_data_source"] or ""
-    dynamo = any(image in source for image in _DYNAMO_IMAGES) or engine == "sglang"
+    dynamo = _dynamo_image(row) or engine == "sglang"
     return "round_robin" if dynamo else "lor"
+
+
+def _dynamo_image(row: dict[str, str]) -> bool:
+    """Whether the row was run from one of Dynamo's images."""
+    source = row["silicon_data_source"] or ""
+    return any(image in source for image in _DYNAMO_IMAGES)
 
 
 def _engine_version(row: dict[str, str], engine: str) -> str:
