@@ -207,7 +207,10 @@ def validate(
     Prints `TPOT MAPE x%` and `TTFT MAPE y%` over all points, then the errors by engine,
     GPU, model and concurrency band: the mean absolute percentage error (MAPE), the
     median signed error (predicted / measured - 1; positive = predicted too slow) and
-    the share of points within ±10%.
+    the share of points within ±10%.  A third line and column score the request
+    throughput each side implies at the measured concurrency (the capacity a search
+    ranks by): C / (TTFT + (output tokens - 1) x TPOT), by Little's law; its signed
+    error is positive where the prediction serves more requests than were measured.
     """
     from search._errors import SpecError
     from search._validate import load_aic_silicon, simulate_points

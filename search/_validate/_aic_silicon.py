@@ -237,6 +237,25 @@ class ValidationPoint:
         """Whether the measured checkpoint holds 4-bit weights (NVFP4, or MXFP4 experts)."""
         return "fp4" in self.weights
 
+    @property
+    def mean_output_tokens(self) -> float:
+        """The mean output length the client asks for: `osl`, or the middle of
+        [int(length_ratio x osl), osl] where it spreads the lengths."""
+        if self.length_ratio >= 1.0:
+            return float(self.osl)
+        return (max(int(self.osl * self.length_ratio), 1) + self.osl) / 2
+
+    def requests_per_second(self, ttft_ms: float, tpot_ms: float) -> float:
+        """The closed loop's request throughput at this point's concurrency given a mean TTFT
+        and TPOT (the measured ones, or a prediction): each of its C clients always has one
+        request in flight, so by Little's law throughput = C / mean end-to-end latency, and a
+        request's end-to-end latency is its TTFT plus (output tokens - 1) x its TPOT.  NaN
+        where either is not a positive number."""
+        if not (ttft_ms > 0 and tpot_ms > 0):
+            return math.nan
+        e2e_ms = ttft_ms + (self.mean_output_tokens - 1) * tpot_ms
+        return self.concurrency / (e2e_ms * 1e-3)
+
 
 @dataclass(frozen=True, slots=True)
 class PoolShape:

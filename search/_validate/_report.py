@@ -16,6 +16,9 @@ from rich.table import Table
 from search._validate._run import PointResult
 from search._validate._stats import ErrorStats, concurrency_band, error_stats, grouped
 
+# the third metric's name: the closed loop's request throughput (`ToolStats.throughput`)
+THROUGHPUT = "Throughput (req/s at the measured concurrency)"
+
 GROUPS: tuple[tuple[str, Callable[[PointResult], str]], ...] = (
     ("engine", lambda r: r.point.engine),
     ("GPU", lambda r: r.point.sku),
@@ -36,26 +39,31 @@ _SHOWN_WHEN_MIXED = ("campaign", "weights", "client warm-up")
 class ToolStats:
     tpot: ErrorStats
     ttft: ErrorStats
+    # the closed loop's request throughput both imply (`ValidationPoint.requests_per_second`):
+    # the capacity at the measured concurrency, which a search ranks deployments by
+    throughput: ErrorStats
 
 
 def llmcap_stats(results: Sequence[PointResult]) -> ToolStats:
-    return ToolStats(
-        tpot=error_stats(
-            [r.predicted_tpot_ms for r in results], [r.point.measured_tpot_ms for r in results]
-        ),
-        ttft=error_stats(
-            [r.predicted_ttft_ms for r in results], [r.point.measured_ttft_ms for r in results]
-        ),
-    )
+    return _tool_stats(results, lambda r: (r.predicted_ttft_ms, r.predicted_tpot_ms))
 
 
 def aic_stats(results: Sequence[PointResult]) -> ToolStats:
+    return _tool_stats(results, lambda r: (r.aic_ttft_ms, r.aic_tpot_ms))
+
+
+def _tool_stats(
+    results: Sequence[PointResult], predicted: Callable[[PointResult], tuple[float, float]]
+) -> ToolStats:
+    """A tool's errors on `results`, its (TTFT, TPOT) of each point from `predicted`."""
+    pairs = [predicted(r) for r in results]
+    points = [r.point for r in results]
     return ToolStats(
-        tpot=error_stats(
-            [r.aic_tpot_ms for r in results], [r.point.measured_tpot_ms for r in results]
-        ),
-        ttft=error_stats(
-            [r.aic_ttft_ms for r in results], [r.point.measured_ttft_ms for r in results]
+        tpot=error_stats([tpot for _, tpot in pairs], [p.measured_tpot_ms for p in points]),
+        ttft=error_stats([ttft for ttft, _ in pairs], [p.measured_ttft_ms for p in points]),
+        throughput=error_stats(
+            [p.requests_per_second(*pair) for p, pair in zip(points, pairs, strict=True)],
+            [p.requests_per_second(p.measured_ttft_ms, p.measured_tpot_ms) for p in points],
         ),
     )
 
@@ -82,6 +90,7 @@ def print_report(
     overall = llmcap_stats(ok)
     click.echo(_line("TPOT", overall.tpot))
     click.echo(_line("TTFT", overall.ttft))
+    click.echo(_line(THROUGHPUT, overall.throughput))
     four_bit = [r for r in ok if r.point.four_bit]
     if four_bit and len(four_bit) < len(ok):  # 4-bit rows apart, so they move no headline
         for name, part in (("without 4-bit weights", [r for r in ok if not r.point.four_bit]),
@@ -99,7 +108,8 @@ def print_report(
             f"on the {len(both)} points both tools answer: "
             f"llmcap TPOT MAPE {ours.tpot.mape * 100:.1f}%, TTFT MAPE {ours.ttft.mape * 100:.1f}%; "
             f"aiconfigurator TPOT MAPE {theirs.tpot.mape * 100:.1f}%, "
-            f"TTFT MAPE {theirs.ttft.mape * 100:.1f}%"
+            f"TTFT MAPE {theirs.ttft.mape * 100:.1f}%; {THROUGHPUT} MAPE: llmcap "
+            f"{ours.throughput.mape * 100:.1f}%, aiconfigurator {theirs.throughput.mape * 100:.1f}%"
         )
     for title, key in GROUPS:
         if len({key(r) for r in ok}) > 1 or title not in _SHOWN_WHEN_MIXED:
@@ -114,7 +124,9 @@ def print_held_out(
     console = console or Console()
     title = "held out (constants refitted without the row's data)"
     table = Table(title=title, title_justify="left")
-    for col in ("held out", "n", "TPOT MAPE", "held-out TPOT", "TTFT MAPE", "held-out TTFT"):
+    columns = ("held out", "n", "TPOT MAPE", "held-out TPOT", "TTFT MAPE", "held-out TTFT",
+               "req/s MAPE", "held-out req/s")  # fmt: skip
+    for col in columns:
         table.add_column(col, justify="left" if col == "held out" else "right")
     for fold, seen, held in folds:
         ok = [(a, b) for a, b in zip(seen, held, strict=True) if a.ok and b.ok]
@@ -124,6 +136,7 @@ def print_held_out(
             f"{fold.kind} {fold.name.rsplit('/', 1)[-1]}", str(len(ok)),
             _pct(ours.tpot.mape), _pct(theirs.tpot.mape),
             _pct(ours.ttft.mape), _pct(theirs.ttft.mape),
+            _pct(ours.throughput.mape), _pct(theirs.throughput.mape),
         )  # fmt: skip
     console.print(table)
     for fold, _, _ in folds:
@@ -143,6 +156,7 @@ def _group_table(
         table.add_column(f"{metric} MAPE", justify="right")
         table.add_column(f"{metric} median", justify="right")
         table.add_column(f"{metric} ±10%", justify="right")
+    table.add_column("req/s MAPE", justify="right")
     if with_aic:
         table.add_column("aic TPOT MAPE", justify="right")
         table.add_column("aic TTFT MAPE", justify="right")
@@ -150,6 +164,7 @@ def _group_table(
         row = [name, str(stats.ours.tpot.n)]
         for metric in (stats.ours.tpot, stats.ours.ttft):
             row += [_pct(metric.mape), _pct(metric.median_signed, True), _pct(metric.within)]
+        row.append(_pct(stats.ours.throughput.mape))
         if with_aic and stats.theirs is not None:
             row += [_pct(stats.theirs.tpot.mape), _pct(stats.theirs.ttft.mape)]
         table.add_row(*row)
@@ -172,6 +187,7 @@ CSV_COLUMNS = (
     "measured_tpot_ms", "predicted_tpot_ms", "tpot_error",
     "aic_ttft_ms", "aic_ttft_error", "aic_tpot_ms", "aic_tpot_error", "error", "aic_error",
     "weights", "client_warmup",
+    "measured_req_s", "predicted_req_s", "req_s_error", "aic_req_s", "aic_req_s_error",
 )  # fmt: skip
 
 
@@ -192,6 +208,9 @@ def write_points_csv(results: Sequence[PointResult], path: Path) -> Path:
         writer.writerow(CSV_COLUMNS)
         for r in results:
             p = r.point
+            measured_rps = p.requests_per_second(p.measured_ttft_ms, p.measured_tpot_ms)
+            predicted_rps = p.requests_per_second(r.predicted_ttft_ms, r.predicted_tpot_ms)
+            aic_rps = p.requests_per_second(r.aic_ttft_ms, r.aic_tpot_ms)
             writer.writerow(
                 [
                     p.id, p.source, p.engine, p.engine_version, p.model_path, p.model, p.system,
@@ -204,6 +223,8 @@ def write_points_csv(results: Sequence[PointResult], path: Path) -> Path:
                     _num(r.aic_ttft_ms), _ratio(r.aic_ttft_ms, p.measured_ttft_ms),
                     _num(r.aic_tpot_ms), _ratio(r.aic_tpot_ms, p.measured_tpot_ms),
                     r.error, r.aic_error, p.weights, p.client_warmup,
+                    _num(measured_rps), _num(predicted_rps), _ratio(predicted_rps, measured_rps),
+                    _num(aic_rps), _ratio(aic_rps, measured_rps),
                 ]
             )  # fmt: skip
     return path

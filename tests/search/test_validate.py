@@ -1071,6 +1071,41 @@ def test_the_report_keeps_4_bit_rows_apart(capsys):
 
 
 @needs_aic
+def test_a_point_s_closed_loop_throughput_follows_little_s_law():
+    point = select_points([row()]).points[0]  # C 16, fixed 1024/128 lengths
+    assert point.mean_output_tokens == 128
+    # each client's request takes TTFT + 127 x TPOT = 120.5 + 1206.5 ms = 1.327 s
+    assert point.requests_per_second(120.5, 9.5) == pytest.approx(16 / 1.327)
+    assert math.isnan(point.requests_per_second(math.nan, 9.5))
+    assert math.isnan(point.requests_per_second(120.5, 0.0))
+    # a client drawing lengths from [int(0.8 x 128), 128] = [102, 128] asks for 115 on average
+    spread = replace(point, length_ratio=0.8)
+    assert spread.mean_output_tokens == 115
+    assert spread.requests_per_second(100.0, 10.0) == pytest.approx(16 / (0.1 + 114 * 0.01))
+
+
+def test_the_report_scores_the_throughput_both_latencies_imply(capsys, tmp_path):
+    from rich.console import Console
+
+    from search._validate._report import print_report, write_points_csv
+    from search._validate._run import PointResult
+
+    point = select_points([row()]).points[0]
+    # TTFT and TPOT both 10% slow: every request lasts 10% longer, 1/1.1 of the requests
+    result = PointResult(point, predicted_ttft_ms=120.5 * 1.1, predicted_tpot_ms=9.5 * 1.1)
+    print_report([result], with_aic=False, console=Console(width=250))
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.startswith("Throughput "))
+    assert "MAPE 9.1%" in line and "median signed -9%" in line
+    assert "req/s MAPE" in out  # the group tables' column
+    with (write_points_csv([result], tmp_path / "points.csv")).open() as handle:
+        record = next(csv.DictReader(handle))
+    assert float(record["measured_req_s"]) == pytest.approx(16 / 1.327, rel=1e-4)
+    assert float(record["req_s_error"]) == pytest.approx(1 / 1.1 - 1, abs=1e-4)
+    assert record["aic_req_s"] == "" and record["aic_req_s_error"] == ""
+
+
+@needs_aic
 def test_aiconfigurator_reads_nvidias_nvfp4_checkpoint_as_its_base_model():
     from search._validate._aic_estimate import _model_path
 
