@@ -188,6 +188,7 @@ CSV_COLUMNS = (
     "aic_ttft_ms", "aic_ttft_error", "aic_tpot_ms", "aic_tpot_error", "error", "aic_error",
     "weights", "client_warmup",
     "measured_req_s", "predicted_req_s", "req_s_error", "aic_req_s", "aic_req_s_error",
+    "predicted_ttft_wait_ms",
 )  # fmt: skip
 
 
@@ -225,6 +226,7 @@ def write_points_csv(results: Sequence[PointResult], path: Path) -> Path:
                     r.error, r.aic_error, p.weights, p.client_warmup,
                     _num(measured_rps), _num(predicted_rps), _ratio(predicted_rps, measured_rps),
                     _num(aic_rps), _ratio(aic_rps, measured_rps),
+                    _num(r.predicted_ttft_wait_ms),
                 ]
             )  # fmt: skip
     return path

@@ -65,6 +65,10 @@ class PointResult:
     point: ValidationPoint
     predicted_ttft_ms: float = math.nan
     predicted_tpot_ms: float = math.nan
+    # the part of the predicted TTFT before the engine first schedules a request's prompt
+    # (mean over requests): the frontend's tokenizing and the wait for a batch to take it;
+    # the rest is its prefill, any KV hand-off and the first token's way out
+    predicted_ttft_wait_ms: float = math.nan
     error: str = ""  # why the point could not be simulated (e.g. it does not fit)
     aic_ttft_ms: float = math.nan  # aiconfigurator's estimate, when asked for
     aic_tpot_ms: float = math.nan
@@ -319,9 +323,12 @@ def _simulate_point(
     if done.empty:
         return PointResult(point, error="no request completed")
     ttft = float(done["ttft"].mean()) * 1e3
+    wait = float((done["scheduled"] - done["arrival"]).mean()) * 1e3
     tpot_values = done["tpot"].dropna()
     tpot = float(tpot_values.mean()) * 1e3 if len(tpot_values) else math.nan
-    return PointResult(point, predicted_ttft_ms=ttft, predicted_tpot_ms=tpot)
+    return PointResult(
+        point, predicted_ttft_ms=ttft, predicted_tpot_ms=tpot, predicted_ttft_wait_ms=wait
+    )
 
 
 def evaluate_point(

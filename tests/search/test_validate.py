@@ -910,6 +910,9 @@ def test_validate_on_a_small_fixed_subset(tmp_path):
     assert float(ttft.split()[2].rstrip("%")) < 95
     csv_text = (out / "points.csv").read_text().splitlines()
     assert len(csv_text) == 7 and csv_text[0].startswith("id,source,engine")
+    for record in csv.DictReader(csv_text):  # the wait before a prompt runs: part of its TTFT
+        wait, ttft = float(record["predicted_ttft_wait_ms"]), float(record["predicted_ttft_ms"])
+        assert 0.0 <= wait < ttft
     assert (out / "predicted_vs_measured.png").stat().st_size > 1000
 
 
