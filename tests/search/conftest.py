@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +16,12 @@ from search._db.store import fingerprint_of
 from search._spec import parse_spec
 
 PG_ENV = "LLMCAP_TEST_POSTGRES_URL"  # a PostgreSQL database the tests may wipe
+
+# tests that need the optional aiconfigurator-core extra (measured points and tables)
+needs_aic = pytest.mark.skipif(
+    importlib.util.find_spec("aiconfigurator_core") is None,
+    reason="the optional extra is not installed: pip install 'llmcap[aic]'",
+)
 
 
 @pytest.fixture(scope="session")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
 import pandas as pd
@@ -10,6 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from search.cli import cli
+from tests.search.conftest import needs_aic
 
 SMALL = ["--num-requests", "60", "--qps", "2"]
 
@@ -261,9 +261,7 @@ def test_adp_balance_holds_prompts_under_attention_dp_and_needs_it():
     assert "dp > 1, got dp 1" in refused.output
 
 
-@pytest.mark.skipif(
-    importlib.util.find_spec("aiconfigurator_core") is None, reason="needs the aic extra"
-)
+@needs_aic
 def test_the_engine_release_asked_for_picks_the_measured_tables_nearest_to_it():
     """`--engine NAME@VERSION` runs the profile covering VERSION and reads the operator
     tables measured nearest to VERSION itself, not to the profile's first release."""

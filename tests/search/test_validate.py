@@ -30,11 +30,7 @@ from search._validate._launch_scripts import (
 from search._validate._run import closed_loop_workload, deployment_for, engine_for
 from search.cli import cli
 from simulator import SchedulerKind, prepare
-
-HAVE_AIC = importlib.util.find_spec("aiconfigurator_core") is not None
-needs_aic = pytest.mark.skipif(
-    not HAVE_AIC, reason="the optional extra is not installed: pip install 'llmcap[aic]'"
-)
+from tests.search.conftest import needs_aic
 
 HEADER = ",".join(_aic_silicon.REQUIRED_COLUMNS)
 

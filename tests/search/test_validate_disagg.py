@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 from click.testing import CliRunner
 
@@ -13,11 +11,7 @@ from search._validate._aic_disagg import NO_WORKER_COUNTS
 from search._validate._run import deployment_for, simulate_points
 from search.cli import cli
 from simulator import KvLink, SchedulerKind, prepare
-
-needs_aic = pytest.mark.skipif(
-    importlib.util.find_spec("aiconfigurator_core") is None,
-    reason="the optional extra is not installed: pip install 'llmcap[aic]'",
-)
+from tests.search.conftest import needs_aic
 
 # a disaggregated row as the silicon sample writes it (DeepSeek-R1 FP8 on B200, Dynamo with
 # TensorRT-LLM): one prefill worker of 8 attention-DP ranks, one decode worker likewise
