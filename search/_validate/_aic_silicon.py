@@ -256,6 +256,22 @@ class ValidationPoint:
         e2e_ms = ttft_ms + (self.mean_output_tokens - 1) * tpot_ms
         return self.concurrency / (e2e_ms * 1e-3)
 
+    @property
+    def deployment(self) -> ValidationPoint:
+        """The point with what only its measurement records blanked (`_MEASUREMENT_ONLY`):
+        two points equal here ran the same deployment under the same client load, so the
+        simulator answers both alike, and their measurements differ only by the run."""
+        return replace(self, **_MEASUREMENT_ONLY)
+
+
+# the fields of a `ValidationPoint` that say how it was measured, not what ran: its id and
+# means, the client's warm-up, the campaign, the checkpoint's name (DeepSeek-R1 and -V3 run
+# one architecture), aiconfigurator's names of the system and the experts' quantisation
+_MEASUREMENT_ONLY: dict[str, Any] = {
+    "id": "", "measured_ttft_ms": 0.0, "measured_tpot_ms": 0.0, "client_warmup": "",
+    "source": "", "model_path": "", "system": "", "moe_quant_mode": "",
+}  # fmt: skip
+
 
 @dataclass(frozen=True, slots=True)
 class PoolShape:

@@ -13,8 +13,15 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from search._validate._aic_silicon import ValidationPoint
 from search._validate._run import PointResult
-from search._validate._stats import ErrorStats, concurrency_band, error_stats, grouped
+from search._validate._stats import (
+    ErrorStats,
+    best_single_value_mape,
+    concurrency_band,
+    error_stats,
+    grouped,
+)
 
 # the third metric's name: the closed loop's request throughput (`ToolStats.throughput`)
 THROUGHPUT = "Throughput (req/s at the measured concurrency)"
@@ -68,6 +75,45 @@ def _tool_stats(
     )
 
 
+@dataclass(frozen=True, slots=True)
+class RepeatFloor:
+    """The points whose deployment was measured more than once (`ValidationPoint.deployment`):
+    the simulator gives each such deployment one answer, so on them no prediction scores
+    below each deployment's best single value against its own measurements."""
+
+    points: int
+    deployments: int
+    ttft: float  # MAPE of each deployment's best single TTFT against its measurements
+    tpot: float
+    throughput: float
+    ours: ToolStats  # llmcap's errors on the same points
+
+
+def repeat_floor(results: Sequence[PointResult]) -> RepeatFloor | None:
+    """The floor of the points measured more than once, or None where none is."""
+    by_deployment: dict[ValidationPoint, list[PointResult]] = {}
+    for result in results:
+        by_deployment.setdefault(result.point.deployment, []).append(result)
+    repeated = [group for group in by_deployment.values() if len(group) > 1]
+    if not repeated:
+        return None
+    points = [r.point for group in repeated for r in group]
+
+    def floor(measure: Callable[[ValidationPoint], float]) -> float:
+        total = sum(best_single_value_mape([measure(r.point) for r in group]) * len(group)
+                    for group in repeated)  # fmt: skip
+        return total / len(points)
+
+    return RepeatFloor(
+        points=len(points),
+        deployments=len(repeated),
+        ttft=floor(lambda p: p.measured_ttft_ms),
+        tpot=floor(lambda p: p.measured_tpot_ms),
+        throughput=floor(lambda p: p.requests_per_second(p.measured_ttft_ms, p.measured_tpot_ms)),
+        ours=llmcap_stats([r for group in repeated for r in group]),
+    )
+
+
 def _pct(value: float, signed: bool = False) -> str:
     if math.isnan(value):
         return "-"
@@ -91,6 +137,18 @@ def print_report(
     click.echo(_line("TPOT", overall.tpot))
     click.echo(_line("TTFT", overall.ttft))
     click.echo(_line(THROUGHPUT, overall.throughput))
+    repeats = repeat_floor(ok)
+    if repeats is not None:
+        click.echo(
+            f"  repeat measurements: {repeats.points} points measure {repeats.deployments} "
+            f"deployment{'s' if repeats.deployments > 1 else ''} more than once; one "
+            f"deployment's runs differ by TTFT MAPE "
+            f"{repeats.ttft * 100:.1f}%, TPOT {repeats.tpot * 100:.1f}%, throughput "
+            f"{repeats.throughput * 100:.1f}% around their best single value, a floor no "
+            f"prediction beats there (llmcap there: TTFT {repeats.ours.ttft.mape * 100:.1f}%, "
+            f"TPOT {repeats.ours.tpot.mape * 100:.1f}%, "
+            f"throughput {repeats.ours.throughput.mape * 100:.1f}%)"
+        )
     four_bit = [r for r in ok if r.point.four_bit]
     if four_bit and len(four_bit) < len(ok):  # 4-bit rows apart, so they move no headline
         for name, part in (("without 4-bit weights", [r for r in ok if not r.point.four_bit]),

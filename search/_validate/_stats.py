@@ -40,6 +40,17 @@ def error_stats(predicted: Sequence[float], measured: Sequence[float]) -> ErrorS
     )
 
 
+def best_single_value_mape(measured: Sequence[float]) -> float:
+    """The smallest MAPE that any one value scores against `measured`: that of their median
+    weighted by 1 / value, which minimises the sum of |value - m| / m.  NaN when empty."""
+    m = np.sort(np.asarray(measured, dtype=np.float64))
+    if not len(m):
+        return math.nan
+    weights = np.cumsum(1.0 / m)
+    best = m[np.searchsorted(weights, weights[-1] / 2)]
+    return float(np.mean(np.abs(best / m - 1.0)))
+
+
 def concurrency_band(concurrency: int) -> str:
     """Bands of the concurrency axis: 1-8, 9-32, 33-128, 129+."""
     for upper, label in ((8, "1-8"), (32, "9-32"), (128, "33-128")):

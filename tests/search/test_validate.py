@@ -1104,6 +1104,48 @@ def test_the_report_scores_the_throughput_both_latencies_imply(capsys, tmp_path)
     assert record["aic_req_s"] == "" and record["aic_req_s_error"] == ""
 
 
+def test_the_best_single_value_of_repeat_measurements_is_their_weighted_median():
+    from search._validate._stats import best_single_value_mape
+
+    # 100 scores 25% against (100, 200); 150 would score 37.5% and 200 50%
+    assert best_single_value_mape([200.0, 100.0]) == pytest.approx(0.25)
+    assert best_single_value_mape([50.0]) == 0.0
+    assert math.isnan(best_single_value_mape([]))
+    values = [80.0, 95.0, 100.0, 180.0, 97.0]
+    brute = min(sum(abs(c / v - 1) for v in values) / len(values)
+                for c in (50 + 0.01 * i for i in range(20_000)))  # fmt: skip
+    assert best_single_value_mape(values) == pytest.approx(brute, abs=1e-4)
+
+
+def test_the_report_shows_how_far_repeat_measurements_of_one_deployment_disagree(capsys):
+    from rich.console import Console
+
+    from search._validate._report import print_report, repeat_floor
+    from search._validate._run import PointResult
+
+    point = select_points([row()]).points[0]  # C 16, TTFT 120.5 ms, TPOT 9.5 ms
+    # the same deployment measured again, by another run and client, twice as slow to start
+    again = replace(point, id="again", measured_ttft_ms=241.0, client_warmup="warm-up",
+                    source="aic-collection", model_path="deepseek-ai/DeepSeek-R1")  # fmt: skip
+    other = replace(point, id="other", concurrency=32)  # another load: another deployment
+    assert again.deployment == point.deployment != other.deployment
+    results = [PointResult(p, predicted_ttft_ms=120.5, predicted_tpot_ms=9.5)
+               for p in (point, again, other)]  # fmt: skip
+    floor = repeat_floor(results)
+    assert floor is not None and (floor.points, floor.deployments) == (2, 1)
+    assert floor.ttft == pytest.approx(0.25)  # 120.5 against (120.5, 241)
+    assert floor.tpot == 0.0
+    assert floor.ours.ttft.mape == pytest.approx(0.25)  # llmcap's answer is that best value
+    print_report(results, with_aic=False, console=Console(width=200))
+    out = capsys.readouterr().out
+    assert "repeat measurements: 2 points measure 1 deployment more than once" in out
+    assert "differ by TTFT MAPE 25.0%, TPOT 0.0%" in out
+    assert "(llmcap there: TTFT 25.0%, TPOT 0.0%" in out
+    assert repeat_floor(results[::2]) is None
+    print_report(results[::2], with_aic=False, console=Console(width=200))
+    assert "repeat measurements" not in capsys.readouterr().out
+
+
 @needs_aic
 def test_aiconfigurator_reads_nvidias_nvfp4_checkpoint_as_its_base_model():
     from search._validate._aic_estimate import _model_path
