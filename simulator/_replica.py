@@ -261,13 +261,14 @@ class Replica:
             self.bursts or self.waiting or self.held or self.routed or self.handed or self.received
         )
 
-    def _take_in_disaggregated(self, now: float) -> None:
+    def _take_in_disaggregated(self, now: float, formed_ahead: bool = True) -> None:
         """A decode replica after a batch ending `now`: the hand-offs (`take_hand_off`) and
         the finished transfers (`receive`) its scheduler has seen by the batch it forms
         next get their blocks and join the waiting queue; under `schedule_ahead` those seen
-        during this batch wait for the next batch end, unless nothing is left to run."""
+        during this batch wait for the next batch end, unless nothing is left to run or
+        the batch formed ahead was none (`formed_ahead` False: `on_batch_end`)."""
         busy = bool(self.waiting) or any(lane.num_seqs for lane in self.lanes)
-        ahead = self.schedule_ahead and busy
+        ahead = formed_ahead and self.schedule_ahead and busy
         if self.handed:
             handed, self.handed = _seen_by(self.handed, now, ahead)
             for req in handed:
@@ -858,6 +859,11 @@ class Replica:
             elif self._run_pipeline_decodes(now):
                 return
         self.try_dispatch(now)
+        if (self.handed or self.received) and not any(lane.in_flight for lane in self.lanes):
+            # no batch formed (what waits is short of KV blocks, which a deferred transfer
+            # may hold): the scheduler's next loop, at once, sees the transfers it deferred
+            self._take_in_disaggregated(now, formed_ahead=False)
+            self.try_dispatch(now)
 
     def kv_sent(self, req: Request, now: float) -> None:
         """A prefill pool's replica: the KV of `req`, handed off, has reached the decode

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from estimators import (
@@ -110,6 +110,11 @@ def test_random_disaggregated_runs_conserve_requests_tokens_and_memory(
     dp=st.sampled_from([1, 2, 4]),
     balance=st.integers(0, 3),
 )
+# a decode replica whose preempted request lacked the blocks a transfer it deferred under
+# schedule_ahead held: no batch formed, and it stalled until it took the transfer in at once
+@example(n=39, closed_loop=False, disaggregated=True, kind=SchedulerKind.SARATHI, full=False,
+         blocks=60, batch=1, speculative=None, prefix_cache=False, recv_interval=1,
+         schedule_ahead=True, batch_wait_iters=0, pp=1, seed=91, dp=1, balance=0)  # fmt: skip
 def test_random_runs_of_every_feature_conserve_requests_tokens_and_memory(
     n, closed_loop, disaggregated, kind, full, blocks, batch, speculative, prefix_cache,
     recv_interval, schedule_ahead, batch_wait_iters, pp, seed, dp, balance,
