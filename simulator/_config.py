@@ -115,12 +115,24 @@ class SchedulerConfig:
     adp_balance_batching_wait_iters: int = 0
 
     def token_budget(self) -> int | None:
-        """Tokens one iteration may hold, or None where the policy sets no limit."""
+        """Tokens one iteration may hold under the policy's budget (SGLang's: the prompt
+        tokens of a prefill iteration), or None where the policy sets no limit."""
         if self.kind.chunked:
             return self.chunk_size
         if self.kind is SchedulerKind.VLLM:
             return self.max_tokens or DEFAULT_VLLM_MAX_TOKENS
         return self.max_tokens
+
+    def max_iteration_tokens(self) -> int | None:
+        """Most tokens one iteration may hold, or None where the policy sets no limit: the
+        token budget, which decodes count against, except under SGLang's policy, whose
+        iteration prefills or decodes (`simulator._policies.SglangPolicy`): its budget bounds
+        a prefill iteration, and a decode iteration holds every running request's
+        `decode_tokens`, up to the batch cap."""
+        budget = self.token_budget()
+        if budget is not None and self.kind is SchedulerKind.SGLANG:
+            return max(budget, self.batch_size * self.decode_tokens)
+        return budget
 
 
 @dataclass(frozen=True, slots=True)

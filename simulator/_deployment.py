@@ -174,9 +174,10 @@ class Deployment:
 
 def rank_batched_tokens(scheduler: SchedulerConfig, dp: int) -> int:
     """Most tokens one iteration of one of `dp` attention DP ranks can hold: its share of
-    the policy's token budget (`rank_token_budget`), else `UNBOUNDED_BATCH_TOKENS`."""
-    budget = rank_token_budget(scheduler, dp)
-    return budget if budget is not None else UNBOUNDED_BATCH_TOKENS
+    the most one iteration holds (`SchedulerConfig.max_iteration_tokens`), else
+    `UNBOUNDED_BATCH_TOKENS`."""
+    tokens = scheduler.max_iteration_tokens()
+    return -(-tokens // dp) if tokens is not None else UNBOUNDED_BATCH_TOKENS
 
 
 def rank_token_budget(scheduler: SchedulerConfig, dp: int) -> int | None:
