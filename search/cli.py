@@ -617,11 +617,20 @@ def simulate(ctx: click.Context, config_file: Path | None, **options: Any) -> No
 
 def _merge_config(ctx: click.Context, config_file: Path | None, options: dict) -> dict:
     """Config-file values, overridden by options given on the command line."""
+    from search._errors import SpecError
     from search._simulate_spec import read_config_file
 
     merged: dict[str, Any] = read_config_file(config_file) if config_file else {}
     workload = merged.pop("workload", None)
-    workload = {"source": workload} if isinstance(workload, str) else dict(workload or {})
+    if isinstance(workload, str):
+        workload = {"source": workload}
+    elif workload is None or isinstance(workload, dict):
+        workload = dict(workload or {})
+    else:
+        raise SpecError(
+            "config file: workload: expected a trace file or built-in workload name, or a "
+            f"mapping of workload fields (source, prompt_len, ...); got {workload!r}"
+        )
     workload_keys = {
         "workload": "source", "trace_format": "trace_format", "arrival": "arrival", "cv": "cv",
         "prompt_len": "prompt_len", "output_len": "output_len",
@@ -655,10 +664,15 @@ def _merge_config(ctx: click.Context, config_file: Path | None, options: dict) -
 def _nest(merged: dict, section: str, names: dict[str, str]) -> None:
     """Move the flat options `names` (option name -> field) that were given into the
     `section` mapping of `merged`, over what a config file put there."""
+    from search._errors import SpecError
+
     given = {field: merged.pop(name) for name, field in names.items() if name in merged}
     given = {field: value for field, value in given.items() if value is not None}
     if given:
-        merged[section] = {**(merged.get(section) or {}), **given}
+        own = merged.get(section) or {}
+        if not isinstance(own, dict):
+            raise SpecError(f"config file: {section}: expected a mapping of fields; got {own!r}")
+        merged[section] = {**own, **given}
 
 
 def main() -> None:

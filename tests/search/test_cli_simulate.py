@@ -142,6 +142,21 @@ def test_unknown_config_key_is_named(tmp_path):
     assert "modle: unknown field" in result.output
 
 
+@pytest.mark.parametrize(
+    ("text", "flags", "named"),
+    [
+        ("workload: -1\n", (), "workload: expected a trace file or built-in workload name"),
+        ("decode: 5\n", ("--decode-tp", "2"), "decode: expected a mapping of fields; got 5"),
+    ],
+)
+def test_a_config_section_that_is_no_mapping_is_named(tmp_path, text, flags, named):
+    config = tmp_path / "run.yaml"
+    config.write_text(text)
+    result = invoke("simulate", "--config", str(config), *flags)
+    assert result.exit_code == 2, result.output
+    assert named in result.output and "Traceback" not in result.output
+
+
 def test_help_documents_every_option():
     result = invoke("simulate", "--help")
     assert result.exit_code == 0
