@@ -257,6 +257,11 @@ class ValidationPoint:
         return self.concurrency / (e2e_ms * 1e-3)
 
     @property
+    def measured_requests_per_second(self) -> float:
+        """The request throughput the measured means imply (`requests_per_second`)."""
+        return self.requests_per_second(self.measured_ttft_ms, self.measured_tpot_ms)
+
+    @property
     def deployment(self) -> ValidationPoint:
         """The point with what only its measurement records blanked (`_MEASUREMENT_ONLY`):
         two points equal here ran the same deployment under the same client load, so the

@@ -70,7 +70,7 @@ def _tool_stats(
         ttft=error_stats([ttft for ttft, _ in pairs], [p.measured_ttft_ms for p in points]),
         throughput=error_stats(
             [p.requests_per_second(*pair) for p, pair in zip(points, pairs, strict=True)],
-            [p.requests_per_second(p.measured_ttft_ms, p.measured_tpot_ms) for p in points],
+            [p.measured_requests_per_second for p in points],
         ),
     )
 
@@ -97,20 +97,20 @@ def repeat_floor(results: Sequence[PointResult]) -> RepeatFloor | None:
     repeated = [group for group in by_deployment.values() if len(group) > 1]
     if not repeated:
         return None
-    points = [r.point for group in repeated for r in group]
+    members = [r for group in repeated for r in group]
 
     def floor(measure: Callable[[ValidationPoint], float]) -> float:
         total = sum(best_single_value_mape([measure(r.point) for r in group]) * len(group)
                     for group in repeated)  # fmt: skip
-        return total / len(points)
+        return total / len(members)
 
     return RepeatFloor(
-        points=len(points),
+        points=len(members),
         deployments=len(repeated),
         ttft=floor(lambda p: p.measured_ttft_ms),
         tpot=floor(lambda p: p.measured_tpot_ms),
-        throughput=floor(lambda p: p.requests_per_second(p.measured_ttft_ms, p.measured_tpot_ms)),
-        ours=llmcap_stats([r for group in repeated for r in group]),
+        throughput=floor(lambda p: p.measured_requests_per_second),
+        ours=llmcap_stats(members),
     )
 
 
@@ -267,7 +267,7 @@ def write_points_csv(results: Sequence[PointResult], path: Path) -> Path:
         writer.writerow(CSV_COLUMNS)
         for r in results:
             p = r.point
-            measured_rps = p.requests_per_second(p.measured_ttft_ms, p.measured_tpot_ms)
+            measured_rps = p.measured_requests_per_second
             predicted_rps = p.requests_per_second(r.predicted_ttft_ms, r.predicted_tpot_ms)
             aic_rps = p.requests_per_second(r.aic_ttft_ms, r.aic_tpot_ms)
             writer.writerow(
