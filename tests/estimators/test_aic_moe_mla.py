@@ -20,6 +20,7 @@ from estimators._contract import BatchShape, decode_steps
 from estimators._profiled_mla import MlaProfiledEstimator
 from estimators._types import Precision
 from sku_catalog import load_catalog
+from tests.benchmark_scripts import load_benchmark
 
 pytestmark = pytest.mark.skipif(
     not aic.aic_available(), reason="aiconfigurator-core (llmcap[aic]) is not installed"
@@ -146,17 +147,9 @@ def test_missing_moe_table_falls_back_to_the_roofline(h200):
 def test_mla_eager_prefill_cost_is_the_module_tables_difference(h200, v3):
     """SGLang's eager MLA prefill layer costs the fitted fixed cost more than the same
     deployment without an engine profile; decode is unchanged."""
-    import importlib.util
-    import sys
-    from pathlib import Path
-
     from estimators._mla import mla_prefill_eager_seconds
 
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "fit_mla_eager.py"
-    spec = importlib.util.spec_from_file_location("fit_mla_eager", path)
-    fit = importlib.util.module_from_spec(spec)
-    sys.modules["fit_mla_eager"] = fit
-    spec.loader.exec_module(fit)
+    fit = load_benchmark("fit_mla_eager")
     seconds, _ = fit.eager_cost("h200_sxm", "sglang")
     assert mla_prefill_eager_seconds("sglang", "h200") == pytest.approx(seconds, abs=1e-7)
     assert 3e-4 < seconds < 1e-3  # the eager module: hundreds of microseconds a layer
@@ -317,3 +310,40 @@ def test_a_named_kernel_without_rows_at_the_shape_is_scaled_from_its_other_shape
     assert marlin(8192.0) > 2 * triton(8192.0)
     _, anything, _ = moe_curve("h100_sxm", "vllm", "0.24.0", shape, ("w4a16_mxfp4",))
     assert anything(8192.0) == pytest.approx(triton(8192.0))  # no kernel named: no scaling
+
+
+def test_ep_scaling_ratios_at_the_largest_common_token_count():
+    import pandas as pd
+
+    script = load_benchmark("moe_table_ep_scaling")
+    base = {"kernel_source": "k", "moe_dtype": "fp8", "hidden_size": 64, "inter_size": 32,
+            "topk": 2, "num_experts": 8}  # fmt: skip
+    rows = pd.DataFrame(
+        [
+            {**base, "moe_ep_size": 1, "num_tokens": 16, "seconds": 4.0},
+            {**base, "moe_ep_size": 1, "num_tokens": 64, "seconds": 8.0},
+            {**base, "moe_ep_size": 2, "num_tokens": 64, "seconds": 4.4},
+            {**base, "moe_ep_size": 2, "num_tokens": 64, "seconds": 4.0},  # the faster kernel
+            {**base, "moe_ep_size": 4, "num_tokens": 16, "seconds": 2.0},
+            {**base, "moe_ep_size": 4, "num_tokens": 128, "seconds": 1.0},  # EP 1 lacks 128
+        ]
+    )
+    [found] = script.ep_ratios(rows)
+    *shape, tokens, ratios = found
+    assert tuple(shape) == ("k", "fp8", 64, 32, 2, 8)
+    assert tokens == 16  # EP 4's only token count EP 1 also measured (the last one compared)
+    assert ratios == {2: 0.5, 4: 0.5}
+    assert script.ep_ratios(rows[rows["moe_ep_size"] == 1]) == []  # nothing to compare
+
+
+def test_deepseek_shape_ep_rows_of_the_flashinfer_trtllm_tables_do_not_scale():
+    """The finding benchmarks/moe_table_ep_scaling.py documents: at DeepSeek-V3's shape
+    SGLang's FlashInfer TensorRT-LLM table times EP 2 as EP 1, at Kimi-K2's it halves."""
+    script = load_benchmark("moe_table_ep_scaling")
+    _, df = aic.load_moe("gb200", "sglang", "0.5.14")
+    rows = df[(df["moe_tp_size"] == 1) & (df["distribution"] == "balanced")
+              & (df["kernel_source"] == "sglang_flashinfer_trtllm_moe")
+              & (df["moe_dtype"] == "fp8_block")]  # fmt: skip
+    ep2 = {tuple(s[3:6]): r[2] for *s, _tokens, r in script.ep_ratios(rows) if 2 in r}
+    assert ep2[(2048, 8, 256)] >= script.SUSPECT_EP2  # DeepSeek-V3: group-limited routing
+    assert ep2[(2048, 8, 384)] < 0.6  # Kimi-K2: the rank's share, about half

@@ -10,6 +10,7 @@ import pytest
 from estimators import BatchShape, Precision, load_engine, load_model, make_estimator
 from estimators._engines import EagerLaunch, _build, _engines_yaml
 from simulator._deployment import Deployment, engine_scheduler, sized_engine
+from tests.benchmark_scripts import load_benchmark
 
 
 def _prefill(tokens: int) -> BatchShape:
@@ -177,13 +178,7 @@ def test_an_mla_model_takes_the_engines_mla_layer_launch_time(h200):
 def test_the_shipped_mla_launch_time_is_the_derivation_of_the_issue_table(capsys):
     """engines.yaml's TensorRT-LLM mla_layer_us is what benchmarks/trt_mla_launch.py derives
     from issue #5929's host-bound H200 row, to the microsecond."""
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "trt_mla_launch.py"
-    spec = importlib.util.spec_from_file_location("trt_mla_launch", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_benchmark("trt_mla_launch")
     derived = module.derived_layer_us()
     assert load_engine("trtllm").eager_launch.mla_layer_us == pytest.approx(derived, abs=0.5)
     assert "host-bound" in capsys.readouterr().out

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import importlib.util
 import math
 from dataclasses import replace
 
@@ -30,6 +29,7 @@ from search._validate._launch_scripts import (
 from search._validate._run import closed_loop_workload, deployment_for, engine_for
 from search.cli import cli
 from simulator import SchedulerKind, prepare
+from tests.benchmark_scripts import load_benchmark
 from tests.search.conftest import needs_aic
 
 HEADER = ",".join(_aic_silicon.REQUIRED_COLUMNS)
@@ -1199,15 +1199,7 @@ def test_public_rack_rows_beyond_tp_8_are_skipped_as_unrecorded_layouts():
 
 
 def _ttft_gap_script():
-    import sys
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "ttft_gap.py"
-    spec = importlib.util.spec_from_file_location("ttft_gap", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["ttft_gap"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("ttft_gap")
 
 
 def test_the_ttft_gap_diagnostic_groups_low_concurrency_points(tmp_path):
