@@ -18,8 +18,10 @@ them are explained:
   2048, top-8 of 384) gives 0.54 and 0.19.  Those kernels route inside the kernel with
   DeepSeek-V3's group-limited top-k (4 of 8 expert groups); most likely the collectors'
   balanced logits do not survive it, and the timed rank receives far more than its share.
-  Priced from these rows, SGLang's wide-EP DeepSeek-V3 prefill pools on GB200 come out
-  up to ten times slower than measured (`--modes disagg --estimator auto`).
+  Priced from these rows, SGLang's wide-EP DeepSeek-V3 prefill pools on GB200 came out
+  up to ten times slower than measured (`--modes disagg --estimator auto`), so llmcap now
+  prices such a shape from its EP-1 rows times the kernel's EP scaling at a shape that
+  scales (`estimators._aic_moe_mla.EP_ROWS_SUSPECT`, the same 0.8 as `!` here).
 - SGLang 0.5.10's Triton and Marlin tables (A100, H100, H200), every shape: consistent
   with aiconfigurator's SGLang collector as published, which times rank 0's tokens with
   their remote expert choices clamped onto local expert 0 (zero weight), so the kernel
@@ -36,37 +38,29 @@ from __future__ import annotations
 import sys
 
 from estimators import _aic_tables as aic
+from estimators._aic_moe_mla import EP_ROWS_SUSPECT, ep_scaling
 
 ENGINES = ("vllm", "sglang", "trtllm")
 SHAPE = ["kernel_source", "moe_dtype", "hidden_size", "inter_size", "topk", "num_experts"]
 EPS = (2, 4, 8, 16)
 # EP 2 at this share of EP 1 or more: the rank ran (nearly) all of EP 1's rows
-SUSPECT_EP2 = 0.8
+SUSPECT_EP2 = EP_ROWS_SUSPECT
 
 
 def ep_ratios(rows) -> list[tuple]:
     """(shape..., tokens, {e: time(EP e) / time(EP 1)}) for each shape of `rows` (one table,
     balanced, MoE TP 1) measured at EP 1 and some of `EPS`: each ratio at the largest token
-    count EP 1 and EP e share, `tokens` that of the largest EP compared (the tables measure
-    one token grid for every EP, so it is every ratio's)."""
+    count EP 1 and EP e share (`ep_scaling`), `tokens` that of the largest EP compared (the
+    tables measure one token grid for every EP, so it is every ratio's)."""
     out = []
     for shape, one in rows.groupby(SHAPE, sort=True):
-        by_ep = {
-            int(ep): group.groupby("num_tokens")["seconds"].min()
-            for ep, group in one.groupby("moe_ep_size")
-        }
-        if 1 not in by_ep or not any(e in by_ep for e in EPS):
-            continue
         ratios = {}
         tokens = 0
         for e in EPS:
-            if e not in by_ep:
-                continue
-            common = by_ep[1].index.intersection(by_ep[e].index)
-            if common.empty:
-                continue
-            tokens = int(common.max())
-            ratios[e] = float(by_ep[e][tokens] / by_ep[1][tokens])
+            scaling = ep_scaling(one, e)
+            if not scaling.empty:
+                tokens = int(scaling.index[-1])
+                ratios[e] = float(scaling.iloc[-1])
         if ratios:
             out.append((*shape, tokens, ratios))
     return out

@@ -11,7 +11,10 @@ roofline otherwise (named in the estimator's ``fallbacks``):
   grouped GEMMs and activation; the router GEMM, the all-to-all and FLOP/byte counts stay
   the roofline's.  The routing distribution is `DEFAULT_DISTRIBUTION` (see there).  Where
   the engine's named kernel (`EngineProfile.moe_kernels`) is measured only at other
-  models' experts, its time there is scaled to this shape (`scaled_to_shape`).
+  models' experts, its time there is scaled to this shape (`scaled_to_shape`).  Where the
+  shape's EP rows do not time an EP rank's share of the work (`EP_ROWS_SUSPECT`), its EP-1
+  rows are scaled by the kernel's EP scaling measured at the nearest shape whose EP rows
+  do (`_ep_from_ep1`).
 * **MLA attention** (``mla/<engine>/<ver>/{context,generation}_mla_perf``): the kernel
   alone, over (sequences, prompt length) and (sequences, cached tokens + 1) at this GPU's
   heads and KV precision; ``kv_b_proj``'s up-projection of the KV tokens a prefill reads
@@ -95,15 +98,22 @@ def moe_curve(
         & (df["topk"] == topk)
         & (df["num_experts"] == experts)
         & (df["moe_tp_size"] == moe_tp)
-        & (df["moe_ep_size"] == moe_ep)
         & (df["distribution"] == distribution)
     ]
     for dtype in dtypes:
         rows = sub[sub["moe_dtype"] == dtype]
-        best = rows.groupby("num_tokens", sort=True)["seconds"].min()
-        if len(best) >= 2:
-            xs = best.index.to_numpy(dtype=float)
-            return ref.label, Curve(xs, monotone(best.to_numpy()), 1.0), ""
+        if len(_fastest(rows[rows["moe_ep_size"] == moe_ep])) < 2:
+            continue
+        if moe_ep > 1:  # only the kernels whose EP rows time a rank's share
+            kernels = rows["kernel_source"]
+            suspect = [k for k, own in rows.groupby(kernels) if not _ep_rows_scale(own)]
+            rows = rows[~kernels.isin(suspect)]
+            if len(_fastest(rows[rows["moe_ep_size"] == moe_ep])) < 2:
+                of_suspect = df[df["kernel_source"].isin(suspect)]
+                return _ep_from_ep1(ref.label, of_suspect, shape, dtype, distribution)
+        best = _fastest(rows[rows["moe_ep_size"] == moe_ep])
+        xs = best.index.to_numpy(dtype=float)
+        return ref.label, Curve(xs, monotone(best.to_numpy()), 1.0), ""
     if kernel:  # the named kernel measured at another model's shape only
         scaled = scaled_to_shape(df, shape, dtypes, distribution)
         if scaled is not None:
@@ -118,6 +128,88 @@ def moe_curve(
             f"width {inter}, top-{topk} of {experts}, MoE TP {moe_tp}, EP {moe_ep} in {ref.label}"
         ),
     )
+
+
+# A shape whose EP-2 rows take at least this share of its EP-1 rows' time (at the largest
+# token count both measure) has EP rows that do not time an EP rank's share of the work.
+# Under balanced routing an EP-2 rank runs half the expert rows of EP 1, and the kernels'
+# EP-2 rows take 0.47-0.67 of EP 1 at almost every shape of the tables (benchmarks/
+# moe_table_ep_scaling.py: median 0.53).  The exceptions take all of it: DeepSeek-V3's shape
+# under the FlashInfer TensorRT-LLM kernels of SGLang 0.5.14 and vLLM 0.24, which route
+# inside the kernel with the model's group-limited top-k (the collectors' balanced logits
+# most likely do not survive it), and SGLang 0.5.10's Triton and Marlin tables, whose
+# collector computes every expert choice of the rank's tokens (remote ones clamped onto a
+# local expert).
+EP_ROWS_SUSPECT = 0.8
+
+
+def _fastest(rows: Any) -> Any:
+    """The fastest measured kernel's seconds at each token count of `rows`."""
+    return rows.groupby("num_tokens", sort=True)["seconds"].min()
+
+
+def ep_scaling(rows: Any, ep: int) -> Any:
+    """time(EP `ep`) / time(EP 1) at each token count both of `rows` (one shape, MoE TP,
+    precision and distribution) measure; empty where either is missing."""
+    one, many = _fastest(rows[rows["moe_ep_size"] == 1]), _fastest(rows[rows["moe_ep_size"] == ep])
+    common = one.index.intersection(many.index)
+    return many[common] / one[common]
+
+
+def _ep_rows_scale(rows: Any) -> bool:
+    """Whether the EP rows of one shape (one kernel's, or the fastest of several) time an
+    EP rank's share (`EP_ROWS_SUSPECT`); shapes without EP-1 and EP-2 rows to compare are
+    taken as measured."""
+    ratio = ep_scaling(rows, 2)
+    return ratio.empty or float(ratio.iloc[-1]) < EP_ROWS_SUSPECT
+
+
+def _ep_from_ep1(
+    label: str,
+    rows: Any,
+    shape: tuple[int, int, int, int, int, int],
+    dtype: str,
+    distribution: str,
+) -> tuple[str, Curve | None, str]:
+    """The routed experts at `shape`'s EP from its EP-1 rows, where its own EP rows do not
+    scale (`_ep_rows_scale`): EP 1's time at each token count times the same kernel's
+    measured EP scaling (`ep_scaling`) at the shape nearest in one expert's size whose EP
+    rows do, at the same MoE TP, precision and distribution (`rows`: the table's rows of
+    those kernels).  None where no shape of the kernel scales at this EP."""
+    hidden, inter, topk, experts, moe_tp, moe_ep = shape
+    fields = ["hidden_size", "inter_size", "topk", "num_experts"]
+    same = rows[
+        (rows["moe_tp_size"] == moe_tp)
+        & (rows["distribution"] == distribution)
+        & (rows["moe_dtype"] == dtype)
+    ]
+    own = same[
+        (same["hidden_size"] == hidden)
+        & (same["inter_size"] == inter)
+        & (same["topk"] == topk)
+        & (same["num_experts"] == experts)
+    ]
+    ep1 = _fastest(own[own["moe_ep_size"] == 1])
+    candidates = []
+    for other, measured in same.groupby(fields, sort=True):
+        if other == (hidden, inter, topk, experts) or not _ep_rows_scale(measured):
+            continue
+        scaling = ep_scaling(measured, moe_ep)
+        common = ep1.index.intersection(scaling.index)
+        if len(common) >= 2:
+            size = abs(math.log(other[0] * other[1] / (hidden * inter)))
+            candidates.append((size, other, ep1[common] * scaling[common]))
+    why = (
+        f"the EP {moe_ep} rows of hidden {hidden}, expert width {inter}, top-{topk} of "
+        f"{experts} in {label} do not scale with EP (benchmarks/moe_table_ep_scaling.py)"
+    )
+    if not candidates:
+        return label, None, f"{why}, and no shape of the kernel whose EP rows do"
+    _, (h, i, k, e), seconds = min(candidates, key=lambda c: c[0])
+    xs = seconds.index.to_numpy(dtype=float)
+    source = f"EP 1 x the kernel's EP {moe_ep} scaling at hidden {h}, expert width {i}, "
+    source += f"top-{k} of {e}"
+    return f"{label} ({source})", Curve(xs, monotone(seconds.to_numpy()), 1.0), ""
 
 
 def scaled_to_shape(

@@ -11,6 +11,8 @@ from estimators import _aic_tables as aic
 from estimators import load_engine, load_model, make_estimator
 from estimators._aic_moe_mla import (
     DEFAULT_DISTRIBUTION,
+    EP_ROWS_SUSPECT,
+    ep_scaling,
     mla_bmm_curve,
     mla_grid,
     moe_curve,
@@ -347,3 +349,94 @@ def test_deepseek_shape_ep_rows_of_the_flashinfer_trtllm_tables_do_not_scale():
     ep2 = {tuple(s[3:6]): r[2] for *s, _tokens, r in script.ep_ratios(rows) if 2 in r}
     assert ep2[(2048, 8, 256)] >= script.SUSPECT_EP2  # DeepSeek-V3: group-limited routing
     assert ep2[(2048, 8, 384)] < 0.6  # Kimi-K2: the rank's share, about half
+
+
+def _fastest_row(rows, tokens):
+    return rows[rows["num_tokens"] == tokens]["seconds"].min()
+
+
+def test_ep_rows_that_do_not_scale_are_priced_from_ep1_and_the_kernels_scaling_elsewhere():
+    """DeepSeek-V3's EP-8 rows in SGLang's FlashInfer TensorRT-LLM table time EP 1's work;
+    the curve is its EP-1 rows times the kernel's EP-8 scaling at Kimi-K2's shape (the
+    same hidden size and expert width), which scales."""
+    v3_ep8, kimi = (7168, 2048, 8, 256, 1, 8), (7168, 2048, 8, 384, 1, 8)
+    kernel = "flashinfer_trtllm"
+    label, curve, why = moe_curve("gb200", "sglang", "0.5.14", v3_ep8, ("fp8_block",),
+                                  kernel=kernel)  # fmt: skip
+    assert curve is not None and not why
+    assert "the kernel's EP 8 scaling at hidden 7168, expert width 2048, top-8 of 384" in label
+    def kernel_rows(shape):
+        rows = _moe_rows("gb200", "sglang", "0.5.14", shape, "fp8_block")
+        return rows[rows["kernel_source"].str.contains(kernel)]
+
+    v3_ep1, k1, k8 = kernel_rows((*v3_ep8[:5], 1)), kernel_rows((*kimi[:5], 1)), kernel_rows(kimi)
+    tokens = 8192
+    expected = _fastest_row(v3_ep1, tokens) * _fastest_row(k8, tokens) / _fastest_row(k1, tokens)
+    assert curve(float(tokens)) == pytest.approx(expected, rel=1e-9)
+    measured = _fastest_row(kernel_rows(v3_ep8), tokens)
+    assert curve(float(tokens)) < 0.5 * measured  # the rank's share, not EP 1's work
+    # Kimi-K2's own EP rows scale: read as measured
+    label, kcurve, _ = moe_curve("gb200", "sglang", "0.5.14", kimi, ("fp8_block",), kernel=kernel)
+    assert "scaling" not in label
+    assert kcurve(float(tokens)) == pytest.approx(_fastest_row(k8, tokens))
+
+
+def test_ep_scaling_and_the_fallback_without_a_shape_that_scales():
+    import pandas as pd
+
+    from estimators._aic_moe_mla import _ep_from_ep1, _ep_rows_scale
+
+    def shape_rows(experts, times_by_ep):
+        return [
+            {"kernel_source": "k", "moe_dtype": "fp8", "hidden_size": 64, "inter_size": 32,
+             "topk": 2, "num_experts": experts, "moe_tp_size": 1, "distribution": "balanced",
+             "moe_ep_size": ep, "num_tokens": n, "seconds": t}
+            for ep, times in times_by_ep.items() for n, t in zip((64, 128), times, strict=True)
+        ]  # fmt: skip
+
+    flat = shape_rows(8, {1: (2.0, 4.0), 2: (2.0, 4.0), 4: (1.8, 3.6)})  # EP rows = EP 1's
+    scales = shape_rows(16, {1: (1.0, 2.0), 2: (0.5, 1.0), 4: (0.3, 0.5)})
+    rows = pd.DataFrame(flat + scales)
+    assert not _ep_rows_scale(rows[rows["num_experts"] == 8])
+    assert _ep_rows_scale(rows[rows["num_experts"] == 16])
+    assert list(ep_scaling(rows[rows["num_experts"] == 16], 4)) == [0.3, 0.25]
+    assert EP_ROWS_SUSPECT == 0.8
+    label, curve, why = _ep_from_ep1("t", rows, (64, 32, 2, 8, 1, 4), "fp8", "balanced")
+    assert "EP 4 scaling at hidden 64, expert width 32, top-2 of 16" in label and not why
+    assert curve(64.0) == pytest.approx(2.0 * 0.3) and curve(128.0) == pytest.approx(4.0 * 0.25)
+    only_flat = pd.DataFrame(flat)
+    label, curve, why = _ep_from_ep1("t", only_flat, (64, 32, 2, 8, 1, 4), "fp8", "balanced")
+    assert curve is None and "do not scale with EP" in why and "no shape of the kernel" in why
+
+
+def test_only_the_kernels_whose_ep_rows_scale_price_an_ep_deployment(monkeypatch):
+    """Of two kernels at one shape, the one whose EP rows take EP 1's time is left out of
+    an EP deployment's curve; with no other kernel, its EP-1 rows are scaled instead."""
+    import types
+
+    import pandas as pd
+
+    from estimators import _aic_moe_mla
+
+    def rows(kernel, experts, times_by_ep):
+        return [
+            {"kernel_source": kernel, "moe_dtype": "fp8", "hidden_size": 64, "inter_size": 32,
+             "topk": 2, "num_experts": experts, "moe_tp_size": 1, "distribution": "balanced",
+             "moe_ep_size": ep, "num_tokens": n, "seconds": t}
+            for ep, times in times_by_ep.items() for n, t in zip((64, 128), times, strict=True)
+        ]  # fmt: skip
+
+    suspect = rows("fast", 8, {1: (1.0, 2.0), 2: (1.0, 2.0), 4: (0.9, 1.8)})
+    scaling = rows("slow", 8, {1: (3.0, 6.0), 2: (1.5, 3.0), 4: (1.2, 2.4)})
+    reference = rows("fast", 16, {1: (1.0, 2.0), 2: (0.5, 1.0), 4: (0.25, 0.5)})
+    table = pd.DataFrame(suspect + scaling + reference)
+    ref = types.SimpleNamespace(label="t")
+    monkeypatch.setattr(_aic_moe_mla.aic, "load_moe", lambda *a: (ref, table))
+    curve_of = _aic_moe_mla.moe_curve.__wrapped__
+    label, curve, _ = curve_of("s", "e", None, (64, 32, 2, 8, 1, 4), ("fp8",))
+    assert label == "t" and curve(64.0) == pytest.approx(1.2)  # the scaling kernel's row
+    label, curve, _ = curve_of("s", "e", None, (64, 32, 2, 8, 1, 4), ("fp8",), kernel="fast")
+    assert "EP 4 scaling at hidden 64, expert width 32, top-2 of 16" in label
+    assert curve(64.0) == pytest.approx(1.0 * 0.25)  # its EP 1 x its scaling at 16 experts
+    label, curve, _ = curve_of("s", "e", None, (64, 32, 2, 8, 1, 1), ("fp8",), kernel="fast")
+    assert curve(64.0) == pytest.approx(1.0)  # EP 1 reads its own rows
