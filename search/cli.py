@@ -561,8 +561,15 @@ def _choice(enum_values: list[str]) -> click.Choice:
     show_default=True,
     help="Burstiness of gamma arrivals: coefficient of variation (1 = Poisson).",
 )
-@click.option("--prompt-len", default=None, help="Override prompt lengths with a length spec.")
-@click.option("--output-len", default=None, help="Override output lengths with a length spec.")
+@click.option(
+    "--prompt-len",
+    default=None,
+    help="Override prompt lengths with a length spec: N (all N tokens), uniform:LOW:HIGH, "
+    "zipf:THETA:LOW:HIGH, lognormal:MEDIAN:SIGMA[:MAX] or trace:PATH.",
+)
+@click.option(
+    "--output-len", default=None, help="Override output lengths with a length spec (as above)."
+)
 @click.option(
     "--max-total-tokens",
     type=int,

@@ -56,8 +56,8 @@ class WorkloadSpec(BaseModel):
     )  # fmt: skip
     prompt_len: str | None = Field(
         None,
-        description="Replace the prompt lengths: fixed:N, uniform:LO:HI, zipf:A:LO:HI, "
-        "lognormal:MEDIAN:SIGMA:MAX or trace.",
+        description="Replace the prompt lengths: N (every prompt N tokens, as fixed:N), "
+        "uniform:LO:HI, zipf:A:LO:HI, lognormal:MEDIAN:SIGMA:MAX or trace.",
     )
     output_len: str | None = Field(
         None, description="Replace the output lengths (the same length specs as prompt_len)."
@@ -107,6 +107,15 @@ class WorkloadSpec(BaseModel):
                 "shape 1/cv^2, which must stay a finite, non-zero number"
             )
         return cv
+
+    @field_validator("prompt_len", "output_len", mode="before")
+    @classmethod
+    def _count_as_spec(cls, value: object) -> object:
+        """A bare count (`prompt_len: 1024` in YAML) is the spec `1024`, every request that
+        long; booleans are no count."""
+        if isinstance(value, int) and not isinstance(value, bool):
+            return str(value)
+        return value
 
     @field_validator("prompt_len", "output_len")
     @classmethod

@@ -16,7 +16,7 @@ import numpy as np
 from workloads._errors import WorkloadError
 
 LENGTH_SPEC_FORMS = (
-    "fixed:N, uniform:LOW:HIGH, zipf:THETA:LOW:HIGH, lognormal:MEDIAN:SIGMA[:MAX], "
+    "N or fixed:N, uniform:LOW:HIGH, zipf:THETA:LOW:HIGH, lognormal:MEDIAN:SIGMA[:MAX], "
     "trace:PATH[:prompt|output]"
 )
 
@@ -174,6 +174,8 @@ def _number(part: str, kind: type) -> int | float:
 
 def _parse(text: str, which: str, *, load: bool) -> LengthDistribution | None:
     """Parse a length spec; with load=False a trace spec is only checked, not read."""
+    if text.strip().isdecimal():  # a bare count: every request that long
+        return Fixed(int(text))
     kind, _, rest = text.strip().partition(":")
     kind = kind.lower()
     if kind == "trace":
@@ -210,7 +212,7 @@ def _parse(text: str, which: str, *, load: bool) -> LengthDistribution | None:
 
 
 def parse_length_spec(text: str, *, which: str = "prompt") -> LengthDistribution:
-    """Read a compact length spec: `fixed:512`, `uniform:100:2000`, `zipf:1.1:16:4096`,
+    """Read a compact length spec: `512` or `fixed:512`, `uniform:100:2000`, `zipf:1.1:16:4096`,
     `lognormal:MEDIAN:SIGMA[:MAX]` (median, not mean) or `trace:PATH[:prompt|output]`.
 
     `which` is the trace column used when a `trace:` spec names none.

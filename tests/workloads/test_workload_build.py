@@ -308,3 +308,12 @@ def test_a_conversations_turn_carries_its_history_and_shares_its_blocks():
     ]
     gapped = with_prompt_prefixes(w, np.random.default_rng(0), turns=2, turn_gap_s=30.0)
     assert gapped.arrival_times[-1] > 2.0 and np.all(np.diff(gapped.arrival_times) >= 0)
+
+
+def test_a_yaml_count_is_a_length_spec() -> None:
+    """`prompt_len: 1024` (an integer in YAML) is the spec `1024`; a boolean is no count."""
+    assert WorkloadSpec(source="chat", prompt_len=1024, output_len=64).prompt_len == "1024"
+    lengths = build({"source": "chat", "prompt_len": 1024, "output_len": 64}, n=20)
+    assert set(lengths.prompt_tokens) == {1024} and set(lengths.output_tokens) == {64}
+    with pytest.raises(WorkloadError, match="field 'prompt_len'"):
+        build({"source": "chat", "prompt_len": True})

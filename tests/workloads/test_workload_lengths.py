@@ -108,7 +108,7 @@ def test_parse_bad_forms(text: str, problem: str) -> None:
         parse_length_spec(text)
     message = str(info.value)
     assert repr(text) in message and problem in message
-    assert "allowed forms: fixed:N, uniform:LOW:HIGH" in message
+    assert "allowed forms: N or fixed:N, uniform:LOW:HIGH" in message
 
 
 def test_parse_trace_spec(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -119,3 +119,12 @@ def test_parse_trace_spec(tmp_path) -> None:  # type: ignore[no-untyped-def]
     assert isinstance(prompt, Empirical) and sorted(prompt.values) == [100, 200]
     assert isinstance(output, Empirical) and sorted(output.values) == [5, 7]
     assert list(parse_length_spec(f"trace:{path}", which="output").values) == [5, 7]
+
+
+def test_a_bare_count_is_a_fixed_length() -> None:
+    assert parse_length_spec("1024") == Fixed(1024)
+    assert parse_length_spec(" 8 ") == Fixed(8)
+    with pytest.raises(WorkloadError, match=r"bad length spec '0': fixed: value must be .* >= 1"):
+        parse_length_spec("0")
+    with pytest.raises(WorkloadError, match=r"unknown kind '-5'; allowed forms: N or fixed:N"):
+        parse_length_spec("-5")
