@@ -34,7 +34,9 @@ aiconfigurator's ``moe_tp x moe_ep = tp`` deployments; attention stays tensor pa
   The busiest rank's rows are the larger of the two (the router's skew dominates large
   batches, chance small ones), never more than every token on each of its experts; its
   touched experts are the chance bound, at most its experts. With ``ep = 1`` every GPU runs
-  every expert (split by TP), so there is no rank imbalance.
+  every expert (split by TP), so there is no rank imbalance.  A measured MoE table times a
+  rank's mean share (balanced routing), so the profiled backends scale it by the busiest
+  rank's time over the mean's, both priced here (`RooflineEstimator._routed_experts`).
 * Grouped GEMM: each touched expert is its own GEMM of ``rows`` tokens, priced as the
   roofline prices a GEMM: ``max(flops * (rows + m_half) / peak, bytes / bandwidth)``, summed
   over the rank's touched experts as one launch.
@@ -179,22 +181,26 @@ class MoeShape:
             skew=skew,
         )
 
-    def rows(self, tokens: float) -> float:
+    def rows(self, tokens: float, busiest: bool = True) -> float:
         """Expert rows (token, expert pairs) on the busiest GPU for `tokens` tokens: the
-        router's skew or chance, whichever loads it more (module docstring)."""
+        router's skew or chance, whichever loads it more (module docstring); with
+        `busiest` False a GPU's mean share, as balanced routing gives every GPU."""
         k, ep = self.top_k, self.ep
         mean = tokens * k / ep
-        if ep > 1 and tokens > 0:
+        if busiest and ep > 1 and tokens > 0:
             mean = max(mean * self.skew, busiest_count(tokens * k, 1.0 / ep, ep))
         return min(mean, tokens * min(k, self.local_experts))
 
-    def touched(self, tokens: float) -> float:
+    def touched(self, tokens: float, busiest: bool = True) -> float:
         """Experts of the busiest GPU that receive tokens: the expected count, above it by
-        chance under EP (module docstring), at most the GPU's experts."""
+        chance under EP (module docstring), at most the GPU's experts; with `busiest`
+        False the expected count."""
         if self.num_experts <= 0:
             return 0.0
         # the chance that a given expert receives some of the tokens
         p = touched_experts(self.num_experts, self.top_k, tokens) / self.num_experts
+        if not busiest:
+            return self.local_experts * p
         return min(self.local_experts, busiest_count(self.local_experts, p, self.ep))
 
     def gemm_shapes(self) -> tuple[tuple[str, int, int], ...]:

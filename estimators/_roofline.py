@@ -1075,16 +1075,26 @@ class RooflineEstimator:
         table instead where one is attached (`use_measured_experts`).  Shared experts the
         engine fuses into the kernel (`fused_shared_experts`) are experts every token
         picks: their rows and weights join the grouped GEMMs, and a measured table, which
-        times the routed experts alone, gets the roofline's price of that addition."""
+        times the routed experts alone, gets the roofline's price of that addition.
+
+        A table times one EP rank under balanced routing, its mean share of the rows and
+        experts; the layer waits for the busiest rank (`MoeShape.rows`, `touched`: the
+        router's skew or chance), so an EP deployment's measured time is scaled by the
+        roofline's busiest-to-mean ratio of the same experts (1 without EP)."""
         moe = self._moe
         w = self.model.matmul_weight_bytes(self.weights.experts)
+        k = self._k_experts
         rows, groups = moe.rows(moe_m), moe.touched(moe_m)
         s = self._fused_shared if moe_m > 0 else 0
-        t, fl, by = routed_experts_part(moe, rows + s * moe_m, groups + s, w, self._k_experts)
+        t, fl, by = routed_experts_part(moe, rows + s * moe_m, groups + s, w, k)
         measured = self._measured_experts
         if measured is not None and moe_m > measured[1]:
-            alone = routed_experts_part(moe, rows, groups, w, self._k_experts)[0] if s else t
-            t = measured[0](moe_m) + (t - alone)
+            alone = routed_experts_part(moe, rows, groups, w, k)[0] if s else t
+            busiest = 1.0
+            if moe.ep > 1 and moe_m > 0:
+                mean_rows, mean_groups = moe.rows(moe_m, False), moe.touched(moe_m, False)
+                busiest = alone / routed_experts_part(moe, mean_rows, mean_groups, w, k)[0]
+            t = measured[0](moe_m) * busiest + (t - alone)
         return t, fl, by
 
     def use_measured_experts(self, curve: Any, above_tokens: float, label: str) -> None:

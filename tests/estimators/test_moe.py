@@ -129,6 +129,21 @@ def test_busiest_rank_rows_carry_the_skew_and_never_exceed_its_tokens(h200):
     assert hot.rows(100) == 100  # one expert per GPU: at most every token once
 
 
+def test_a_ranks_mean_share_is_what_balanced_routing_gives_every_rank():
+    """`busiest=False`: the rows and touched experts of a rank's mean share (what the
+    measured tables time), which the busiest rank's never fall below."""
+    qwen = load_model("Qwen3-30B-A3B")
+    ep1, ep4 = MoeShape.of(qwen, tp=4, ep=1), MoeShape.of(qwen, tp=4, ep=4)
+    for tokens in (1.0, 16.0, 4096.0):
+        assert ep1.rows(tokens, False) == ep1.rows(tokens)  # no EP: no busiest rank
+        assert ep4.rows(tokens, False) == pytest.approx(tokens * 8 / 4)
+        assert ep4.rows(tokens, False) <= ep4.rows(tokens)
+        touched = touched_experts(128, 8, tokens) / 4  # a quarter of the experts hit
+        assert ep4.touched(tokens, False) == pytest.approx(touched)
+        assert ep4.touched(tokens, False) <= ep4.touched(tokens)
+    assert ep4.touched(4.0) > 1.3 * ep4.touched(4.0, False)  # chance, at a small batch
+
+
 def test_the_expected_maximum_of_standard_normals():
     assert busiest_of(1) == 0.0
     assert busiest_of(2) == pytest.approx(1 / math.sqrt(math.pi), rel=1e-4)  # exact
