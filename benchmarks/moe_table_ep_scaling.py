@@ -43,8 +43,6 @@ from estimators._aic_moe_mla import EP_ROWS_SUSPECT, ep_scaling
 ENGINES = ("vllm", "sglang", "trtllm")
 SHAPE = ["kernel_source", "moe_dtype", "hidden_size", "inter_size", "topk", "num_experts"]
 EPS = (2, 4, 8, 16)
-# EP 2 at this share of EP 1 or more: the rank ran (nearly) all of EP 1's rows
-SUSPECT_EP2 = EP_ROWS_SUSPECT
 
 
 def ep_ratios(rows) -> list[tuple]:
@@ -85,7 +83,7 @@ def main() -> int:
                     cells = "".join(
                         f"{ratios[e]:12.2f}" if e in ratios else f"{'-':>12}" for e in EPS
                     )
-                    flag = " !" if ratios.get(2, 0.0) >= SUSPECT_EP2 else ""
+                    flag = " !" if ratios.get(2, 0.0) >= EP_ROWS_SUSPECT else ""
                     print(f"{system:8s} {engine:7s} {version:12s} {what:60s} {tokens:7d}"
                           f"{cells}{flag}")  # fmt: skip
     return 0

@@ -104,14 +104,15 @@ def moe_curve(
         rows = sub[sub["moe_dtype"] == dtype]
         if len(_fastest(rows[rows["moe_ep_size"] == moe_ep])) < 2:
             continue
-        if moe_ep > 1:  # only the kernels whose EP rows time a rank's share
+        suspect = []  # under EP, the kernels whose EP rows do not time a rank's share
+        if moe_ep > 1:
             kernels = rows["kernel_source"]
             suspect = [k for k, own in rows.groupby(kernels) if not _ep_rows_scale(own)]
             rows = rows[~kernels.isin(suspect)]
-            if len(_fastest(rows[rows["moe_ep_size"] == moe_ep])) < 2:
-                of_suspect = df[df["kernel_source"].isin(suspect)]
-                return _ep_from_ep1(ref.label, of_suspect, shape, dtype, distribution)
         best = _fastest(rows[rows["moe_ep_size"] == moe_ep])
+        if len(best) < 2:  # only suspect kernels measured this EP
+            of_suspect = df[df["kernel_source"].isin(suspect)]
+            return _ep_from_ep1(ref.label, of_suspect, shape, dtype, distribution)
         xs = best.index.to_numpy(dtype=float)
         return ref.label, Curve(xs, monotone(best.to_numpy()), 1.0), ""
     if kernel:  # the named kernel measured at another model's shape only

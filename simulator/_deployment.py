@@ -176,15 +176,19 @@ def rank_batched_tokens(scheduler: SchedulerConfig, dp: int) -> int:
     """Most tokens one iteration of one of `dp` attention DP ranks can hold: its share of
     the most one iteration holds (`SchedulerConfig.max_iteration_tokens`), else
     `UNBOUNDED_BATCH_TOKENS`."""
-    tokens = scheduler.max_iteration_tokens()
-    return -(-tokens // dp) if tokens is not None else UNBOUNDED_BATCH_TOKENS
+    tokens = _rank_share(scheduler.max_iteration_tokens(), dp)
+    return tokens if tokens is not None else UNBOUNDED_BATCH_TOKENS
 
 
 def rank_token_budget(scheduler: SchedulerConfig, dp: int) -> int | None:
     """Tokens one iteration of one of `dp` attention DP ranks may hold (the policy's token
     budget split evenly over them), or None where the policy sets no limit."""
-    budget = scheduler.token_budget()
-    return -(-budget // dp) if budget is not None else None
+    return _rank_share(scheduler.token_budget(), dp)
+
+
+def _rank_share(tokens: int | None, dp: int) -> int | None:
+    """One of `dp` attention DP ranks' even share of `tokens`, rounded up (None: no limit)."""
+    return -(-tokens // dp) if tokens is not None else None
 
 
 def sized_engine(
