@@ -1214,7 +1214,8 @@ def test_the_ttft_gap_diagnostic_groups_low_concurrency_points(tmp_path):
         values.update(id=id_, engine="sglang", sku="h200", model="deepseek-ai/DeepSeek-V3",
                       isl=str(isl), concurrency=str(concurrency), client_warmup=warmup,
                       measured_ttft_ms=str(measured), predicted_ttft_ms=str(predicted),
-                      ttft_error=str(predicted / measured - 1))  # fmt: skip
+                      ttft_error=str(predicted / measured - 1),
+                      measured_tpot_ms=str(concurrency * 2.5))  # fmt: skip
         return values
 
     rows = [
@@ -1230,9 +1231,10 @@ def test_the_ttft_gap_diagnostic_groups_low_concurrency_points(tmp_path):
         writer.writerows(rows)
     read = gap.read_points(tmp_path)
     table = {(t[3], t[4]): t[5:] for t in gap.gap_table(read, max_concurrency=8)}
-    n, measured, predicted, median_gap, per_layer = table[("1024", "warm-up")]
+    n, measured, predicted, median_gap, per_layer, steps = table[("1024", "warm-up")]
     assert (n, measured, predicted, median_gap) == (2, 255.0, 125.0, 130.0)
     assert per_layer == pytest.approx(130.0 / 61)  # DeepSeek-V3's 61 layers
+    assert steps == pytest.approx(130.0 / 15.0)  # the median TPOT of concurrency 4 and 8
     assert table[("8192", "warm-up")][3] == 0.0
     assert table[("1024", "no warm-up")][0] == 1
     by_warmup = gap.mape_by_warmup(read)
@@ -1245,3 +1247,41 @@ def test_the_ttft_gap_diagnostic_refuses_a_points_file_without_warm_up(tmp_path)
     (tmp_path / "points.csv").write_text("id,predicted_ttft_ms\na,1.0\n")
     with pytest.raises(SystemExit, match="client_warmup"):
         gap.read_points(tmp_path)
+
+
+def test_the_twin_pairs_diagnostic_pairs_points_that_differ_in_one_field(tmp_path):
+    """benchmarks/twin_pairs.py: a 4-bit point is paired with its 8-bit twin (same engine
+    release, GPU, parallelism, lengths and concurrency) under --vary weights, an EP 4 point
+    with its EP 1 twin under --vary ep, and the ratios are the twin's over the reference's."""
+    from search._validate._report import CSV_COLUMNS
+
+    twins = load_benchmark("twin_pairs")
+    fp8 = "minimaxm2_5_b300_vllm_fp8_agg_8192x1024_c128_cfg733"
+    fp4 = "minimaxm2_5_b300_vllm_fp4_agg_8192x1024_c128_cfg725"
+    ep1 = "minimaxm2_5_b300_vllm_fp8_agg_1024x1024_c256_cfg733"
+    ep4 = "minimaxm2_5_b300_vllm_fp8_agg_1024x1024_c256_cfg734"
+    measured = {fp8: (1000.0, 30.0), fp4: (700.0, 24.0), ep1: (300.0, 30.0), ep4: (280.0, 33.0)}
+    rows = []
+    for id_, (ttft, tpot) in measured.items():
+        values = dict.fromkeys(CSV_COLUMNS, "")
+        values.update(id=id_, concurrency=id_.split("_")[-2].removeprefix("c"),
+                      model="MiniMaxAI/MiniMax-M2.5",
+                      system="b300_sxm", tp="4", isl="8192", tpot_error="0.0",
+                      measured_ttft_ms=str(ttft), measured_tpot_ms=str(tpot),
+                      predicted_ttft_ms=str(ttft / 2), predicted_tpot_ms=str(tpot))  # fmt: skip
+        rows.append(values)
+    with open(tmp_path / "points.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+    points = twins.read_points(tmp_path)
+
+    by_weights = twins.pairs(points, twins.VARIATIONS["weights"])
+    assert [(a["id"], b["id"], v) for a, b, v in by_weights] == [(fp8, fp4, "4-bit")]
+    (name, n, meas, pred, err), *_ = twins.band_rows(by_weights, "ttft")
+    assert (name, n, meas, pred, err) == ("65+", 1, 0.7, pytest.approx(0.7), pytest.approx(0.0))
+    assert twins.band_rows(by_weights, "tpot")[-1][2] == pytest.approx(0.8)
+
+    by_ep = twins.pairs(points, twins.VARIATIONS["ep"])
+    assert [(a["id"], b["id"], v) for a, b, v in by_ep] == [(ep1, ep4, "ep4")]
+    assert twins.band_rows(by_ep, "tpot")[-1][2] == pytest.approx(1.1)
