@@ -38,9 +38,11 @@ BANDS = ((1, 16), (17, 64), (65, 100_000))
 
 @dataclass(frozen=True)
 class Variation:
-    """One field two twins differ in: its value on a point (None: the point takes no part),
-    which value is the reference, and the metrics its ratio is scored on."""
+    """One field two twins differ in (`field`, among the `pairs` key's): its value on a point
+    (None: the point takes no part), which value is the reference, and the metrics its ratio
+    is scored on."""
 
+    field: str
     label: Callable[[ValidationPoint], str | None]
     reference: str
     metrics: tuple[str, ...]
@@ -53,8 +55,8 @@ def _weights_label(p: ValidationPoint) -> str | None:
 
 
 VARIATIONS = {
-    "ep": Variation(lambda p: f"ep{p.ep}", "ep1", ("tpot",)),
-    "weights": Variation(_weights_label, "8-bit", ("ttft", "tpot")),
+    "ep": Variation("ep", lambda p: f"ep{p.ep}", "ep1", ("tpot",)),
+    "weights": Variation("weights", _weights_label, "8-bit", ("ttft", "tpot")),
 }
 
 
@@ -76,7 +78,7 @@ def pairs(
         fields = {"engine": p.engine, "version": p.engine_version, "model": p.model,
                   "sku": p.sku, "weights": p.weights, "tp": p.tp, "ep": p.ep, "dp": p.dp,
                   "isl": p.isl, "osl": p.osl, "concurrency": p.concurrency}  # fmt: skip
-        fields.pop("weights" if vary is VARIATIONS["weights"] else "ep")
+        del fields[vary.field]
         by_key.setdefault(tuple(fields.values()), {}).setdefault(value, []).append(row)
     out = []
     for values in by_key.values():
