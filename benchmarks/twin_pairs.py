@@ -12,9 +12,9 @@ whatever the absolute calibration, so it checks a mechanism rather than a consta
   and TPOT: what the engine's 4-bit GEMM and MoE kernels save over its 8-bit ones in prefill
   and in decode.
 
-This pairs the points of each `llmcap validate --out DIR` run given (e.g. before and after a
-change) and prints, per concurrency band, the mean measured and predicted ratios and the mean
-|log(predicted ratio / measured ratio)|:
+This pairs the points of each `llmcap validate --out DIR` run given (dense or MoE models; e.g.
+before and after a change) and prints, per concurrency band, the mean measured and predicted
+ratios and the mean |log(predicted ratio / measured ratio)|:
 
     llmcap validate --dataset aic-silicon --models moe --estimator auto --no-aic --out DIR
     python benchmarks/twin_pairs.py DIR [DIR ...] [--vary ep|weights] [--per-pair]
@@ -69,7 +69,7 @@ def pairs(
     points: dict[str, dict[str, str]], vary: Variation
 ) -> list[tuple[dict[str, str], dict[str, str], str]]:
     """(reference point, twin, the twin's value) for every twin with a reference point."""
-    layout = {p.id: p for p in load_aic_silicon(models="moe").points}
+    layout = {p.id: p for p in load_aic_silicon(models="all").points}
     by_key: dict[tuple, dict[str, list[dict[str, str]]]] = {}
     for row in points.values():
         p = layout.get(row["id"])
