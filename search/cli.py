@@ -215,7 +215,14 @@ def catalog_op_tables(fmt: str | None) -> None:
 
 # -- simulate ----------------------------------------------------------------
 
-SIMULATE_EPILOG = """
+# workloads.LENGTH_SPEC_FORMS, written out rather than imported so that `llmcap --help` does
+# not load numpy (tests/search/test_cli_startup.py keeps the two the same)
+LENGTH_SPEC_FORMS = (
+    "N or fixed:N, uniform:LOW:HIGH, zipf:THETA:LOW:HIGH, lognormal:MEDIAN:SIGMA[:MAX], "
+    "trace:PATH[:prompt|output]"
+)
+
+SIMULATE_EPILOG = f"""
 \b
 Examples:
   llmcap simulate --qps 4
@@ -239,8 +246,8 @@ Examples:
 \b
 Workload sources: a built-in name (chat, code, summarization, fixed-1k-128), or a trace file:
 Azure LLM inference 2023 CSV, Vidur trace CSV, Mooncake JSONL, or any CSV (see --trace-format).
-Length specs: fixed:N, uniform:LOW:HIGH, zipf:THETA:LOW:HIGH, lognormal:MEDIAN:SIGMA[:MAX],
-trace:PATH[:prompt|output].
+Length specs (--prompt-len, --output-len):
+  {LENGTH_SPEC_FORMS}.
 """
 
 
@@ -564,8 +571,7 @@ def _choice(enum_values: list[str]) -> click.Choice:
 @click.option(
     "--prompt-len",
     default=None,
-    help="Override prompt lengths with a length spec: N (all N tokens), uniform:LOW:HIGH, "
-    "zipf:THETA:LOW:HIGH, lognormal:MEDIAN:SIGMA[:MAX] or trace:PATH.",
+    help=f"Override prompt lengths with a length spec: {LENGTH_SPEC_FORMS}.",
 )
 @click.option(
     "--output-len", default=None, help="Override output lengths with a length spec (as above)."

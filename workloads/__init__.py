@@ -15,6 +15,7 @@ from workloads._builtin import (
 )
 from workloads._errors import WorkloadError
 from workloads._lengths import (
+    LENGTH_SPEC_FORMS,
     Empirical,
     Fixed,
     LengthDistribution,
@@ -27,6 +28,7 @@ from workloads._traces import TRACE_FORMATS, TraceData, hourly_shares, load_trac
 from workloads._types import Workload
 
 __all__ = [
+    "LENGTH_SPEC_FORMS",
     "TRACE_FORMATS",
     "ArrivalProcess",
     "BuiltinWorkload",

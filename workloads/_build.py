@@ -13,7 +13,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from workloads._arrivals import ArrivalProcess, Gamma, Poisson, Static, mean_rate
 from workloads._builtin import builtin_workload_names, get_builtin_workload
 from workloads._errors import WorkloadError
-from workloads._lengths import LengthDistribution, check_length_spec, parse_length_spec
+from workloads._lengths import (
+    LENGTH_SPEC_FORMS,
+    LengthDistribution,
+    check_length_spec,
+    parse_length_spec,
+)
 from workloads._traces import COLUMN_KEYS, is_file, read_trace, trace_workload
 from workloads._types import Workload
 
@@ -56,8 +61,7 @@ class WorkloadSpec(BaseModel):
     )  # fmt: skip
     prompt_len: str | None = Field(
         None,
-        description="Replace the prompt lengths: N (every prompt N tokens, as fixed:N), "
-        "uniform:LO:HI, zipf:A:LO:HI, lognormal:MEDIAN:SIGMA:MAX or trace.",
+        description=f"Replace the prompt lengths with a length spec: {LENGTH_SPEC_FORMS}.",
     )
     output_len: str | None = Field(
         None, description="Replace the output lengths (the same length specs as prompt_len)."

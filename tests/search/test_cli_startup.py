@@ -76,3 +76,16 @@ def test_every_user_error_class_exists(path: str) -> None:
     module, name = path.split(":")
     error = getattr(importlib.import_module(module), name)
     assert isinstance(error, type) and issubclass(error, Exception)
+
+
+def test_the_cli_spells_out_the_length_spec_forms_as_the_workloads_package_does() -> None:
+    """The CLI writes the length-spec forms out (importing them would load numpy for
+    `llmcap --help`); they are workloads' own, in the epilog and the options' help."""
+    from search import cli as cli_module
+    from workloads import LENGTH_SPEC_FORMS
+
+    assert cli_module.LENGTH_SPEC_FORMS == LENGTH_SPEC_FORMS
+    assert LENGTH_SPEC_FORMS in cli_module.SIMULATE_EPILOG
+    simulate = cli.commands["simulate"]
+    prompt_len = next(p for p in simulate.params if p.name == "prompt_len")
+    assert LENGTH_SPEC_FORMS in (prompt_len.help or "")
