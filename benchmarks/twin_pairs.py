@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -65,11 +66,17 @@ def read_points(directory: Path) -> dict[str, dict[str, str]]:
         return {row["id"]: row for row in csv.DictReader(f)}
 
 
+@functools.cache
+def _layout() -> dict[str, ValidationPoint]:
+    """Every aggregated point of the sample by id, read once for all the runs given."""
+    return {p.id: p for p in load_aic_silicon(models="all").points}
+
+
 def pairs(
     points: dict[str, dict[str, str]], vary: Variation
 ) -> list[tuple[dict[str, str], dict[str, str], str]]:
     """(reference point, twin, the twin's value) for every twin with a reference point."""
-    layout = {p.id: p for p in load_aic_silicon(models="all").points}
+    layout = _layout()
     by_key: dict[tuple, dict[str, list[dict[str, str]]]] = {}
     for row in points.values():
         p = layout.get(row["id"])
