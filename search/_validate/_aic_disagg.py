@@ -8,15 +8,16 @@ client as the aggregated rows (`_aic_silicon.py`): mean TTFT (the first token th
 receives: Dynamo's frontend and SGLang's router stream the decode worker, engines.yaml
 `disagg_first_token`) and mean TPOT at concurrency C.
 
-`decode_batch_size` is each decode worker's batch cap per attention DP rank: C / (workers x
-DP) on every row of 0.12.0 (267 of 267 with a concurrency), the even share of the client's
-requests.  `prefill_batch_size` is 1 on every row (274 of 274), also where the launch recipe
-lets a prefill worker batch thousands of requests (NVIDIA/srt-slurm
-recipes/gb200-fp8/1k1k/max-tpt.yaml, the DeepSeek-R1 SGLang GB200 configuration measured at
-concurrency 1,024-6,144: max-running-requests 30,000, chunked-prefill-size 131,072): a
-placeholder, not a limit, so the prefill pool keeps the engine's own limits (capped at C).
-Read as one prompt per rank, it starved the prefill pools at high concurrency (TTFT
-predicted up to 10x the measured).
+`decode_batch_size` is C / (workers x DP) on every row of 0.12.0 (267 of 267 with a
+concurrency), the even share of the client's requests, and llmcap takes it as each decode
+worker's batch cap per attention DP rank where it knows no other (the public TensorRT-LLM
+rows take their launch recipe's, below).  `prefill_batch_size` is 1 on every row (274 of
+274), also where the launch recipe lets a prefill worker batch thousands of requests
+(NVIDIA/srt-slurm recipes/gb200-fp8/1k1k/max-tpt.yaml, the DeepSeek-R1 SGLang GB200
+configuration measured at concurrency 1,024-6,144: max-running-requests 30,000,
+chunked-prefill-size 131,072): a placeholder, not a limit, so the prefill pool keeps the
+engine's own limits (capped at C).  Read as one prompt per rank, it starved the prefill
+pools at high concurrency (TTFT predicted up to 10x the measured).
 
 `backend_version` of a TensorRT-LLM row run from a Dynamo image
 (`nvcr.io/nvidia/ai-dynamo/tensorrtllm-runtime:0.8.1.post1`) is the Dynamo release, not
@@ -81,6 +82,18 @@ pair compared).  Within a GPU, precision and prompt length every recipe gives it
 workers one ``max_batch_size`` and ``max_num_tokens`` per attention-DP rank, whatever the
 concurrency, and none turns chunked context on (`TRTLLM_PREFILL_RECIPES`): whole prompts,
 at most that many an iteration.  Elsewhere the prefill pool keeps the engine's own limits.
+Their decode workers' ``max_batch_size`` is the recipe's own, one per recipe, and a recipe
+names the concurrencies it is run at (``benchmark.concurrencies``): the rows of the 83
+``stp`` recipes for GB200, B200 and H200 (connorcarpenter15/srt-slurm@5a156f6b, every file
+read 2026-11-30) match 85 of the campaign's 138 TensorRT-LLM DeepSeek-R1 rows by GPU,
+precision, lengths, worker counts, decode layout and concurrency (`TRTLLM_DECODE_RECIPES`),
+and their caps are not the even share the rows record: 256 a rank where the H200 1k/1k rows
+record 4 to 64 (``c4_ctx1_gen9_tep8_batch256``, concurrency 36), but 8 where GB200 FP8's
+three TP-8 decode workers serve 27 clients (``ctx1_gen3_tep8_batch8_eplb0_mtp0_27``; the row
+records 9), so three requests at a time wait for a batch slot, as they did: those rows
+measure 1.6-7 s TTFT where prefill takes a few hundred milliseconds.  Rows the recipes do
+not match (another recipe generation, e.g. the December 2025 GB200 FP4 rows with a TP-4
+prefill worker) keep the row's even share.
 Two things those recipes also set are not modelled: ``disable_overlap_scheduler: true`` on
 every prefill worker (the pool keeps the engine profile's host overlap, as for NVIDIA's own
 runs, `_aic_generator.py`), and attention DP on H200 1k/1k prefill workers that the rows
@@ -123,6 +136,74 @@ TRTLLM_PREFILL_RECIPES: dict[tuple[str, bool, int], tuple[int, int]] = {
     ("gb200", True, 8192): (2, 16640),
     ("gb200", False, 1024): (16, 16384),  # 1k/1k and 1k/8k
     ("gb200", False, 8192): (2, 16384),
+}
+# the decode workers' max_batch_size per attention-DP rank in the srt-slurm TensorRT-LLM
+# recipes (stp) of the public campaign's DeepSeek-R1 rows, by (GPU, 4-bit weights, prompt and
+# output length, prefill workers, decode workers, decode TP, decode attention DP), then by the
+# concurrency a recipe is run at (module docstring)
+TRTLLM_DECODE_RECIPES: dict[tuple[str, bool, int, int, int, int, int, int], dict[int, int]] = {
+    ("b200", True, 1024, 1024, 1, 1, 1, 8): {4096: 512},
+    ("b200", True, 1024, 1024, 1, 2, 1, 8): {2192: 128},
+    ("b200", True, 1024, 1024, 1, 5, 1, 8): {1365: 32},
+    ("b200", True, 1024, 1024, 1, 5, 8, 1): {
+        6: 1, 10: 32, 15: 32, 25: 32, 45: 32, 90: 32, 180: 32,
+    },
+    ("b200", True, 1024, 1024, 1, 6, 8, 1): {450: 64},
+    ("b200", True, 8192, 1024, 1, 5, 8, 1): {6: 1, 10: 16, 15: 16, 25: 16, 50: 16, 100: 16},
+    ("b200", True, 8192, 1024, 2, 5, 8, 1): {370: 64},
+    ("b200", True, 8192, 1024, 4, 1, 1, 8): {1606: 192},
+    ("b200", True, 8192, 1024, 4, 3, 1, 8): {837: 32},
+    ("b200", True, 8192, 1024, 7, 2, 1, 8): {2222: 128},
+    ("b200", False, 1024, 1024, 1, 1, 1, 8): {4096: 512},
+    ("b200", False, 1024, 1024, 1, 3, 8, 1): {4: 1, 32: 12, 128: 1024},
+    ("b200", False, 1024, 1024, 1, 5, 1, 8): {1920: 48},
+    ("b200", False, 1024, 1024, 2, 5, 1, 8): {5152: 128},
+    ("b200", False, 8192, 1024, 1, 1, 1, 8): {128: 128, 256: 256},
+    ("b200", False, 8192, 1024, 1, 1, 8, 1): {1: 1},
+    ("b200", False, 8192, 1024, 1, 2, 1, 8): {128: 64},
+    ("b200", False, 8192, 1024, 1, 4, 8, 1): {32: 8, 128: 32},
+    ("b200", False, 8192, 1024, 1, 6, 8, 1): {96: 16},
+    ("b200", False, 8192, 1024, 2, 1, 1, 8): {640: 640},
+    ("gb200", True, 1024, 1024, 1, 1, 1, 8): {4301: 512},
+    ("gb200", True, 1024, 1024, 1, 1, 1, 32): {666: 16},
+    ("gb200", True, 1024, 1024, 1, 2, 1, 4): {6144: 768},
+    ("gb200", True, 1024, 1024, 1, 4, 8, 1): {5: 1, 12: 32, 24: 32, 48: 32, 96: 32, 192: 32},
+    ("gb200", True, 1024, 1024, 2, 1, 1, 16): {4301: 256},
+    ("gb200", True, 1024, 1024, 2, 1, 1, 32): {2253: 64},
+    ("gb200", True, 1024, 8192, 1, 1, 1, 32): {563: 16, 2048: 64, 4096: 128, 8192: 256},
+    ("gb200", True, 1024, 8192, 1, 7, 8, 1): {7: 1},
+    ("gb200", True, 1024, 8192, 1, 15, 4, 1): {60: 4, 135: 8},
+    ("gb200", True, 8192, 1024, 1, 4, 8, 1): {5: 1, 12: 16, 44: 16, 76: 16},
+    ("gb200", True, 8192, 1024, 2, 1, 1, 32): {333: 8},
+    ("gb200", True, 8192, 1024, 7, 1, 1, 32): {1229: 32},
+    ("gb200", True, 8192, 1024, 8, 1, 1, 16): {2253: 128},
+    ("gb200", True, 8192, 1024, 10, 1, 1, 16): {4096: 256},
+    ("gb200", False, 1024, 1024, 1, 1, 1, 8): {4301: 512, 6144: 768},
+    ("gb200", False, 1024, 1024, 1, 1, 1, 16): {2151: 128},
+    ("gb200", False, 1024, 1024, 1, 1, 1, 32): {256: 8, 1127: 32},
+    ("gb200", False, 1024, 1024, 1, 3, 8, 1): {3: 1, 27: 8},
+    ("gb200", False, 1024, 8192, 1, 1, 1, 32): {564: 16, 2048: 64},
+    ("gb200", False, 1024, 8192, 1, 2, 1, 16): {8192: 256},
+    ("gb200", False, 1024, 8192, 1, 4, 8, 1): {4: 1, 36: 8},
+    ("gb200", False, 8192, 1024, 1, 3, 8, 1): {6: 1, 18: 4, 63: 16},
+    ("gb200", False, 8192, 1024, 2, 1, 1, 32): {333: 8},
+    ("gb200", False, 8192, 1024, 3, 1, 1, 16): {615: 32},
+    ("gb200", False, 8192, 1024, 4, 1, 1, 32): {666: 16},
+    ("gb200", False, 8192, 1024, 5, 1, 1, 16): {1229: 64},
+    ("h200", False, 1024, 1024, 1, 6, 1, 8): {1536: 512},
+    ("h200", False, 1024, 1024, 1, 9, 1, 8): {1152: 512},
+    ("h200", False, 1024, 1024, 1, 9, 8, 1): {
+        11: 1, 36: 256, 72: 256, 144: 256, 288: 256, 576: 256,
+    },
+    ("h200", False, 1024, 1024, 2, 7, 1, 8): {3584: 512},
+    ("h200", False, 8192, 1024, 1, 1, 1, 8): {128: 256},
+    ("h200", False, 8192, 1024, 1, 3, 8, 1): {48: 32},
+    ("h200", False, 8192, 1024, 1, 6, 8, 1): {48: 16},
+    ("h200", False, 8192, 1024, 1, 7, 8, 1): {9: 1, 28: 32},
+    ("h200", False, 8192, 1024, 2, 3, 1, 8): {192: 128},
+    ("h200", False, 8192, 1024, 2, 5, 8, 1): {160: 128},
+    ("h200", False, 8192, 1024, 3, 1, 1, 8): {512: 512},
+    ("h200", False, 8192, 1024, 5, 3, 1, 8): {768: 256},
 }
 # the scheduler-recv-interval of SGLang's GB200 low-latency recipes (module docstring)
 SGLANG_LOW_LATENCY_RECV_INTERVAL = 10
@@ -182,7 +263,8 @@ def map_disagg_row(row: dict[str, str], where: str, line: int) -> ValidationPoin
     recipe = _trtllm_prefill_recipe(point, row)
     if recipe is not None:
         batch, tokens = recipe
-        return replace(point, batch_size=batch, token_budget=tokens, scheduler="orca")
+        point = replace(point, batch_size=batch, token_budget=tokens, scheduler="orca")
+        return _with_trtllm_decode_recipe(point)
     return replace(point, **generated_options(point))  # NVIDIA's own runs (_aic_generator)
 
 
@@ -197,6 +279,18 @@ def _trtllm_prefill_recipe(point: ValidationPoint, row: dict[str, str]) -> tuple
     ):
         return None
     return TRTLLM_PREFILL_RECIPES.get((point.sku, point.four_bit, point.isl))
+
+
+def _with_trtllm_decode_recipe(point: ValidationPoint) -> ValidationPoint:
+    """A public TensorRT-LLM DeepSeek-R1 point with its decode workers' batch cap per
+    attention-DP rank from the srt-slurm recipe run at its layout and concurrency, or as the
+    row records it where no recipe matches (module docstring)."""
+    shape = point.decode
+    assert shape is not None
+    layout = (point.sku, point.four_bit, point.isl, point.osl, point.replicas,
+              shape.replicas, shape.tp, shape.dp)  # fmt: skip
+    batch = TRTLLM_DECODE_RECIPES.get(layout, {}).get(point.concurrency)
+    return point if batch is None else replace(point, decode=replace(shape, batch_size=batch))
 
 
 def _deepep_ep(tp: int, dp: int, ep: int) -> int:

@@ -49,7 +49,9 @@ def test_a_disaggregated_row_maps_to_a_prefill_pool_and_a_decode_pool():
     assert (p.tp, p.dp, p.ep, p.replicas, p.batch_size) == (1, 8, 1, 1, 1)
     assert (p.token_budget, p.scheduler) == (8320, "orca")
     d = p.decode
-    assert (d.tp, d.dp, d.ep, d.replicas, d.batch_size) == (1, 8, 8, 1, 16)
+    # decode: the recipe's batch cap per rank (ctx1_gen1_dep8_batch128_eplb0_mtp0_128), not
+    # the row's even share of the 128 clients over 8 ranks (16)
+    assert (d.tp, d.dp, d.ep, d.replicas, d.batch_size) == (1, 8, 8, 1, 128)
     assert (p.concurrency, p.isl, p.osl, p.length_ratio) == (128, 8192, 1024, 0.8)
     assert p.engine_version == ""  # 0.8.1.post2 is Dynamo's release, not TensorRT-LLM's
     assert (p.measured_ttft_ms, p.measured_tpot_ms) == (1947.784445944626, 30.637100950865378)
@@ -315,3 +317,34 @@ def test_the_public_tensorrt_llm_deepseek_rows_take_their_recipes_prefill_limits
                   silicon_data_source="db-dump/2026-04-27; silicon_concurrency=128; "
                   "lmsysorg/sglang:v0.5.8.post1-cu130-amd64")  # fmt: skip
     assert mapped(**sglang) == (0, 0, "")
+
+
+def test_the_public_tensorrt_llm_deepseek_rows_take_their_recipes_decode_batch_cap():
+    """Each srt-slurm recipe sets its decode workers' max_batch_size and names the
+    concurrencies it runs at: a row it matches (GPU, precision, lengths, worker counts,
+    decode layout, concurrency) takes that cap per rank, below the row's even share or far
+    above it; a row no recipe matches keeps the even share it records."""
+    def decode_cap(concurrency: int, **overrides: str) -> int:
+        source = DISAGG["silicon_data_source"].replace("=128;", f"={concurrency};")
+        row = disagg(silicon_data_source=source, **overrides)
+        [p] = select_points([row], models="all", modes="disagg").points
+        assert p.decode is not None and p.concurrency == concurrency
+        return p.decode.batch_size
+
+    # GB200 FP8 1k/1k, three TP-8 decode workers for 27 clients: 8 each (ctx1_gen3_tep8_batch8
+    # _eplb0_mtp0_27), where the row records 9, so three requests wait for a slot
+    gb200 = dict(system="gb200", isl="1024", decode_num_workers="3", decode_tp_size="8",
+                 decode_attention_dp_size="1", decode_moe_ep_size="8", decode_batch_size="9")
+    assert decode_cap(27, **gb200) == 8
+    # the same layout at a concurrency no recipe of it runs: the row's own
+    assert decode_cap(30, **{**gb200, "decode_batch_size": "10"}) == 10
+    # H200 1k/1k, nine TP-8 decode workers for 36 clients: 256 each, the row records 4
+    h200 = dict(system="h200_sxm", isl="1024", decode_num_workers="9", decode_tp_size="8",
+                decode_attention_dp_size="1", decode_moe_ep_size="8", decode_batch_size="4")
+    assert decode_cap(36, **h200) == 256
+    # another engine's row keeps the even share whatever its layout
+    [p] = select_points([disagg(backend="sglang", backend_version="0.5.8.post1",
+                                silicon_data_source="db-dump/2026-04-27; silicon_concurrency="
+                                "128; lmsysorg/sglang:v0.5.8.post1-cu130-amd64")],
+                        models="all", modes="disagg").points  # fmt: skip
+    assert p.decode is not None and p.decode.batch_size == 16
