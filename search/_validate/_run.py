@@ -221,7 +221,8 @@ def disaggregated_deployment(
 ) -> Deployment:
     """A disaggregated point's prefill pool (the deployment's own fields) and decode pool,
     each with the engine's own policy and limits per attention DP rank, the batch capped at
-    the row's per-rank batch size where it records one and at the concurrency, the prefill
+    the point's per-rank batch size where it has one (the row's, or its launch recipe's:
+    `_aic_disagg.py`) and at the concurrency, the prefill
     pool's under the token budget and policy its generated config set (`script_limits`),
     and the launch recipe's request polling and KV dtype (`_aic_disagg.py`); the KV cache
     crosses the link `KvLink.AUTO` picks (NVLink when both pools fit one node)."""
