@@ -352,6 +352,7 @@ def _parse_config(config: Mapping[str, Any], source: str, default_name: str) -> 
         parallel_attn_mlp=family.parallel_attn_mlp,
         weight_scale_block=_weight_scale_block(config, source),
         expert_precision=_expert_precision(config, moe.get("num_experts", 0)),
+        weight_precision=_weight_precision(config),
         **_sliding_window_fields(config, source, model_type, fields.num_layers),
         qk_norm=_qk_norm(config, model_type),
         **moe,
@@ -513,6 +514,25 @@ def _expert_precision(config: Mapping[str, Any], num_experts: int) -> Precision 
     if any("experts" in str(module) for module in kept):
         return None
     return Precision.MXFP4
+
+
+def _weight_precision(config: Mapping[str, Any]) -> Precision | None:
+    """The checkpoint's weight precision where its ``quantization_config`` quantises the
+    weights as a whole: FP8 for ``quant_method: fp8`` (DeepSeek-V3's and MiniMax-M2.5's
+    block-scaled weights) and ModelOpt's ``quant_algo: FP8``, FP4 for ModelOpt's ``NVFP4``;
+    None for a 16-bit checkpoint, or one that quantises its experts alone (gpt-oss's MXFP4:
+    `_expert_precision`)."""
+    quant = config.get("quantization_config")
+    if not isinstance(quant, dict):
+        return None
+    method = str(quant.get("quant_method", "")).lower()
+    if method == "fp8":
+        return Precision.FP8
+    if method == "modelopt":
+        return {"FP8": Precision.FP8, "NVFP4": Precision.FP4}.get(
+            str(quant.get("quant_algo", "")).upper()
+        )
+    return None
 
 
 def _positive_int(config: Mapping[str, Any], key: str, source: str) -> int:

@@ -124,20 +124,31 @@ class ModelArchitecture:
     # other weights (gpt-oss: MXFP4 experts, 16-bit elsewhere; config.json's
     # quantization_config), or set for a run (`--expert-precision`); None: as the others
     expert_precision: Precision | None = None
+    # the checkpoint's own weight precision where its config.json quantises the weights as a
+    # whole (estimators/_models.py `_weight_precision`: DeepSeek-V3's and MiniMax-M2.5's FP8
+    # blocks), None for a 16-bit one: what a run takes unless it sets one (`default_precision`)
+    weight_precision: Precision | None = None
 
     def fingerprint_fields(self) -> dict[str, Any]:
         """The fields that identify the architecture in stored fingerprints: all of them, less
         the latent-attention and weight-scale ones where unset, so that models fingerprinted
         before those fields existed keep their fingerprints, and less `model_type` (the
-        name and shapes identify the model already)."""
+        name and shapes identify the model already) and `weight_precision` (a default: the
+        run's own precision enters the fingerprint)."""
         fields = asdict(self)
-        del fields["model_type"]
+        del fields["model_type"], fields["weight_precision"]
         for name in _LATER_FIELDS:
             if not fields[name]:
                 del fields[name]
         if self.expert_precision is not None:
             fields["expert_precision"] = self.expert_precision.value
         return fields
+
+    @property
+    def default_precision(self) -> Precision:
+        """The weight precision a run of this model takes when it names none: the
+        checkpoint's own, as the serving engines load it (16-bit unless quantised)."""
+        return self.weight_precision or Precision.BF16
 
     def matmul_weight_bytes(self, precision: Precision) -> float:
         """Bytes per matmul weight at `precision`, its scales included (`weight_bytes`, with

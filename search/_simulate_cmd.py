@@ -71,6 +71,7 @@ def run_simulate(data: dict[str, Any]) -> None:
                 ),
                 # what the model name and the engine's profile resolved to
                 "model_architecture": deployment.model.name,
+                "precision": deployment.precision.value,
                 "engine": deployment.engine_key,
                 "scheduler": deployment.scheduler.kind.value,
                 "batch_size": deployment.scheduler.batch_size,

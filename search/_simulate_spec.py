@@ -93,7 +93,8 @@ class SimulateSpec(BaseModel):
     # scheduler_recv_interval; 1: every iteration)
     recv_interval: PositiveInt = 1
     global_scheduler: GlobalSchedulerKind = GlobalSchedulerKind.ROUND_ROBIN
-    precision: Precision = Precision.BF16
+    # weight precision (None: the checkpoint's own, `ModelArchitecture.default_precision`)
+    precision: Precision | None = None
     # the routed experts' weight precision (None: the checkpoint's own, else `precision`)
     expert_precision: Precision | None = None
     kv_precision: Precision | None = None
@@ -174,14 +175,15 @@ class SimulateSpec(BaseModel):
     def deployment(self) -> Deployment:
         catalog = load_catalog(self.catalog)
         sku = catalog.get(self.sku)
+        model = with_expert_precision(load_model(self.model), self.expert_precision)
         return Deployment(
-            model=with_expert_precision(load_model(self.model), self.expert_precision),
+            model=model,
             sku=sku,
             tp=self.tp,
             pp=self.pp,
             num_replicas=self.replicas,
             scheduler=self.scheduler_config(sku),
-            precision=self.precision,
+            precision=self.precision or model.default_precision,
             kv_precision=self.kv_precision,
             block_size=self.block_size,
             gpu_memory_utilization=self.gpu_memory_utilization,

@@ -28,7 +28,9 @@ from pydantic import (
 from estimators import (
     DEFAULT_ENGINE,
     ModelArchitecture,
+    ModelConfigError,
     Precision,
+    UnknownModelError,
     cost_model_digest,
     load_engine,
     load_model,
@@ -113,7 +115,9 @@ class SpaceSpec(_Strict):
     precision: list[Precision] = Field(
         default_factory=lambda: [Precision.BF16], min_length=1,
         description="Weight precisions to try (bf16, fp16, fp8; fp4: NVFP4 on GPUs with FP4 "
-        "tensor cores; mxfp4 is an expert precision only: `expert_precision`).",
+        "tensor cores; mxfp4 is an expert precision only: `expert_precision`) [the "
+        "checkpoint's own, as the engines load it: fp8 where the model's config.json quantises "
+        "its weights (DeepSeek-V3, MiniMax-M2.5), else bf16].",
     )  # fmt: skip
     engines: list[str] | None = Field(
         default=None, min_length=1,
@@ -437,6 +441,23 @@ class SearchSpec(_Strict):
         if isinstance(data, dict) and isinstance(data.get("workload"), str):
             data = {**data, "workload": {"source": data["workload"]}}
         return data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _checkpoint_precision(cls, data: object) -> object:
+        """A space that names no precisions tries the checkpoint's own (FP8 for DeepSeek-V3's
+        weights), as the engines load it; a model that does not load is reported by its own
+        field's validator."""
+        if not isinstance(data, dict) or not isinstance(data.get("model"), str):
+            return data
+        space = data.get("space", {})
+        if not isinstance(space, dict) or space.get("precision") is not None:
+            return data
+        try:
+            precision = load_model(data["model"]).default_precision
+        except (UnknownModelError, ModelConfigError):
+            return data
+        return {**data, "space": {**space, "precision": [precision.value]}}
 
     @model_validator(mode="after")
     def _max_requests_covers_workload(self) -> SearchSpec:

@@ -412,10 +412,10 @@ def _choice(enum_values: list[str]) -> click.Choice:
 @click.option(
     "--precision",
     type=_choice(["bf16", "fp16", "fp8", "fp4"]),
-    default="bf16",
-    show_default=True,
+    default=None,
     help="Weight (and compute) precision; fp4 is NVFP4 on GPUs with FP4 tensor cores "
-    "(Blackwell).",
+    "(Blackwell) [the checkpoint's own, as the engines load it: fp8 where its config.json "
+    "quantises the weights (DeepSeek-V3, MiniMax-M2.5), else bf16].",
 )
 @click.option(
     "--expert-precision",
