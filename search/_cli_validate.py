@@ -83,8 +83,9 @@ deployment the JSON does not record: --gpu, --tp, --pp, --engine, --model, --pre
               help="FILE.json: the engine profile that served it.")  # fmt: skip
 @click.option("--model", default=None,
               help="FILE.json: the model [the JSON's model_id when llmcap knows it].")  # fmt: skip
-@click.option("--precision", type=click.Choice(["bf16", "fp16", "fp8"]), default="bf16",
-              show_default=True, help="FILE.json: weight precision.")  # fmt: skip
+@click.option("--precision", type=click.Choice(["bf16", "fp16", "fp8"]), default=None,
+              help="FILE.json: weight precision [the checkpoint's own: fp8 where its "
+              "config.json quantises the weights, else bf16].")  # fmt: skip
 @click.option(
     "--out",
     "out_dir",
@@ -188,7 +189,7 @@ def validate(
     pp: int,
     engine: str,
     model: str | None,
-    precision: str,
+    precision: str | None,
     out_dir: Path | None,
     limit: int | None,
     filters: tuple[str, ...],

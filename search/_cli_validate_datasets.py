@@ -81,7 +81,7 @@ def run_bench_files(
     pp: int,
     engine: str,
     model: str | None,
-    precision: str,
+    precision: str | None,
 ) -> None:
     """Simulate each `vllm bench serve` result as its client ran it; one table per file."""
     from estimators import Precision, UnknownEngineError, load_engine
@@ -116,7 +116,8 @@ def run_bench_files(
                 f"{where}: {name!r} is not a model llmcap knows; pass --model with a built-in "
                 "model (`llmcap catalog models`) or a config.json of the same architecture"
             )
-        serving = Serving(resolved, gpu, tp, pp, engine, Precision(precision))
+        weights = Precision(precision) if precision else None  # None: the checkpoint's own
+        serving = Serving(resolved, gpu, tp, pp, engine, weights)
         started = time.perf_counter()
         rows = simulate_bench(serving, run)
         traffic = (

@@ -70,7 +70,7 @@ class Serving:
     tp: int = 1
     pp: int = 1
     engine: str = "vllm"  # NAME[@VERSION]
-    precision: Precision = Precision.BF16
+    precision: Precision | None = None  # None: the checkpoint's own
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,13 +226,14 @@ def bench_workload(run: BenchRun) -> Workload:
 
 def bench_deployment(serving: Serving, run: BenchRun) -> Deployment:
     """The engine's own policy and limits, its batch capped at the client's concurrency."""
+    model = load_model(serving.model)
     return engine_deployment(
         load_engine(serving.engine),
         load_catalog().get(serving.gpu),
-        load_model(serving.model),
+        model,
         serving.tp,
         serving.pp,
-        serving.precision,
+        serving.precision or model.default_precision,
         max_batch=run.max_concurrency,
     )
 

@@ -12,10 +12,12 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
+from estimators import Precision
 from estimators import _calibration as cal
 from search._validate import DatasetError
 from search._validate._bench_json import (
     Serving,
+    bench_deployment,
     bench_workload,
     read_bench_json,
     simulate_bench,
@@ -262,6 +264,14 @@ def test_a_single_stream_decodes_at_about_the_weight_read_time(tmp_path: Path) -
     # one request at a time: throughput is the inverse of the end-to-end latency
     e2e_s = (rows["mean TTFT (ms)"].predicted + 127 * tpot) / 1e3
     assert rows["request throughput (req/s)"].predicted == pytest.approx(1 / e2e_s, rel=0.05)
+
+
+def test_a_run_of_an_fp8_checkpoint_is_served_in_fp8_unless_told(tmp_path: Path) -> None:
+    run = read_bench_json(write(tmp_path / "r.json", bench_result()))
+    v3 = Serving("deepseek-ai/DeepSeek-V3", "h200", tp=8)
+    assert bench_deployment(v3, run).precision is Precision.FP8  # its config.json's
+    told = Serving("deepseek-ai/DeepSeek-V3", "h200", tp=8, precision=Precision.BF16)
+    assert bench_deployment(told, run).precision is Precision.BF16
 
 
 def test_cli_prints_a_table_per_file(tmp_path: Path) -> None:
