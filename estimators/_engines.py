@@ -38,7 +38,7 @@ from typing import Any
 
 import yaml
 
-from estimators._types import Precision
+from estimators._types import ModelArchitecture, Precision
 from sku_catalog._types import GpuSku
 
 KV_ON_DEMAND = "on_demand"
@@ -410,11 +410,21 @@ class EngineProfile:
             reserved = max(reserved, float(r["floor_mib"]))
         return round((total_mib - reserved) / total_mib, 3)
 
-    def kv_precision(self, precision: Precision) -> Precision:
-        """The KV-cache precision the engine uses by default with `precision` weights."""
-        if Precision(precision).low:  # FP8 or FP4 weights
-            return self.kv_precision_fp8_weights
-        return Precision(precision)
+    def kv_precision(
+        self, precision: Precision, model: ModelArchitecture | None = None
+    ) -> Precision:
+        """The KV-cache precision the engine uses by default with `precision` weights of
+        `model`.  Where the engine's default follows the checkpoint's declared KV
+        quantisation (`kv_precision_fp8_weights` fp8) and the run keeps the checkpoint's own
+        precision, the checkpoint's declaration decides: DeepSeek-V3's FP8 blocks declare
+        none, so a 16-bit KV cache (engines.yaml header)."""
+        precision = Precision(precision)
+        if not precision.low:  # 16-bit weights: their own dtype
+            return precision
+        follows = self.kv_precision_fp8_weights
+        if follows is Precision.FP8 and model is not None and precision is model.weight_precision:
+            return model.kv_cache_precision or Precision.BF16
+        return follows
 
     def sized(
         self, sku: GpuSku, tp: int, batch_cap: int, token_budget: int | None

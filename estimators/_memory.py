@@ -592,7 +592,7 @@ def plan_memory(
     validate_precision(sku, precision, kv_precision, model.expert_precision)
     precision = Precision(precision)
     if kv_precision is None and engine is not None:
-        kv_precision = engine.kv_precision(precision)
+        kv_precision = engine.kv_precision(precision, model)
     kv_prec = resolve_kv_precision(precision, kv_precision)
     tokens = max_num_batched_tokens or _DEFAULT_BATCHED_TOKENS
     if tokens < 1:

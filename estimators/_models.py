@@ -353,6 +353,7 @@ def _parse_config(config: Mapping[str, Any], source: str, default_name: str) -> 
         weight_scale_block=_weight_scale_block(config, source),
         expert_precision=_expert_precision(config, moe.get("num_experts", 0)),
         weight_precision=_weight_precision(config),
+        kv_cache_precision=_kv_cache_precision(config),
         **_sliding_window_fields(config, source, model_type, fields.num_layers),
         qk_norm=_qk_norm(config, model_type),
         **moe,
@@ -533,6 +534,15 @@ def _weight_precision(config: Mapping[str, Any]) -> Precision | None:
             str(quant.get("quant_algo", "")).upper()
         )
     return None
+
+
+def _kv_cache_precision(config: Mapping[str, Any]) -> Precision | None:
+    """The KV-cache precision the checkpoint declares (``quantization_config``'s
+    ``kv_cache_quant_algo``: FP8, as ModelOpt's FP8 and NVFP4 checkpoints have it), None
+    where it declares none."""
+    quant = config.get("quantization_config")
+    algo = quant.get("kv_cache_quant_algo") if isinstance(quant, dict) else None
+    return Precision.FP8 if str(algo or "").upper() == "FP8" else None
 
 
 def _positive_int(config: Mapping[str, Any], key: str, source: str) -> int:

@@ -97,7 +97,7 @@ def make_estimator(
             f"{', '.join(available_backends())}"
         )
     if kv_precision is None and isinstance(engine, EngineProfile):
-        kv_precision = engine.kv_precision(precision)
+        kv_precision = engine.kv_precision(precision, model)
     extra: dict[str, Any] = {}
     if op_tables is not None:  # only the backends that read tables take them
         if backend not in _TABLE_BACKENDS:

@@ -10,7 +10,7 @@ from typing import Any
 _LATER_FIELDS = (
     "kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
     "weight_scale_block", "sliding_window", "sliding_window_layers", "expert_precision",
-    "qk_norm",
+    "qk_norm", "kv_cache_precision",
 )  # fmt: skip
 
 
@@ -128,6 +128,11 @@ class ModelArchitecture:
     # whole (estimators/_models.py `_weight_precision`: DeepSeek-V3's and MiniMax-M2.5's FP8
     # blocks), None for a 16-bit one: what a run takes unless it sets one (`default_precision`)
     weight_precision: Precision | None = None
+    # the KV-cache precision the checkpoint declares for itself (quantization_config's
+    # kv_cache_quant_algo: ModelOpt's FP8 and NVFP4 checkpoints declare FP8), None where it
+    # declares none: what an engine whose default follows the checkpoint uses at its own
+    # weight precision (EngineProfile.kv_precision)
+    kv_cache_precision: Precision | None = None
 
     def fingerprint_fields(self) -> dict[str, Any]:
         """The fields that identify the architecture in stored fingerprints: all of them, less
@@ -140,8 +145,9 @@ class ModelArchitecture:
         for name in _LATER_FIELDS:
             if not fields[name]:
                 del fields[name]
-        if self.expert_precision is not None:
-            fields["expert_precision"] = self.expert_precision.value
+        for name in ("expert_precision", "kv_cache_precision"):
+            if fields.get(name) is not None:
+                fields[name] = Precision(fields[name]).value
         return fields
 
     @property

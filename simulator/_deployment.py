@@ -142,7 +142,7 @@ class Deployment:
     def resolved_kv_precision(self) -> Precision | None:
         """The KV precision: as given, else the engine's default for these weights."""
         if self.kv_precision is None and self.engine is not None:
-            return self.engine.kv_precision(self.precision)
+            return self.engine.kv_precision(self.precision, self.model)
         return self.kv_precision
 
     @property

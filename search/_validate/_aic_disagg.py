@@ -93,7 +93,10 @@ three TP-8 decode workers serve 27 clients (``ctx1_gen3_tep8_batch8_eplb0_mtp0_2
 records 9), so three requests at a time wait for a batch slot, as they did: those rows
 measure 1.6-7 s TTFT where prefill takes a few hundred milliseconds.  Rows the recipes do
 not match (another recipe generation, e.g. the December 2025 GB200 FP4 rows with a TP-4
-prefill worker) keep the row's even share.
+prefill worker) keep the row's even share.  Every recipe opened (six, over GB200, B200 and
+H200, FP8 and FP4) sets ``kv_cache_config: dtype: fp8`` on both pools, where TensorRT-LLM's
+own default follows the checkpoint and DeepSeek-R1's FP8 blocks declare no KV quantisation
+(16-bit, engines.yaml `kv_precision_fp8_weights`): these rows keep an FP8 KV cache.
 Two things those recipes also set are not modelled: ``disable_overlap_scheduler: true`` on
 every prefill worker (the pool keeps the engine profile's host overlap, as for NVIDIA's own
 runs, `_aic_generator.py`), and attention DP on H200 1k/1k prefill workers that the rows
@@ -263,7 +266,8 @@ def map_disagg_row(row: dict[str, str], where: str, line: int) -> ValidationPoin
     recipe = _trtllm_prefill_recipe(point, row)
     if recipe is not None:
         batch, tokens = recipe
-        point = replace(point, batch_size=batch, token_budget=tokens, scheduler="orca")
+        point = replace(point, batch_size=batch, token_budget=tokens, scheduler="orca",
+                        kv_cache_dtype=Precision.FP8)  # fmt: skip
         return _with_trtllm_decode_recipe(point)
     return replace(point, **generated_options(point))  # NVIDIA's own runs (_aic_generator)
 

@@ -1,6 +1,7 @@
 """A run that names no weight precision takes the checkpoint's own: FP8 for the checkpoints
 whose config.json quantises their weights (DeepSeek-V3, MiniMax-M2.5), 16-bit otherwise, as
-the serving engines load them."""
+the serving engines load them; and an engine whose KV default follows the checkpoint takes
+the KV precision that checkpoint declares (none: 16-bit)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from estimators import Precision, load_model
+from estimators import Precision, load_engine, load_model
 from search._spec import parse_spec
 from search.cli import cli
 
@@ -28,6 +29,12 @@ from search.cli import cli
 def test_the_checkpoint_precision_comes_from_its_quantization_config(
     tmp_path, quantization_config, expected
 ):
+    model = _model(tmp_path, quantization_config)
+    assert model.weight_precision is expected
+    assert model.default_precision is (expected or Precision.BF16)
+
+
+def _model(tmp_path, quantization_config):
     config = {
         "model_type": "llama", "num_hidden_layers": 2, "hidden_size": 256,
         "num_attention_heads": 4, "num_key_value_heads": 4, "intermediate_size": 512,
@@ -37,9 +44,24 @@ def test_the_checkpoint_precision_comes_from_its_quantization_config(
         config["quantization_config"] = quantization_config
     path = tmp_path / "config.json"
     path.write_text(json.dumps(config))
-    model = load_model(path)
-    assert model.weight_precision is expected
-    assert model.default_precision is (expected or Precision.BF16)
+    return load_model(path)
+
+
+def test_an_engine_whose_kv_default_follows_the_checkpoint_reads_its_declaration(tmp_path):
+    v3 = load_model("deepseek-ai/DeepSeek-V3")  # FP8 blocks, no KV quantisation declared
+    modelopt = _model(tmp_path, {"quant_method": "modelopt", "quant_algo": "FP8",
+                                 "kv_cache_quant_algo": "FP8"})  # fmt: skip
+    assert (v3.kv_cache_precision, modelopt.kv_cache_precision) == (None, Precision.FP8)
+    for engine in ("vllm@0.13", "trtllm"):  # "auto" follows the checkpoint
+        profile = load_engine(engine)
+        assert profile.kv_precision(Precision.FP8, v3) is Precision.BF16
+        assert profile.kv_precision(Precision.FP8, modelopt) is Precision.FP8
+        # quantised to another precision: a ModelOpt checkpoint of it, FP8 KV
+        assert profile.kv_precision(Precision.FP4, v3) is Precision.FP8
+        assert profile.kv_precision(Precision.FP8, load_model("llama-3.1-8b")) is Precision.FP8
+        assert profile.kv_precision(Precision.BF16, v3) is Precision.BF16
+    for engine in ("vllm@0.11", "sglang"):  # "auto" is the model's dtype
+        assert load_engine(engine).kv_precision(Precision.FP8, modelopt) is Precision.BF16
 
 
 def test_built_in_checkpoints_and_their_fingerprints():
@@ -57,7 +79,9 @@ def test_simulate_runs_the_checkpoints_precision_unless_told_otherwise():
             "--ep", "8", "--qps", "1", "--num-requests", "20"]  # fmt: skip
     fp8 = runner.invoke(cli, [*base, "--json"])
     assert fp8.exit_code == 0, fp8.output
-    assert json.loads(fp8.output)["deployment"]["precision"] == "fp8"
+    deployment = json.loads(fp8.output)["deployment"]
+    # FP8 weights as vLLM loads the checkpoint: its KV "auto", 16-bit (no KV quantisation)
+    assert (deployment["precision"], deployment["kv_precision"]) == ("fp8", "bf16")
     # 16-bit DeepSeek-V3 weights (1.3 TB) do not fit eight H200s: said, not guessed around
     bf16 = runner.invoke(cli, [*base, "--precision", "bf16"])
     assert bf16.exit_code == 2 and "weights bf16" in bf16.output and "DOES NOT FIT" in bf16.output

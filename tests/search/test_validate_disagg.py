@@ -132,7 +132,8 @@ def test_sglangs_blackwell_recipes_keep_an_fp8_kv_cache_and_gb200_low_latency_on
     """Every SGLang DeepSeek-R1 recipe for B200 and GB200 starts both pools with an FP8 KV
     cache (its H200 ones keep the model's dtype); the GB200 low-latency recipes, whose
     decode pool runs without attention DP, take in new requests every 10 decode
-    iterations on both pools; TensorRT-LLM keeps its own defaults."""
+    iterations on both pools; TensorRT-LLM's srt-slurm recipes set an FP8 KV cache too
+    (its own default, following DeepSeek-R1's checkpoint, would be 16-bit)."""
     tp4 = {"prefill_tp_size": "4", "prefill_attention_dp_size": "1", "prefill_moe_tp_size": "4",
            "prefill_moe_ep_size": "1", "decode_tp_size": "4", "decode_attention_dp_size": "1",
            "decode_moe_tp_size": "4", "decode_moe_ep_size": "1"}  # fmt: skip
@@ -145,7 +146,7 @@ def test_sglangs_blackwell_recipes_keep_an_fp8_kv_cache_and_gb200_low_latency_on
     ]
     low_latency, gb200, b200, h200, trt = select_points(rows, models="all", modes="disagg").points
     assert {p.kv_cache_dtype for p in (low_latency, gb200, b200)} == {Precision.FP8}
-    assert h200.kv_cache_dtype is None and trt.kv_cache_dtype is None
+    assert h200.kv_cache_dtype is None and trt.kv_cache_dtype is Precision.FP8
     assert (low_latency.recv_interval, low_latency.decode.recv_interval) == (10, 10)
     for point in (gb200, b200, h200, trt):
         assert (point.recv_interval, point.decode.recv_interval) == (1, 1)
