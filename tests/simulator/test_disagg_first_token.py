@@ -145,7 +145,7 @@ def _deepseek(engine: str, prefill_tp: int, prefill_dp: int, decode_tp: int, dec
     b200, profile = load_catalog().get("b200"), load_engine(engine)
     d = Deployment(
         load_model("deepseek-ai/DeepSeek-V3"), b200, tp=prefill_tp, dp=prefill_dp, ep=8,
-        precision=Precision.FP8, engine=profile,
+        precision=Precision.FP8, kv_precision=Precision.FP8, engine=profile,
         scheduler=engine_scheduler(profile, b200, prefill_tp, dp=prefill_dp),
         decode=DecodeSpec(b200, tp=decode_tp, dp=decode_dp, ep=8, num_replicas=1,
                           scheduler=engine_scheduler(profile, b200, decode_tp, dp=decode_dp)),
@@ -154,10 +154,10 @@ def _deepseek(engine: str, prefill_tp: int, prefill_dp: int, decode_tp: int, dec
 
 
 def test_mla_latent_goes_to_every_decode_rank_of_the_request():
-    """DeepSeek-V3's KV is one 576-element latent per layer (61 layers, FP8 under TensorRT-LLM:
-    35,136 bytes a token), held whole by every attention rank.  Prefill with attention DP
-    (TP 1) into decode TP 8: the prefill GPU sends the latent to all 8 decode ranks; into
-    decode attention DP 8 (TP 1), to one."""
+    """DeepSeek-V3's KV is one 576-element latent per layer (61 layers, in the FP8 KV cache
+    its launch recipes set: 35,136 bytes a token), held whole by every attention rank.
+    Prefill with attention DP (TP 1) into decode TP 8: the prefill GPU sends the latent to
+    all 8 decode ranks; into decode attention DP 8 (TP 1), to one."""
     latent = 61 * (512 + 64) * 1
     to_tp8, b200 = _deepseek("trtllm", 1, 8, 8, 1)
     to_dp8, _ = _deepseek("trtllm", 1, 8, 1, 8)
