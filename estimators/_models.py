@@ -481,11 +481,16 @@ def _qk_norm(config: Mapping[str, Any], model_type: str) -> str:
     return ""
 
 
+def _quantization(config: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The checkpoint's ``quantization_config`` ({} where it has none, or not a mapping)."""
+    quant = config.get("quantization_config")
+    return quant if isinstance(quant, dict) else {}
+
+
 def _weight_scale_block(config: Mapping[str, Any], source: str) -> int:
     """Weights per scale of a block-scaled checkpoint (``quantization_config``'s
     ``weight_block_size``, [128, 128] -> 16384), 0 when it has none."""
-    quant = config.get("quantization_config")
-    block = quant.get("weight_block_size") if isinstance(quant, dict) else None
+    block = _quantization(config).get("weight_block_size")
     if block is None:
         return 0
     if (
@@ -508,8 +513,8 @@ def _expert_precision(config: Mapping[str, Any], num_experts: int) -> Precision 
     MXFP4 ``quantization_config`` (gpt-oss: ``quant_method: mxfp4``, its
     ``modules_to_not_convert`` the attention, router, embedding and LM head) quantises the
     experts only; None for any other checkpoint, or one that leaves its experts out."""
-    quant = config.get("quantization_config")
-    if not num_experts or not isinstance(quant, dict) or quant.get("quant_method") != "mxfp4":
+    quant = _quantization(config)
+    if not num_experts or quant.get("quant_method") != "mxfp4":
         return None
     kept = quant.get("modules_to_not_convert") or []
     if any("experts" in str(module) for module in kept):
@@ -523,9 +528,7 @@ def _weight_precision(config: Mapping[str, Any]) -> Precision | None:
     block-scaled weights) and ModelOpt's ``quant_algo: FP8``, FP4 for ModelOpt's ``NVFP4``;
     None for a 16-bit checkpoint, or one that quantises its experts alone (gpt-oss's MXFP4:
     `_expert_precision`)."""
-    quant = config.get("quantization_config")
-    if not isinstance(quant, dict):
-        return None
+    quant = _quantization(config)
     method = str(quant.get("quant_method", "")).lower()
     if method == "fp8":
         return Precision.FP8
@@ -540,8 +543,7 @@ def _kv_cache_precision(config: Mapping[str, Any]) -> Precision | None:
     """The KV-cache precision the checkpoint declares (``quantization_config``'s
     ``kv_cache_quant_algo``: FP8, as ModelOpt's FP8 and NVFP4 checkpoints have it), None
     where it declares none."""
-    quant = config.get("quantization_config")
-    algo = quant.get("kv_cache_quant_algo") if isinstance(quant, dict) else None
+    algo = _quantization(config).get("kv_cache_quant_algo")
     return Precision.FP8 if str(algo or "").upper() == "FP8" else None
 
 
