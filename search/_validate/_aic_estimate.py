@@ -1,12 +1,21 @@
 """aiconfigurator's own estimate of the same points, for a side-by-side comparison.
 
-Uses the public pieces of `aiconfigurator_core.sdk` the way aiconfigurator's
-`cli estimate --mode agg` does: the perf database of the system, backend and version
-(the measured version where the package ships its data, else its current slot), the
-model with the row's TP/PP and GEMM quantisation, and the backend's aggregated
+Aggregated points use the public pieces of `aiconfigurator_core.sdk` the way
+aiconfigurator's `cli estimate --mode agg` does: the perf database of the system, backend
+and version (the measured version where the package ships its data, else its current slot),
+the model with the row's TP/PP and GEMM quantisation, and the backend's aggregated
 (in-flight batching) estimate at batch size = concurrency (per attention-DP rank, as the
-dataset's batch_size column records it) with a context budget of ISL tokens.  Runs in this
-process: the package logs to stdout and stderr, which is silenced.
+dataset's batch_size column records it) with a context budget of ISL tokens.
+
+Disaggregated points call aiconfigurator's own estimate of a prefill/decode deployment,
+`aiconfigurator.cli.api.cli_estimate(mode="disagg")` of the `aiconfigurator` package (the
+CLI and its disaggregated session, beside `aiconfigurator-core`): each pool's TP, attention
+DP, MoE TP and EP and worker count as the point runs them, one prompt a prefill batch and
+the client's even share C / (decode workers x attention DP) a decode rank, the dataset's
+`prefill_batch_size` and `decode_batch_size`.  aiconfigurator's own default latency
+corrections apply, as its CLI applies them.
+
+Runs in this process: the packages log to stdout and stderr, which is silenced.
 """
 
 from __future__ import annotations
@@ -62,14 +71,14 @@ def estimate_point(point: ValidationPoint) -> AicEstimate:
 
 
 def _estimate(point: ValidationPoint) -> AicEstimate:
-    if point.decode is not None:  # its disaggregated session lives in the aiconfigurator CLI
-        return AicEstimate(error="aiconfigurator-core has no disaggregated estimate")
     from aiconfigurator_core.sdk.errors import PerfDataNotAvailableError
 
     databases = _databases(point.system, point.engine, point.engine_version)
     if not databases:
         return AicEstimate(error=f"no perf database for {point.system}/{point.engine}")
     gemm, row_moe = aic_quant_modes(point)
+    if point.decode is not None:
+        return _estimate_disagg(point, str(databases[0].version), gemm, row_moe)
     # the row's expert quantisation first, then the one aiconfigurator infers from the
     # checkpoint (rows label DeepSeek's block-scaled FP8 experts "fp8", which some databases
     # hold only as "fp8_block")
@@ -131,6 +140,36 @@ def _estimate_with(point: ValidationPoint, database: Any, gemm: str, moe: str) -
     if result is None:
         return AicEstimate(error="no result (the configuration may not fit)")
     return AicEstimate(float(result["ttft"]), float(result["tpot"]), str(database.version))
+
+
+def _estimate_disagg(point: ValidationPoint, version: str, gemm: str, moe: str) -> AicEstimate:
+    """aiconfigurator's estimate of a disaggregated point (module docstring)."""
+    try:
+        from aiconfigurator.cli.api import cli_estimate
+    except ImportError:
+        return AicEstimate(
+            error="aiconfigurator's disaggregated estimate needs the aiconfigurator package "
+            "(pip install 'llmcap[aic]')"
+        )
+    decode = point.decode
+    assert decode is not None
+    pools: dict[str, Any] = {}
+    for prefix, tp, dp, ep in (("prefill", point.tp, point.dp, point.ep),
+                               ("decode", decode.tp, decode.dp, decode.ep)):  # fmt: skip
+        pools |= {f"{prefix}_tp_size": tp, f"{prefix}_pp_size": 1}
+        if point.moe:
+            pools |= {f"{prefix}_attention_dp_size": dp, f"{prefix}_moe_ep_size": ep,
+                      f"{prefix}_moe_tp_size": tp * dp // ep}  # fmt: skip
+    result = cli_estimate(
+        _model_path(point.model_path), point.system, mode="disagg",
+        backend_name=point.engine, backend_version=version, isl=point.isl, osl=point.osl,
+        prefill_batch_size=1, prefill_num_workers=point.replicas,
+        decode_batch_size=-(-point.concurrency // (decode.replicas * decode.dp)),
+        decode_num_workers=decode.replicas,
+        gemm_quant_mode=gemm or None, moe_quant_mode=(moe or None) if point.moe else None,
+        **pools,
+    )  # fmt: skip
+    return AicEstimate(float(result.ttft), float(result.tpot), version)
 
 
 @cache

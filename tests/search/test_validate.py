@@ -1046,6 +1046,24 @@ def test_aiconfigurator_answers_deepseek_points_it_has_tables_for():
         assert estimate.ttft_ms > estimate.tpot_ms
 
 
+@needs_aic
+def test_aiconfigurator_estimates_a_disaggregated_point_with_its_own_session():
+    """A disaggregated point goes through aiconfigurator's disaggregated estimate (its
+    `cli_estimate(mode="disagg")`) with each pool's layout and worker count; TTFT is its
+    prefill pool's, independent of the decode side's batch, TPOT the decode pool's."""
+    pytest.importorskip("aiconfigurator")
+    from search._validate._aic_estimate import estimate_point
+
+    points = load_aic_silicon(models="all", modes="disagg").points
+    point = next(p for p in points if p.id == "dsr1_gb200_sglang_fp4_disagg_1024x1024_c8_cfg486")
+    low = estimate_point(point)
+    assert low.error == "", low.error
+    assert 1.0 < low.tpot_ms < 100.0 and low.ttft_ms > low.tpot_ms
+    busy = estimate_point(replace(point, concurrency=32))
+    assert busy.ttft_ms == pytest.approx(low.ttft_ms)  # one prompt a prefill batch
+    assert busy.tpot_ms > low.tpot_ms  # a bigger decode batch per rank
+
+
 def test_the_report_keeps_4_bit_rows_apart(capsys):
     from rich.console import Console
 
