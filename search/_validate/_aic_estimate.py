@@ -13,7 +13,8 @@ CLI and its disaggregated session, beside `aiconfigurator-core`): each pool's TP
 DP, MoE TP and EP and worker count as the point runs them, one prompt a prefill batch and
 the client's even share C / (decode workers x attention DP) a decode rank, the dataset's
 `prefill_batch_size` and `decode_batch_size`.  aiconfigurator's own default latency
-corrections apply, as its CLI applies them.
+corrections apply, as its CLI applies them; the perf databases and expert quantisations are
+tried in the aggregated points' order.
 
 Runs in this process: the packages log to stdout and stderr, which is silenced.
 """
@@ -77,8 +78,7 @@ def _estimate(point: ValidationPoint) -> AicEstimate:
     if not databases:
         return AicEstimate(error=f"no perf database for {point.system}/{point.engine}")
     gemm, row_moe = aic_quant_modes(point)
-    if point.decode is not None:
-        return _estimate_disagg(point, str(databases[0].version), gemm, row_moe)
+    estimate = _estimate_with if point.decode is None else _estimate_disagg
     # the row's expert quantisation first, then the one aiconfigurator infers from the
     # checkpoint (rows label DeepSeek's block-scaled FP8 experts "fp8", which some databases
     # hold only as "fp8_block")
@@ -86,8 +86,8 @@ def _estimate(point: ValidationPoint) -> AicEstimate:
     attempts = [(database, moe) for database in databases for moe in moe_modes]
     for database, moe in attempts[:-1]:
         with contextlib.suppress(PerfDataNotAvailableError):
-            return _estimate_with(point, database, gemm, moe)
-    return _estimate_with(point, *attempts[-1][:1], gemm, attempts[-1][1])
+            return estimate(point, database, gemm, moe)
+    return estimate(point, *attempts[-1][:1], gemm, attempts[-1][1])
 
 
 def aic_quant_modes(point: ValidationPoint) -> tuple[str, str]:
@@ -142,8 +142,9 @@ def _estimate_with(point: ValidationPoint, database: Any, gemm: str, moe: str) -
     return AicEstimate(float(result["ttft"]), float(result["tpot"]), str(database.version))
 
 
-def _estimate_disagg(point: ValidationPoint, version: str, gemm: str, moe: str) -> AicEstimate:
-    """aiconfigurator's estimate of a disaggregated point (module docstring)."""
+def _estimate_disagg(point: ValidationPoint, database: Any, gemm: str, moe: str) -> AicEstimate:
+    """aiconfigurator's estimate of a disaggregated point (module docstring), with the
+    perf data of `database`'s version."""
     try:
         from aiconfigurator.cli.api import cli_estimate
     except ImportError:
@@ -160,6 +161,7 @@ def _estimate_disagg(point: ValidationPoint, version: str, gemm: str, moe: str) 
         if point.moe:
             pools |= {f"{prefix}_attention_dp_size": dp, f"{prefix}_moe_ep_size": ep,
                       f"{prefix}_moe_tp_size": tp * dp // ep}  # fmt: skip
+    version = str(database.version)
     result = cli_estimate(
         _model_path(point.model_path), point.system, mode="disagg",
         backend_name=point.engine, backend_version=version, isl=point.isl, osl=point.osl,
