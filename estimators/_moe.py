@@ -18,7 +18,14 @@ aiconfigurator's ``moe_tp x moe_ep = tp`` deployments; attention stays tensor pa
     rows. The default 1.25 (a quarter more rows than the mean) is an assumption for routers
     trained with load balancing and no expert-placement rebalancing (EPLB); it is documented
     here, not measured by llmcap and not fitted to any end-to-end point (`MoeShape.skew`
-    changes it);
+    changes it).  Public measurements without EPLB bracket it where a rank holds many
+    experts and exceed it where it holds few: 1.07 (Kimi-K3, 56 experts a rank at EP 16,
+    GSM8K: vllm-project/vllm PR #50647), 1.35 (Qwen3.6-35B-A3B, 64 a rank at EP 4, random
+    prompts: ai-dynamo/aiconfigurator collector/layerwise/fpm_ground_truth/
+    EXPERT_ROUTING_CAPTURE.md), 2.56 (DeepSeek-R1, 8 a rank at EP 32, a translation set:
+    TensorRT-LLM tech blog 4, Table 1, the mean over layers and iterations, whose per-expert
+    loads spread 1.28 times their mean).  Wide EP without EPLB is therefore priced
+    optimistically;
   - chance: a small batch's ``n * k`` choices land unevenly on the ranks even under uniform
     routing. Rank r's rows (the tokens' choices among its ``E / ep`` experts, about
     Binomial(n k, 1/ep)) and its touched experts (each of its ``E / ep`` hit with probability
