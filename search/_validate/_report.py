@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import math
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -158,8 +159,8 @@ def print_report(
                 f"  {name} (n={stats.tpot.n}): TPOT MAPE {stats.tpot.mape * 100:.1f}%, "
                 f"TTFT MAPE {stats.ttft.mape * 100:.1f}%"
             )
-    if with_aic:
-        both = [r for r in ok if not r.aic_error]
+    both = [r for r in ok if not r.aic_error]
+    if with_aic and both:
         theirs = aic_stats(both)
         ours = llmcap_stats(both)
         click.echo(
@@ -169,6 +170,9 @@ def print_report(
             f"TTFT MAPE {theirs.ttft.mape * 100:.1f}%; {THROUGHPUT} MAPE: llmcap "
             f"{ours.throughput.mape * 100:.1f}%, aiconfigurator {theirs.throughput.mape * 100:.1f}%"
         )
+    elif with_aic and ok:  # say why rather than print a comparison of nothing
+        reason, count = Counter(r.aic_error for r in ok).most_common(1)[0]
+        click.echo(f"aiconfigurator answers none of the {len(ok)} points ({count}: {reason})")
     for title, key in GROUPS:
         if len({key(r) for r in ok}) > 1 or title not in _SHOWN_WHEN_MIXED:
             console.print(_group_table(ok, title, key, with_aic))

@@ -1087,6 +1087,27 @@ def test_the_report_keeps_4_bit_rows_apart(capsys):
     assert "4-bit" not in out and "by weights" not in out  # one kind of weights: no split
 
 
+def test_the_report_says_why_aiconfigurator_answered_no_point(capsys):
+    """Where aiconfigurator answers none of the points the report names its most common
+    reason instead of comparing MAPEs over nothing."""
+    from rich.console import Console
+
+    from search._validate._report import print_report
+    from search._validate._run import PointResult
+
+    point = select_points([row()]).points[0]
+    why = "aiconfigurator's disaggregated estimate needs the aiconfigurator package"
+    results = [
+        PointResult(point, predicted_ttft_ms=120.5, predicted_tpot_ms=9.5, aic_error=why),
+        PointResult(replace(point, id="p2"), predicted_ttft_ms=100.0, predicted_tpot_ms=9.0,
+                    aic_error=why),
+    ]  # fmt: skip
+    print_report(results, with_aic=True, console=Console(width=250))
+    out = capsys.readouterr().out
+    assert f"aiconfigurator answers none of the 2 points (2: {why})" in out
+    assert "both tools answer" not in out and "nan" not in out
+
+
 @needs_aic
 def test_a_point_s_closed_loop_throughput_follows_little_s_law():
     point = select_points([row()]).points[0]  # C 16, fixed 1024/128 lengths
