@@ -129,7 +129,9 @@ deployment the JSON does not record: --gpu, --tp, --pp, --engine, --model, --pre
     "with_aic",
     default=True,
     show_default=True,
-    help="Also run aiconfigurator's own estimate of each point and show both tools.",
+    help="Also run aiconfigurator's own estimate of each point and show both tools "
+    "(aggregated points through aiconfigurator-core, disaggregated ones through the "
+    "aiconfigurator package's disaggregated estimate; both come with llmcap[aic]).",
 )
 @click.option(
     "--estimator",
