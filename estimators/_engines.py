@@ -20,6 +20,8 @@ A profile is not a code path: it is the numbers an engine brings to one deployme
 * the models whose FP8 GEMM inputs it quantizes inside the kernel before the GEMM rather
   than in a kernel of their own (`fp8_quant_fused_model_types`);
 * whether a layer's residual adds run inside its RMSNorm kernels (`fused_residual_add`);
+* whether its token budget under attention DP is the replica's, split over the DP ranks
+  (`dp_splits_token_budget`), or every rank's own;
 * the models whose shared expert it runs inside the routed experts' kernel
   (`shared_experts_fusion`).
 
@@ -305,6 +307,10 @@ class EngineProfile:
     # RMSNorm), keeping their memory traffic without a kernel of their own; False: an add
     # kernel and a norm kernel each (Vidur's operator model)
     fused_residual_add: bool = False
+    # under attention DP, whether the engine's token budget is the replica's, split evenly
+    # over its DP ranks (SGLang's chunked_prefill_size); False: every rank runs the whole
+    # budget (vLLM's and TensorRT-LLM's DP ranks each take the same limits)
+    dp_splits_token_budget: bool = False
     # expert precision -> GPU family -> the measured MoE kernel the engine runs by default
     # there (a `kernel_source` substring of aiconfigurator's moe tables; engines.yaml header)
     moe_kernels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
@@ -723,6 +729,9 @@ def _build(name: str, key: str, body: Mapping[str, Any]) -> EngineProfile:
             ),
             fused_residual_add=_flag(
                 body.get("fused_residual_add", False), "fused_residual_add"
+            ),
+            dp_splits_token_budget=_flag(
+                body.get("dp_splits_token_budget", False), "dp_splits_token_budget"
             ),
             moe_kernels={
                 str(Precision(p).value): {str(f).lower(): str(k) for f, k in fams.items()}

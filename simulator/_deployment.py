@@ -227,11 +227,13 @@ def engine_scheduler(
     A `kind` other than the engine's keeps the engine's limits and admission rule.  Under vidur the
     defaults are llmcap's historical ones (Sarathi chunk 512, batch 128, vLLM 4096 tokens).
     Under attention data parallelism (`dp` > 1) the defaults are `dp` times the engine's,
-    each DP rank running the engine's own limits; explicit values are the replica's.
+    each DP rank running the engine's own limits, except a token budget the engine splits
+    over its DP ranks (`EngineProfile.dp_splits_token_budget`), which stays the replica's;
+    explicit values are the replica's.
     """
     limits = engine.limits(sku, tp)
     kind = SchedulerKind(kind or engine.scheduler)
-    budget = limits.token_budget * dp
+    budget = limits.token_budget * (1 if engine.dp_splits_token_budget else dp)
     return SchedulerConfig(
         kind,
         batch_size=batch_size or limits.batch_cap * dp,

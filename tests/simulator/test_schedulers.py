@@ -383,6 +383,26 @@ def test_the_engines_with_overlap_schedulers_form_batches_ahead():
     assert not engine_scheduler(load_engine("vllm@0.11.0"), h100).schedule_ahead
 
 
+def test_sglang_splits_its_token_budget_over_attention_dp_ranks_and_vllm_does_not():
+    """SGLang divides chunked_prefill_size by dp_size under DP attention, so a replica of 8
+    DP ranks takes the engine's budget in all; vLLM's and TensorRT-LLM's ranks each run the
+    whole budget.  The default batch cap stays each rank's own for all three."""
+    from estimators import load_engine
+    from simulator._deployment import engine_scheduler
+    from sku_catalog import load_catalog
+
+    b200 = load_catalog().get("b200")
+    for name in ("sglang", "vllm", "trtllm"):
+        engine = load_engine(name)
+        limits = engine.limits(b200, 1)
+        one, eight = engine_scheduler(engine, b200, 1), engine_scheduler(engine, b200, 1, dp=8)
+        assert eight.batch_size == 8 * one.batch_size == 8 * limits.batch_cap
+        ranks = 1 if name == "sglang" else 8  # the ranks the engine's budget is given to
+        assert eight.token_budget() == ranks * one.token_budget() == ranks * limits.token_budget
+    explicit = engine_scheduler(load_engine("sglang"), b200, 1, dp=8, chunk_size=131072)
+    assert explicit.chunk_size == 131072  # a launch's --chunked-prefill-size: the replica's
+
+
 def balanced(workload, **sched):
     """`workload` run by a Sarathi replica of 2 attention DP ranks (`attention_dp`)."""
     return run(workload, SchedulerKind.SARATHI, chunk_size=1024, attention_dp=2, **sched)
