@@ -72,6 +72,24 @@ pool's scheduler then takes in new requests every 10 decode iterations
 (`ValidationPoint.recv_interval`, `PoolShape.recv_interval`), the decode pool's before it
 reserves their KV (`simulator.Replica.reserve_when_polled`), so a prefill waits for it.
 
+The public campaign's SGLang DeepSeek-R1 rows run those recipes' batching limits
+(`SGLANG_RECIPES`; NVIDIA/srt-slurm, ishandhanani/srt-slurm and connorcarpenter15/srt-slurm
+recipes/b200-fp4/, b200-fp8/, gb200-fp4/, gb200-fp8/, each row's recipe matched by GPU,
+precision, prompt length, worker counts and each pool's TP, attention DP and EP, and by the
+concurrencies the recipe names; read 2026-11-30): each pool's ``chunked-prefill-size`` and
+``max-running-requests``, which SGLang divides over a worker's attention-DP ranks
+(engines.yaml `dp_splits_token_budget`; the running requests in ModelRunner /
+pool_configurator), and ``max-prefill-tokens``, which it does not (each rank's, 16384
+unset).  So the B200 FP8 8k/1k attention-DP prefill workers of March 2026 (chunk 65536,
+8192 prefill tokens, 8 running requests over 8 ranks) take one prompt a rank at a time,
+and their decode workers the recipe's cap (32 to 128 a rank), not the row's even share.
+Where no stored recipe matches a row's layout (the December 2025 GB200 rows with attention
+DP on both pools, the B200 FP8 2p-1d layout of February) and where a recipe's chunk needs
+the memory fraction it sets per pool (H200 bs128-1p1d-dep, 163840 tokens with
+``mem-fraction-static`` 0.75 / 0.88; GB200 FP4 8k/1k max-tpt, 131072 with 0.95 / 0.83),
+which a disaggregated deployment here takes for both pools at once, the pools keep the
+engine's own limits.
+
 The public campaign's TensorRT-LLM DeepSeek-R1 rows (`benchmark-db`, run from a Dynamo
 image) were launched by InferenceX's dynamo-trt jobs, which hand srtctl a recipe
 (`CONFIG_FILE=recipes/trtllm/<gpu>-<precision>/<isl>k<osl>k/stp/...` in SemiAnalysisAI/
@@ -111,6 +129,7 @@ per pool.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import NamedTuple
 
 from estimators import MOE_ALL_TO_ALL_ALWAYS, Precision
 from search._validate._aic_generator import generated_options
@@ -208,6 +227,67 @@ TRTLLM_DECODE_RECIPES: dict[tuple[str, bool, int, int, int, int, int, int], dict
     ("h200", False, 8192, 1024, 3, 1, 1, 8): {512: 512},
     ("h200", False, 8192, 1024, 5, 3, 1, 8): {768: 256},
 }
+
+
+class SglangRecipe(NamedTuple):
+    """A srt-slurm SGLang recipe's batching limits, as written there (each pool's own
+    server arguments: for the whole worker, which SGLang splits over its attention-DP ranks
+    where it divides them; module docstring); 0 where the recipe leaves one unset."""
+
+    prefill_chunk: int  # --chunked-prefill-size, divided over the DP ranks
+    prefill_max_tokens: int  # --max-prefill-tokens, each rank's
+    prefill_running: int  # --max-running-requests, divided over the DP ranks
+    decode_running: int  # --max-running-requests, divided over the DP ranks
+    concurrencies: tuple[int, ...]  # the concurrencies the recipe is run at
+
+
+# the srt-slurm SGLang recipes of the public campaign's DeepSeek-R1 rows, by (GPU, 4-bit
+# weights, prompt length, prefill workers, TP, attention DP, EP, decode workers, TP,
+# attention DP), each row's recipe named, with the concurrencies it is run at (module
+# docstring)
+SGLANG_RECIPES: dict[tuple[str, bool, int, int, int, int, int, int, int, int], SglangRecipe] = {
+    # b200-fp4/1k1k: max-tpt-dep4-1p-dep8-1d and -2d
+    ("b200", True, 1024, 1, 1, 4, 4, 1, 1, 8): SglangRecipe(32768, 32768, 1024, 1024, (512,)),
+    ("b200", True, 1024, 1, 1, 4, 4, 2, 1, 8): SglangRecipe(32768, 32768, 512, 512, (512,)),
+    # b200-fp4/8k1k: low-latency-dep4-1p-tep8-1d, low-latency-tp4-1p-tp8-1d,
+    # max-tpt-dep4-7p-dep8-2d
+    ("b200", True, 8192, 1, 1, 4, 4, 1, 8, 1): SglangRecipe(32768, 32768, 512, 512, (64, 128)),
+    ("b200", True, 8192, 1, 4, 1, 1, 1, 8, 1): SglangRecipe(32768, 32768, 512, 512, (4, 8, 16, 64)),
+    ("b200", True, 8192, 7, 1, 4, 4, 2, 1, 8): SglangRecipe(65536, 65536, 1024, 2048, (1024, 2048)),
+    # b200-fp8/1k1k and 8k1k-stp: low-latency-tep8-1p-1d, 1p-4d
+    ("b200", False, 1024, 1, 8, 1, 8, 1, 8, 1): SglangRecipe(32768, 32768, 512, 512, (4,)),
+    ("b200", False, 8192, 1, 8, 1, 8, 1, 8, 1): SglangRecipe(32768, 32768, 512, 512, (4, 32, 64)),
+    ("b200", False, 8192, 1, 8, 1, 8, 4, 8, 1): SglangRecipe(32768, 32768, 512, 512, (64,)),
+    # b200-fp8/8k1k/stp/max-tpt-dep8-1p1d
+    ("b200", False, 8192, 1, 1, 8, 8, 1, 1, 8): SglangRecipe(131072, 16384, 16, 1024, (128,)),
+    # b200-fp8/8k1k (its March 2026 version): low-latency-tp8-1p-4d, max-tpt-dep8-1p-1d,
+    # 1p-2d, 2p-1d, 3p-1d
+    ("b200", False, 8192, 1, 1, 8, 1, 4, 8, 1): SglangRecipe(65536, 8192, 8, 32, (128,)),
+    ("b200", False, 8192, 1, 1, 8, 1, 1, 1, 8): SglangRecipe(65536, 8192, 8, 256, (160, 288)),
+    ("b200", False, 8192, 1, 1, 8, 1, 2, 1, 8): SglangRecipe(65536, 8192, 8, 128, (288,)),
+    ("b200", False, 8192, 2, 1, 8, 1, 1, 1, 8): SglangRecipe(65536, 8192, 8, 512, (512,)),
+    ("b200", False, 8192, 3, 1, 8, 1, 1, 1, 8): SglangRecipe(65536, 8192, 8, 1024, (1024,)),
+    # gb200-fp4/1k1k: mid-curve, low-latency
+    ("gb200", True, 1024, 4, 1, 4, 4, 1, 1, 32): SglangRecipe(
+        65536, 32768, 30000, 67584, (512, 2048, 4096, 8192)
+    ),
+    ("gb200", True, 1024, 1, 4, 1, 1, 2, 4, 1): SglangRecipe(8192, 0, 512, 0, (4, 8, 32)),
+    # gb200-fp4/8k1k: low-latency
+    ("gb200", True, 8192, 1, 4, 1, 1, 4, 4, 1): SglangRecipe(24576, 0, 512, 0, (4, 8)),
+    # gb200-fp8/1k1k: max-tpt, ultra-tpt, low-latency
+    ("gb200", False, 1024, 2, 1, 8, 8, 1, 1, 32): SglangRecipe(
+        131072, 0, 30000, 45000, (1024, 2048, 4096, 6144)
+    ),
+    ("gb200", False, 1024, 1, 1, 8, 8, 1, 1, 8): SglangRecipe(131072, 0, 8192, 5120, (4096,)),
+    ("gb200", False, 1024, 1, 4, 1, 1, 1, 4, 1): SglangRecipe(8192, 0, 512, 128, (4, 8)),
+    # gb200-fp8/8k1k: mid-curve, low-latency (its 2025 version)
+    ("gb200", False, 8192, 5, 1, 8, 8, 1, 1, 32): SglangRecipe(
+        131072, 0, 30000, 8192, (512, 1024, 2048, 6144)
+    ),
+    ("gb200", False, 8192, 1, 8, 1, 1, 1, 8, 1): SglangRecipe(24576, 0, 512, 512, (4, 8, 16)),
+}
+# SGLang's --max-prefill-tokens where a recipe leaves it unset (ServerArgs default)
+SGLANG_DEFAULT_MAX_PREFILL_TOKENS = 16384
 # the scheduler-recv-interval of SGLang's GB200 low-latency recipes (module docstring)
 SGLANG_LOW_LATENCY_RECV_INTERVAL = 10
 NO_WORKER_COUNTS = "disaggregated without worker counts (prefill/decode_num_workers empty)"
@@ -263,6 +343,9 @@ def map_disagg_row(row: dict[str, str], where: str, line: int) -> ValidationPoin
             recv_interval=recv_interval,
         ),
     )  # fmt: skip
+    sglang = _sglang_recipe(point)
+    if sglang is not None:
+        return _with_sglang_recipe(point, sglang)
     recipe = _trtllm_prefill_recipe(point, row)
     if recipe is not None:
         batch, tokens = recipe
@@ -295,6 +378,32 @@ def _with_trtllm_decode_recipe(point: ValidationPoint) -> ValidationPoint:
               shape.replicas, shape.tp, shape.dp)  # fmt: skip
     batch = TRTLLM_DECODE_RECIPES.get(layout, {}).get(point.concurrency)
     return point if batch is None else replace(point, decode=replace(shape, batch_size=batch))
+
+
+def _sglang_recipe(point: ValidationPoint) -> SglangRecipe | None:
+    """The srt-slurm recipe of a public SGLang DeepSeek-R1 row (module docstring), or None."""
+    shape = point.decode
+    if point.engine != "sglang" or point.source != "benchmark-db" or shape is None:
+        return None
+    layout = (point.sku, point.four_bit, point.isl, point.replicas, point.tp, point.dp,
+              point.ep, shape.replicas, shape.tp, shape.dp)  # fmt: skip
+    recipe = SGLANG_RECIPES.get(layout)
+    return recipe if recipe is not None and point.concurrency in recipe.concurrencies else None
+
+
+def _with_sglang_recipe(point: ValidationPoint, recipe: SglangRecipe) -> ValidationPoint:
+    """`point` with its recipe's limits per attention-DP rank: the chunk SGLang gives each
+    rank (the recipe's over the DP ranks, at most its max-prefill-tokens) and the running
+    requests of each pool's ranks; a decode pool whose recipe sets none keeps the row's."""
+    shape = point.decode
+    assert shape is not None
+    max_tokens = recipe.prefill_max_tokens or SGLANG_DEFAULT_MAX_PREFILL_TOKENS
+    budget = min(recipe.prefill_chunk // point.dp, max_tokens)
+    decode = shape
+    if recipe.decode_running:
+        decode = replace(shape, batch_size=recipe.decode_running // shape.dp)
+    return replace(point, token_budget=budget,
+                   batch_size=recipe.prefill_running // point.dp, decode=decode)  # fmt: skip
 
 
 def _deepep_ep(tp: int, dp: int, ep: int) -> int:
