@@ -84,7 +84,9 @@ unset).  So the B200 FP8 8k/1k attention-DP prefill workers of March 2026 (chunk
 8192 prefill tokens, 8 running requests over 8 ranks) take one prompt a rank at a time,
 and their decode workers the recipe's cap (32 to 128 a rank), not the row's even share.
 Where no stored recipe matches a row's layout (the December 2025 GB200 rows with attention
-DP on both pools, the B200 FP8 2p-1d layout of February) and where a recipe's chunk needs
+DP on both pools, or recording attention DP where their recipe runs none; the B200 FP8
+2p-1d layout of February) or its concurrency (GB200 FP4 1k/1k at 12,000), and where a
+recipe's chunk needs
 the memory fraction it sets per pool (H200 bs128-1p1d-dep, 163840 tokens with
 ``mem-fraction-static`` 0.75 / 0.88; GB200 FP4 8k/1k max-tpt, 131072 with 0.95 / 0.83),
 which a disaggregated deployment here takes for both pools at once, the pools keep the

@@ -320,6 +320,25 @@ def test_the_public_tensorrt_llm_deepseek_rows_take_their_recipes_prefill_limits
     assert mapped(**sglang) == (0, 0, "")
 
 
+def test_the_public_sglang_deepseek_rows_take_their_recipes_limits_per_dp_rank():
+    """SGLang's srt-slurm recipes set each pool's chunked-prefill-size and
+    max-running-requests for the whole worker, which SGLang divides over its attention-DP
+    ranks, and max-prefill-tokens, which it does not: the B200 FP8 8k/1k max-tpt 1p-1d
+    recipe (chunk 65536, 8192 prefill tokens, 8 and 256 running requests, DP 8 both
+    pools) gives each rank 8192 tokens and one prompt, each decode rank 32 requests; a
+    concurrency the recipe is not run at keeps the engine's limits and the row's share."""
+    def mapped(concurrency: int):
+        source = (f"db-dump/2026-04-27; config_id=641; silicon_concurrency={concurrency}; "
+                  "lmsysorg/sglang:v0.5.8.post1-cu130-amd64")  # fmt: skip
+        row = disagg(backend="sglang", backend_version="0.5.8.post1", silicon_data_source=source)
+        [p] = select_points([row], models="all", modes="disagg").points
+        assert p.decode is not None and p.concurrency == concurrency
+        return p.token_budget, p.batch_size, p.decode.batch_size
+
+    assert mapped(288) == (8192, 1, 32)
+    assert mapped(128) == (0, 0, 16)
+
+
 def test_the_public_tensorrt_llm_deepseek_rows_take_their_recipes_decode_batch_cap():
     """Each srt-slurm recipe sets its decode workers' max_batch_size and names the
     concurrencies it runs at: a row it matches (GPU, precision, lengths, worker counts,
