@@ -82,7 +82,10 @@ def render_summary(summary: dict, prepared: PreparedDeployment, workload_info: d
             "Decode pool",
             f"{pool.num_replicas} x {pool.sku.name} replica(s), TP{pool.tp}, "
             f"{pool.scheduler.kind.value} (batch {pool.scheduler.batch_size}); KV cache "
-            f"{dm.kv_capacity_tokens:,} tokens / replica; a prompt's KV reaches it "
+            f"{dm.kv_capacity_tokens:,} tokens / replica"
+            + (f" ({dm.memory_fraction_name} {dm.gpu_memory_utilization:.3g})"
+               if pool.gpu_memory_utilization is not None else "")
+            + "; a prompt's KV reaches it "
             f"{prepared.decode_pool.transfer_seconds_per_token * 1e6:.2f} us per token "
             "after its prefill (the pool above prefills; TTFT is its first token)",
         )

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from estimators import EstimatorFallbackWarning, variant_note
+from estimators import EstimatorFallbackWarning, MemoryPlan, variant_note
 from search._errors import SpecError, format_validation_error
 from search._outputs import check_output_file, writing
 from search._report import estimator_label, overload_warning, print_summary
@@ -101,6 +101,8 @@ def run_simulate(data: dict[str, Any]) -> None:
                     else {}
                 ),
             },
+            **({"decode_memory": _pool_memory(prepared.decode_memory)}
+               if prepared.decode_memory is not None else {}),
             "estimator": {
                 "requested": spec.estimator,
                 "used": getattr(prepared.estimator, "backend_name", spec.estimator),
@@ -124,6 +126,17 @@ def run_simulate(data: dict[str, Any]) -> None:
             path = result.write_chrome_trace(spec.trace_out)
         click.echo(f"wrote Chrome trace to {path} (open in ui.perfetto.dev)", err=True)
     sys.stdout.flush()
+
+
+def _pool_memory(memory: MemoryPlan) -> dict[str, Any]:
+    """A disaggregated decode pool's memory plan, per GPU, for the JSON output."""
+    return {
+        "memory_fraction": memory.gpu_memory_utilization,
+        "weights_bytes_per_gpu": memory.weights_bytes,
+        "kv_cache_bytes_per_gpu": memory.kv_bytes,
+        "kv_capacity_tokens": memory.kv_capacity_tokens,
+        "num_kv_blocks": memory.num_kv_blocks,
+    }
 
 
 @contextmanager

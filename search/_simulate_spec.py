@@ -60,6 +60,8 @@ class DecodePoolSpec(BaseModel):
     ep: PositiveInt = 1  # expert parallelism of a decode replica (divides dp x tp)
     # which decode replica takes each request (simulator.DecodeSpec.router)
     router: Literal[DECODE_ROUTERS] = "lor"
+    # the decode pool's own memory fraction (None: the spec's gpu_memory_utilization)
+    gpu_memory_utilization: float | None = Field(None, gt=0.0, le=1.0)
 
 
 class SimulateSpec(BaseModel):
@@ -212,7 +214,8 @@ class SimulateSpec(BaseModel):
         )  # fmt: skip
         pool = self.decode
         return DecodeSpec(sku, pool.tp, pool.replicas, scheduler, pool.link, pool.dp, pool.ep,
-                          GlobalSchedulerKind(pool.router))  # fmt: skip
+                          GlobalSchedulerKind(pool.router),
+                          gpu_memory_utilization=pool.gpu_memory_utilization)  # fmt: skip
 
     def scheduler_config(self, sku) -> SchedulerConfig:
         """The engine's policy and limits on `sku`, with the options given here on top."""

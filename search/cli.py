@@ -489,6 +489,13 @@ def _choice(enum_values: list[str]) -> click.Choice:
     "default: a request can wait behind a busy replica while another idles) or random [lor].",
 )
 @click.option(
+    "--decode-gpu-memory-utilization",
+    type=float,
+    default=None,
+    help="Memory fraction of the decode pool's servers, where they are launched with their "
+    "own [--gpu-memory-utilization].",
+)
+@click.option(
     "--speculative",
     "speculative_method",
     type=_choice(["mtp", "eagle", "draft"]),
@@ -670,6 +677,7 @@ def _merge_config(ctx: click.Context, config_file: Path | None, options: dict) -
         "decode_replicas": "replicas", "decode_sku": "sku", "decode_tp": "tp",
         "decode_batch_size": "batch_size", "decode_link": "link", "decode_dp": "dp",
         "decode_ep": "ep", "decode_router": "router",
+        "decode_gpu_memory_utilization": "gpu_memory_utilization",
     })  # fmt: skip
     return merged
 

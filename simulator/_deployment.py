@@ -73,7 +73,9 @@ class DecodeSpec:
     parallelism and expert parallelism (a mixture of experts; as `Deployment.dp` / `.ep`).
     `router` picks the decode replica of each request: `lor` the one with the fewest
     outstanding requests, `round_robin` each in turn whatever its load (NVIDIA Dynamo's
-    frontend, `--router-mode` round-robin by default), `random` one at random."""
+    frontend, `--router-mode` round-robin by default), `random` one at random.
+    `gpu_memory_utilization` is the decode pool's own memory fraction, as its servers are
+    launched with one of their own (None: the deployment's)."""
 
     sku: GpuSku
     tp: int = 1
@@ -83,6 +85,7 @@ class DecodeSpec:
     dp: int = 1
     ep: int = 1
     router: GlobalSchedulerKind = GlobalSchedulerKind.LEAST_OUTSTANDING
+    gpu_memory_utilization: float | None = None
 
     @property
     def gpus_per_replica(self) -> int:
@@ -378,7 +381,7 @@ def _decode_pool(d: Deployment, prefill_memory: MemoryPlan) -> tuple[DecodePool,
     memory = check_fits(
         d.model, pool.sku, pool.tp, 1, precision=d.precision,
         kv_precision=d.resolved_kv_precision(), block_size=d.block_size,
-        gpu_memory_utilization=d.gpu_memory_utilization,
+        gpu_memory_utilization=pool.gpu_memory_utilization or d.gpu_memory_utilization,
         max_num_batched_tokens=rank_batched_tokens(pool.scheduler, pool.dp),
         engine=d.engine, ep=pool.ep, dp=pool.dp, drafter=_drafter(d, pool.tp),
     )  # fmt: skip

@@ -122,6 +122,31 @@ def test_a_prefill_pool_needs_room_for_the_prompt_alone():
     assert sim.requests["completed"].notna().all()
 
 
+def test_a_decode_pool_takes_its_own_memory_fraction_else_the_deployments():
+    """Each pool's servers are launched with a memory fraction of their own (SGLang's
+    mem-fraction-static differs between a recipe's prefill and decode workers): the decode
+    pool's KV cache follows `DecodeSpec.gpu_memory_utilization`, and the deployment's where
+    that is None; the prefill pool keeps the deployment's either way."""
+    from dataclasses import replace
+
+    from estimators import load_engine, load_model
+    from simulator import DecodeSpec, Deployment, engine_scheduler, prepare
+    from sku_catalog import load_catalog
+
+    engine, h100 = load_engine("vllm"), load_catalog().get("h100-sxm")
+    decode = DecodeSpec(h100, tp=1, num_replicas=1, scheduler=engine_scheduler(engine, h100, 1))
+    d = Deployment(load_model("meta-llama/Llama-3.1-8B"), h100, engine=engine,
+                   scheduler=engine_scheduler(engine, h100, 1), gpu_memory_utilization=0.9,
+                   decode=decode)  # fmt: skip
+    shared = prepare(d)
+    own = prepare(replace(d, decode=replace(decode, gpu_memory_utilization=0.5)))
+    assert shared.decode_memory.gpu_memory_utilization == 0.9
+    assert own.decode_memory.gpu_memory_utilization == 0.5
+    assert own.memory.gpu_memory_utilization == shared.memory.gpu_memory_utilization == 0.9
+    assert own.decode_memory.num_kv_blocks < shared.decode_memory.num_kv_blocks
+    assert own.memory.num_kv_blocks == shared.memory.num_kv_blocks
+
+
 def test_a_run_whose_requests_can_never_start_raises_instead_of_returning_partial_metrics():
     # blocks held by nothing the simulation will ever free (a defect such as a leaked
     # reservation): the request neither starts nor is rejected, and no event is left
