@@ -241,6 +241,9 @@ class SglangRecipe(NamedTuple):
     prefill_running: int  # --max-running-requests, divided over the DP ranks
     decode_running: int  # --max-running-requests, divided over the DP ranks
     concurrencies: tuple[int, ...]  # the concurrencies the recipe is run at
+    # each pool's --mem-fraction-static (prefill, decode), where both were read; (0, 0): the
+    # engine's own plan
+    memory_fractions: tuple[float, float] = (0.0, 0.0)
 
 
 # the srt-slurm SGLang recipes of the public campaign's DeepSeek-R1 rows, by (GPU, 4-bit
@@ -249,8 +252,12 @@ class SglangRecipe(NamedTuple):
 # docstring)
 SGLANG_RECIPES: dict[tuple[str, bool, int, int, int, int, int, int, int, int], SglangRecipe] = {
     # b200-fp4/1k1k: max-tpt-dep4-1p-dep8-1d and -2d
-    ("b200", True, 1024, 1, 1, 4, 4, 1, 1, 8): SglangRecipe(32768, 32768, 1024, 1024, (512,)),
-    ("b200", True, 1024, 1, 1, 4, 4, 2, 1, 8): SglangRecipe(32768, 32768, 512, 512, (512,)),
+    ("b200", True, 1024, 1, 1, 4, 4, 1, 1, 8): SglangRecipe(
+        32768, 32768, 1024, 1024, (512,), (0.85, 0.85)
+    ),
+    ("b200", True, 1024, 1, 1, 4, 4, 2, 1, 8): SglangRecipe(
+        32768, 32768, 512, 512, (512,), (0.85, 0.85)
+    ),
     # b200-fp4/8k1k: low-latency-dep4-1p-tep8-1d, low-latency-tp4-1p-tp8-1d,
     # max-tpt-dep4-7p-dep8-2d
     ("b200", True, 8192, 1, 1, 4, 4, 1, 8, 1): SglangRecipe(32768, 32768, 512, 512, (64, 128)),
@@ -258,24 +265,41 @@ SGLANG_RECIPES: dict[tuple[str, bool, int, int, int, int, int, int, int, int], S
     ("b200", True, 8192, 7, 1, 4, 4, 2, 1, 8): SglangRecipe(65536, 65536, 1024, 2048, (1024, 2048)),
     # b200-fp8/1k1k and 8k1k-stp: low-latency-tep8-1p-1d, 1p-4d
     ("b200", False, 1024, 1, 8, 1, 8, 1, 8, 1): SglangRecipe(32768, 32768, 512, 512, (4,)),
-    ("b200", False, 8192, 1, 8, 1, 8, 1, 8, 1): SglangRecipe(32768, 32768, 512, 512, (4, 32, 64)),
-    ("b200", False, 8192, 1, 8, 1, 8, 4, 8, 1): SglangRecipe(32768, 32768, 512, 512, (64,)),
+    ("b200", False, 8192, 1, 8, 1, 8, 1, 8, 1): SglangRecipe(
+        32768, 32768, 512, 512, (4, 32, 64), (0.85, 0.85)
+    ),
+    ("b200", False, 8192, 1, 8, 1, 8, 4, 8, 1): SglangRecipe(
+        32768, 32768, 512, 512, (64,), (0.85, 0.85)
+    ),
     # b200-fp8/8k1k/stp/max-tpt-dep8-1p1d
     ("b200", False, 8192, 1, 1, 8, 8, 1, 1, 8): SglangRecipe(131072, 16384, 16, 1024, (128,)),
     # b200-fp8/8k1k (its March 2026 version): low-latency-tp8-1p-4d, max-tpt-dep8-1p-1d,
     # 1p-2d, 2p-1d, 3p-1d
-    ("b200", False, 8192, 1, 1, 8, 1, 4, 8, 1): SglangRecipe(65536, 8192, 8, 32, (128,)),
-    ("b200", False, 8192, 1, 1, 8, 1, 1, 1, 8): SglangRecipe(65536, 8192, 8, 256, (160, 288)),
-    ("b200", False, 8192, 1, 1, 8, 1, 2, 1, 8): SglangRecipe(65536, 8192, 8, 128, (288,)),
-    ("b200", False, 8192, 2, 1, 8, 1, 1, 1, 8): SglangRecipe(65536, 8192, 8, 512, (512,)),
-    ("b200", False, 8192, 3, 1, 8, 1, 1, 1, 8): SglangRecipe(65536, 8192, 8, 1024, (1024,)),
+    ("b200", False, 8192, 1, 1, 8, 1, 4, 8, 1): SglangRecipe(
+        65536, 8192, 8, 32, (128,), (0.6, 0.75)
+    ),
+    ("b200", False, 8192, 1, 1, 8, 1, 1, 1, 8): SglangRecipe(
+        65536, 8192, 8, 256, (160, 288), (0.6, 0.75)
+    ),
+    ("b200", False, 8192, 1, 1, 8, 1, 2, 1, 8): SglangRecipe(
+        65536, 8192, 8, 128, (288,), (0.6, 0.75)
+    ),
+    ("b200", False, 8192, 2, 1, 8, 1, 1, 1, 8): SglangRecipe(
+        65536, 8192, 8, 512, (512,), (0.6, 0.75)
+    ),
+    ("b200", False, 8192, 3, 1, 8, 1, 1, 1, 8): SglangRecipe(
+        65536, 8192, 8, 1024, (1024,), (0.6, 0.75)
+    ),
     # gb200-fp4/1k1k: mid-curve, low-latency
     ("gb200", True, 1024, 4, 1, 4, 4, 1, 1, 32): SglangRecipe(
         65536, 32768, 30000, 67584, (512, 2048, 4096, 8192)
     ),
     ("gb200", True, 1024, 1, 4, 1, 1, 2, 4, 1): SglangRecipe(8192, 0, 512, 0, (4, 8, 32)),
-    # gb200-fp4/8k1k: low-latency
+    # gb200-fp4/8k1k: low-latency, max-tpt
     ("gb200", True, 8192, 1, 4, 1, 1, 4, 4, 1): SglangRecipe(24576, 0, 512, 0, (4, 8)),
+    ("gb200", True, 8192, 10, 4, 1, 1, 1, 1, 32): SglangRecipe(  # max-tpt
+        131072, 524288, 30000, 16384, (2048,), (0.95, 0.83)
+    ),
     # gb200-fp8/1k1k: max-tpt, ultra-tpt, low-latency
     ("gb200", False, 1024, 2, 1, 8, 8, 1, 1, 32): SglangRecipe(
         131072, 0, 30000, 45000, (1024, 2048, 4096, 6144)
@@ -287,6 +311,10 @@ SGLANG_RECIPES: dict[tuple[str, bool, int, int, int, int, int, int, int, int], S
         131072, 0, 30000, 8192, (512, 1024, 2048, 6144)
     ),
     ("gb200", False, 8192, 1, 8, 1, 1, 1, 8, 1): SglangRecipe(24576, 0, 512, 512, (4, 8, 16)),
+    # h200/8k1k: bs128-1p1d-dep
+    ("h200", False, 8192, 1, 8, 1, 1, 1, 1, 8): SglangRecipe(
+        163840, 163840, 16, 256, (64, 128, 256), (0.75, 0.88)
+    ),
 }
 # SGLang's --max-prefill-tokens where a recipe leaves it unset (ServerArgs default)
 SGLANG_DEFAULT_MAX_PREFILL_TOKENS = 16384
@@ -396,16 +424,18 @@ def _sglang_recipe(point: ValidationPoint) -> SglangRecipe | None:
 def _with_sglang_recipe(point: ValidationPoint, recipe: SglangRecipe) -> ValidationPoint:
     """`point` with its recipe's limits per attention-DP rank: the chunk SGLang gives each
     rank (the recipe's over the DP ranks, at most its max-prefill-tokens) and the running
-    requests of each pool's ranks; a decode pool whose recipe sets none keeps the row's."""
+    requests of each pool's ranks (a decode pool whose recipe sets none keeps the row's),
+    and each pool's memory fraction where both were read."""
     shape = point.decode
     assert shape is not None
     max_tokens = recipe.prefill_max_tokens or SGLANG_DEFAULT_MAX_PREFILL_TOKENS
     budget = min(recipe.prefill_chunk // point.dp, max_tokens)
-    decode = shape
+    prefill_memory, decode_memory = recipe.memory_fractions
+    decode = replace(shape, memory_fraction=decode_memory)
     if recipe.decode_running:
-        decode = replace(shape, batch_size=recipe.decode_running // shape.dp)
-    return replace(point, token_budget=budget,
-                   batch_size=recipe.prefill_running // point.dp, decode=decode)  # fmt: skip
+        decode = replace(decode, batch_size=recipe.decode_running // shape.dp)
+    return replace(point, token_budget=budget, batch_size=recipe.prefill_running // point.dp,
+                   memory_fraction=prefill_memory, decode=decode)  # fmt: skip
 
 
 def _deepep_ep(tp: int, dp: int, ep: int) -> int:

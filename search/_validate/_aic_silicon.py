@@ -283,7 +283,8 @@ class PoolShape:
     """The decode pool of a disaggregated point: `replicas` workers of `dp` x `tp` GPUs (MoE
     experts over `ep` of them), each attention DP rank batching at most `batch_size`
     requests (0: not recorded), taking in new requests every `recv_interval` decode
-    iterations (`SchedulerConfig.recv_interval`)."""
+    iterations (`SchedulerConfig.recv_interval`), its servers launched with memory fraction
+    `memory_fraction` (0: the engine's own plan)."""
 
     tp: int
     replicas: int = 1
@@ -291,6 +292,7 @@ class PoolShape:
     ep: int = 1
     batch_size: int = 0
     recv_interval: int = 1
+    memory_fraction: float = 0.0
 
 
 MODEL_KINDS = ("dense", "moe", "all")  # `select_points(models=...)`

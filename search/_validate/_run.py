@@ -224,7 +224,8 @@ def disaggregated_deployment(
     the point's per-rank batch size where it has one (the row's, or its launch recipe's:
     `_aic_disagg.py`) and at the concurrency, the prefill
     pool's under the token budget and policy its generated config set (`script_limits`),
-    and the launch recipe's request polling and KV dtype (`_aic_disagg.py`); the KV cache
+    and the launch recipe's request polling, KV dtype and each pool's memory fraction
+    (`_aic_disagg.py`); the KV cache
     crosses the link `KvLink.AUTO` picks (NVLink when both pools fit one node)."""
     shape = point.decode
     assert shape is not None
@@ -233,7 +234,8 @@ def disaggregated_deployment(
                           point.precision, max_batch=min(prefill_cap, point.concurrency),
                           dp=point.dp)  # fmt: skip
     prefill = replace(script_limits(d.scheduler, point), recv_interval=point.recv_interval)
-    d = replace(d, scheduler=prefill, kv_precision=point.kv_cache_dtype)
+    d = replace(d, scheduler=prefill, kv_precision=point.kv_cache_dtype,
+                gpu_memory_utilization=point.memory_fraction or None)  # fmt: skip
     scheduler = engine_scheduler(engine, sku, shape.tp, dp=shape.dp)
     decode_cap = shape.batch_size * shape.dp if shape.batch_size else point.concurrency
     scheduler = replace(
@@ -242,7 +244,8 @@ def disaggregated_deployment(
     )
     decode = DecodeSpec(sku, shape.tp, shape.replicas, scheduler, KvLink.AUTO,
                         dp=shape.dp, ep=shape.ep,
-                        router=GlobalSchedulerKind(point.decode_router))  # fmt: skip
+                        router=GlobalSchedulerKind(point.decode_router),
+                        gpu_memory_utilization=shape.memory_fraction or None)  # fmt: skip
     return replace(d, num_replicas=point.replicas, ep=point.ep, decode=decode)
 
 
