@@ -74,7 +74,7 @@ reserves their KV (`simulator.Replica.reserve_when_polled`), so a prefill waits 
 
 The public campaign's SGLang DeepSeek-R1 rows run those recipes' batching limits
 (`SGLANG_RECIPES`; NVIDIA/srt-slurm, ishandhanani/srt-slurm and connorcarpenter15/srt-slurm
-recipes/b200-fp4/, b200-fp8/, gb200-fp4/, gb200-fp8/, each row's recipe matched by GPU,
+recipes/b200-fp4/, b200-fp8/, gb200-fp4/, gb200-fp8/, h200/, each row's recipe matched by GPU,
 precision, prompt length, worker counts and each pool's TP, attention DP and EP, and by the
 concurrencies the recipe names; read 2026-11-30): each pool's ``chunked-prefill-size`` and
 ``max-running-requests``, which SGLang divides over a worker's attention-DP ranks
@@ -83,14 +83,16 @@ pool_configurator), and ``max-prefill-tokens``, which it does not (each rank's, 
 unset).  So the B200 FP8 8k/1k attention-DP prefill workers of March 2026 (chunk 65536,
 8192 prefill tokens, 8 running requests over 8 ranks) take one prompt a rank at a time,
 and their decode workers the recipe's cap (32 to 128 a rank), not the row's even share.
-Where no stored recipe matches a row's layout (the December 2025 GB200 rows with attention
-DP on both pools, or recording attention DP where their recipe runs none; the B200 FP8
-2p-1d layout of February) or its concurrency (GB200 FP4 1k/1k at 12,000), and where a
-recipe's chunk needs
-the memory fraction it sets per pool (H200 bs128-1p1d-dep, 163840 tokens with
-``mem-fraction-static`` 0.75 / 0.88; GB200 FP4 8k/1k max-tpt, 131072 with 0.95 / 0.83),
-which a disaggregated deployment here takes for both pools at once, the pools keep the
-engine's own limits.
+Where both pools' ``mem-fraction-static`` were read, each pool takes its own
+(`PoolShape.memory_fraction`, `simulator.DecodeSpec.gpu_memory_utilization`): the H200
+bs128-1p1d-dep recipe's 163840-token chunk needs its 0.75 (0.88 on decode), SGLang's own
+formula for the fraction leaving nothing at that chunk; likewise GB200 FP4 8k/1k max-tpt
+(131072 tokens, 0.95 / 0.83), B200 FP8 8k/1k of March (0.6 / 0.75) and the other B200
+recipes (0.85 both).  Where no stored
+recipe matches a row's layout (the December 2025 GB200 rows with attention DP on both
+pools, or recording attention DP where their recipe runs none; the B200 FP8 2p-1d layout of
+February) or its concurrency (GB200 FP4 1k/1k at 12,000), the pools keep the engine's own
+limits.
 
 The public campaign's TensorRT-LLM DeepSeek-R1 rows (`benchmark-db`, run from a Dynamo
 image) were launched by InferenceX's dynamo-trt jobs, which hand srtctl a recipe
