@@ -43,6 +43,7 @@ from estimators._engines import (
 from estimators._memory import (
     DoesNotFitError,
     DrafterMemory,
+    MemoryFractionError,
     MemoryPlan,
     ParallelismError,
     PrecisionError,
@@ -140,6 +141,7 @@ __all__ = [
     "EstimatorFallbackWarning",
     "ExecutionTimeEstimator",
     "IterationOverhead",
+    "MemoryFractionError",
     "MemoryPlan",
     "ModelArchitecture",
     "ModelConfigError",

@@ -86,6 +86,11 @@ _DEFAULT_BATCHED_TOKENS = 4096
 _SAMPLER_ROWS = 256  # vLLM's default max_num_seqs: logits rows in the profile run
 
 
+class MemoryFractionError(ValueError):
+    """The engine's own memory fraction leaves no memory for the deployment (its reserve
+    grows with the token budget), and no fraction was given."""
+
+
 class DoesNotFitError(ValueError):
     """The model and its reserves do not fit the GPU memory of the deployment."""
 
@@ -601,6 +606,14 @@ def plan_memory(
         gpu_memory_utilization = (
             engine.memory_fraction_for(sku, tp, pp, tokens) if engine is not None else 0.9
         )
+        if engine is not None and gpu_memory_utilization <= 0.0:
+            raise MemoryFractionError(
+                f"{engine.key}: its own {engine.memory_fraction_name} on {sku.name} at "
+                f"{tokens:,} batched tokens a rank is {gpu_memory_utilization:.3g} (the "
+                "engine's reserve grows with its token budget and leaves no memory); give "
+                "the fraction (--gpu-memory-utilization, gpu_memory_utilization) or a smaller "
+                "token budget (--chunk-size / --max-tokens)"
+            )
     if not 0.0 < gpu_memory_utilization <= 1.0:
         raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization}")
     if framework_reserve_gib is None:

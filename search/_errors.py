@@ -31,6 +31,7 @@ _USER_ERRORS = (
     "estimators._models:ModelConfigError",
     "estimators._memory:ParallelismError",
     "estimators._memory:DoesNotFitError",
+    "estimators._memory:MemoryFractionError",
     "estimators._profiled:ProfiledDataMissing",
     "simulator._deployment:DecodePoolError",
     "estimators._aic_tables:AicTableError",

@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass
 from estimators import (
     DoesNotFitError,
     EngineProfile,
+    MemoryFractionError,
     ParallelismError,
     Precision,
     PrecisionError,
@@ -342,6 +343,8 @@ def check(point: ConfigPoint, spec: SearchSpec) -> tuple[str | None, PreparedDep
         first_line = str(exc).splitlines()[0]
         short = next((ln.strip() for ln in str(exc).splitlines() if "short by" in ln), "")
         return f"memory: {first_line}; {short}".rstrip("; "), None
+    except MemoryFractionError as exc:  # the engine's own fraction at this token budget
+        return f"memory: {exc}", None
     except DecodePoolError as exc:  # the decode pool's scheduler or link
         return f"pools: {exc}", None
 

@@ -175,3 +175,23 @@ def test_node_shape_is_picked_by_gpu_count() -> None:
     validate_parallelism(LLAMA7B, 8, 1, sku)  # the 8-GPU shape holds TP=8
     with pytest.raises(ParallelismError):
         select_node(sku, 16)
+
+
+def test_an_engine_fraction_that_leaves_no_memory_names_what_to_give() -> None:
+    """SGLang's own mem_fraction_static shrinks as its token budget grows (its reserve is
+    1.5 MiB a budget token): at a 163,840-token chunk on an H200 it is negative, so the plan
+    says so, naming the engine, the budget and the two ways out, rather than a bare range
+    error; the fraction the launch gives is taken as it stands."""
+    from estimators import MemoryFractionError, load_engine, load_model
+    from sku_catalog import load_catalog
+
+    model, engine = load_model("deepseek-ai/DeepSeek-V3"), load_engine("sglang")
+    h200 = load_catalog().get("h200")
+    with pytest.raises(MemoryFractionError) as raised:
+        check_fits(model, h200, 8, precision="fp8", engine=engine, max_num_batched_tokens=163840)
+    message = str(raised.value)
+    assert "mem_fraction_static" in message and "163,840" in message
+    assert "--gpu-memory-utilization" in message and "--chunk-size" in message
+    plan = check_fits(model, h200, 8, precision="fp8", engine=engine,
+                      max_num_batched_tokens=163840, gpu_memory_utilization=0.75)  # fmt: skip
+    assert plan.gpu_memory_utilization == 0.75 and plan.fits

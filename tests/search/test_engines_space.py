@@ -50,3 +50,19 @@ def test_unknown_engines_in_a_spec_name_the_available(data):
     with pytest.raises(SpecError) as info:
         parse_spec(data)
     assert "available engines" in str(info.value)
+
+
+def test_a_token_budget_the_engines_memory_formula_cannot_hold_is_an_infeasible_point():
+    """SGLang's own mem_fraction_static shrinks with its chunk (1.5 MiB a token): at 65,536
+    tokens on an 80 GB H100 nothing is left, so that point is reported infeasible with the
+    reason, and the search goes on with the others."""
+    from search._space import candidates
+
+    chunks = {"schedulers": {"sglang": {"chunk_size": [8192, 65536]}}}
+    spec = parse_spec({**BASE, "engine": "sglang", "space": chunks})
+    found = {c.point.chunk_size: c for c in candidates(spec)}
+    assert found[8192].feasible
+    big = found[65536]
+    assert not big.feasible
+    reason = big.infeasible_reason or ""
+    assert reason.startswith("memory:") and "mem_fraction_static" in reason
