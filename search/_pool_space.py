@@ -58,6 +58,11 @@ class DecodeSpace(_PoolSpace):
     batch_size: list[PositiveInt] | None = Field(
         None, min_length=1, description="Batch caps of the decode replicas; null: the engine's."
     )
+    gpu_memory_utilization: float | None = Field(
+        None, gt=0.0, le=1.0,
+        description="Share of GPU memory the decode servers take, where they are launched "
+        "with their own; null: the spec's gpu_memory_utilization.",
+    )  # fmt: skip
 
 
 class DisaggregatedSpace(_Strict):

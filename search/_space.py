@@ -190,7 +190,10 @@ class ConfigPoint:
         scheduler = engine_scheduler(
             engine, sku, pool.tp, kind=self.scheduler, batch_size=pool.batch_size
         )
-        return DecodeSpec(sku, pool.tp, pool.replicas, scheduler, KvLink(pool.link))
+        pools = spec.space.disaggregated
+        fraction = pools.decode.gpu_memory_utilization if pools is not None else None
+        return DecodeSpec(sku, pool.tp, pool.replicas, scheduler, KvLink(pool.link),
+                          gpu_memory_utilization=fraction)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

@@ -587,6 +587,13 @@ class SearchSpec(_Strict):
         """sha256 of the whole spec, every field (the fingerprint leaves some out)."""
         return sha256_json(self.model_dump(mode="json"))
 
+    def _decode_memory_fingerprint(self) -> dict[str, float]:
+        """The decode pool's own memory fraction, where the spec gives one (left out
+        otherwise, so that specs without it keep their fingerprints)."""
+        pools = self.space.disaggregated
+        fraction = pools.decode.gpu_memory_utilization if pools is not None else None
+        return {} if fraction is None else {"decode_gpu_memory_utilization": fraction}
+
     def fingerprint(self) -> str:
         """sha256 of everything that decides a configuration's capacity and metrics.
 
@@ -609,6 +616,7 @@ class SearchSpec(_Strict):
             **({"op_tables": op_tables_digest(self.op_tables)} if self.op_tables else {}),
             "block_size": self.block_size,
             "gpu_memory_utilization": self.gpu_memory_utilization,
+            **self._decode_memory_fingerprint(),
             "prefix_cache": [self.prefix_cache, self.prefix_cache_tokens],
             "speculative": self.speculative.model_dump() if self.speculative else None,
             "cost_model": cost_model_digest(),  # fitted constants and engine profiles

@@ -129,6 +129,23 @@ def test_the_pool_layout_is_in_the_fingerprint_and_round_trips() -> None:
     assert point.label().endswith(" + decode h200 TP4 x1 b128")
 
 
+def test_the_decode_pool_may_take_its_own_memory_fraction() -> None:
+    """space.disaggregated.decode.gpu_memory_utilization launches the decode servers with
+    their own fraction (the prefill pool keeping the spec's); it enters the spec's
+    fingerprint only where given, so specs without it keep theirs."""
+    pools = {**POOLS, "disaggregated": {**POOLS["disaggregated"], "decode": {
+        **POOLS["disaggregated"]["decode"], "gpu_memory_utilization": 0.7}}}  # fmt: skip
+    plain, own = _spec(**POOLS), _spec(**pools)
+    assert own.fingerprint() != plain.fingerprint() == _spec().fingerprint()
+    split = next(c.point for c in candidates(own) if c.point.decode is not None)
+    deployment = split.deployment(own)
+    assert deployment.decode is not None and deployment.decode.gpu_memory_utilization == 0.7
+    assert deployment.gpu_memory_utilization is None  # the prefill pool: the engine's own
+    assert split.deployment(plain).decode.gpu_memory_utilization is None
+    with pytest.raises(SpecError, match="gpu_memory_utilization"):
+        _spec(**{**pools, "disaggregated": {"decode": {"gpu_memory_utilization": 1.2}}})
+
+
 def test_qps_per_dollar_prices_both_pools_each_at_its_sku() -> None:
     spec = _spec(**POOLS)
     catalog = spec.sku_catalog
