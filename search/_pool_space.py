@@ -42,6 +42,14 @@ class _PoolSpace(_Strict):
         None, min_length=1, description="Replicas of the pool (P or D of the P:D ratio); "
         "null: space.replicas.",
     )  # fmt: skip
+    ep: list[PositiveInt] | None = Field(
+        None, min_length=1, description="Expert-parallel degrees of the pool's replicas (a "
+        "mixture of experts); null: space.ep.",
+    )  # fmt: skip
+    dp: list[PositiveInt] | None = Field(
+        None, min_length=1, description="Attention data-parallel degrees of the pool's "
+        "replicas (a mixture of experts; DP x TP GPUs a replica); null: space.dp.",
+    )  # fmt: skip
 
 
 class PrefillSpace(_PoolSpace):
@@ -87,15 +95,18 @@ class PoolAxes:
     pp: tuple[int, ...]
     replicas: tuple[int, ...]
     batch_size: tuple[int, ...] | None = None  # None: the engine's cap
+    ep: tuple[int, ...] = (1,)
+    dp: tuple[int, ...] = (1,)
 
     @property
     def smallest_gpus(self) -> int:
-        return min(self.tp) * min(self.pp) * min(self.replicas)
+        return min(self.tp) * min(self.pp) * min(self.dp) * min(self.replicas)
 
     @property
     def size(self) -> int:
         batches = len(self.batch_size) if self.batch_size else 1
-        return len(self.skus) * len(self.tp) * len(self.pp) * len(self.replicas) * batches
+        shapes = len(self.tp) * len(self.pp) * len(self.ep) * len(self.dp)
+        return len(self.skus) * shapes * len(self.replicas) * batches
 
 
 def pool_axes(
@@ -104,16 +115,19 @@ def pool_axes(
     tp: list[int],
     pp: list[int],
     replicas: list[int],
+    ep: list[int],
+    dp: list[int],
 ) -> tuple[PoolAxes, PoolAxes]:
     """(prefill, decode) axes of `disaggregated`, the aggregated ones where it has none."""
     pre, dec = disaggregated.prefill, disaggregated.decode
     prefill = PoolAxes(
         tuple(pre.skus or skus), tuple(pre.tp or tp), tuple(pre.pp or pp),
-        tuple(pre.replicas or replicas),
+        tuple(pre.replicas or replicas), None, tuple(pre.ep or ep), tuple(pre.dp or dp),
     )  # fmt: skip
     decode = PoolAxes(
         tuple(dec.skus or skus), tuple(dec.tp or tp), (1,), tuple(dec.replicas or replicas),
-        tuple(dec.batch_size) if dec.batch_size else None,
+        tuple(dec.batch_size) if dec.batch_size else None, tuple(dec.ep or ep),
+        tuple(dec.dp or dp),
     )  # fmt: skip
     return prefill, decode
 
@@ -126,6 +140,6 @@ def gpu_cost_per_hour(params: dict, num_gpus: int, catalog: Catalog) -> float:
     decode = params.get("decode")
     if decode is None:
         return num_gpus * price
-    decode_gpus = decode["tp"] * decode["replicas"]
+    decode_gpus = decode["tp"] * decode.get("dp", 1) * decode["replicas"]
     decode_price = catalog.get(decode["sku"]).price_per_gpu_hour
     return (num_gpus - decode_gpus) * price + decode_gpus * decode_price

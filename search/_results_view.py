@@ -30,12 +30,21 @@ def pool_layout(params: dict) -> str:
 
 def pool_split(params: dict) -> str:
     """The pools as xPyD (prefill and decode replicas) with each pool's parallelism, e.g.
-    ``2P1D TP4/TP8`` (``TP4xPP2`` for a pipelined prefill pool), or ``aggregated``."""
+    ``2P1D TP4/TP8`` (``TP4xPP2`` for a pipelined prefill pool, ``DP8xTP1`` for attention
+    DP), or ``aggregated``."""
     decode = params.get("decode")
     if decode is None:
         return AGGREGATED
-    prefill = f"TP{params['tp']}" + (f"xPP{params['pp']}" if params.get("pp", 1) > 1 else "")
-    return f"{params['replicas']}P{decode['replicas']}D {prefill}/TP{decode['tp']}"
+    prefill = _pool_parallelism(params) + (
+        f"xPP{params['pp']}" if params.get("pp", 1) > 1 else ""
+    )
+    return f"{params['replicas']}P{decode['replicas']}D {prefill}/{_pool_parallelism(decode)}"
+
+
+def _pool_parallelism(pool: dict) -> str:
+    """A pool's attention DP and TP as stored (``DP8xTP1``; ``TP4`` without DP)."""
+    dp = pool.get("dp", 1)
+    return (f"DP{dp}x" if dp > 1 else "") + f"TP{pool['tp']}"
 
 
 def with_labels(frame: pd.DataFrame) -> pd.DataFrame:

@@ -41,21 +41,27 @@ VIDUR = "vidur@2024"
 
 @dataclass(frozen=True, slots=True)
 class DecodePoint:
-    """The decode pool of a disaggregated point: `replicas` replicas of `tp` GPUs of `sku`,
-    each batching at most `batch_size` sequences, KV arriving over `link`."""
+    """The decode pool of a disaggregated point: `replicas` replicas of `dp` x `tp` GPUs of
+    `sku` (attention DP and EP of a mixture of experts as `ConfigPoint.dp` / `.ep`), each
+    batching at most `batch_size` sequences, KV arriving over `link`."""
 
     sku: str
     tp: int
     replicas: int
     batch_size: int
     link: str = KvLink.AUTO.value
+    ep: int = 1
+    dp: int = 1
 
     @property
     def num_gpus(self) -> int:
-        return self.tp * self.replicas
+        return self.tp * self.dp * self.replicas
 
     def label(self) -> str:
-        parts = [self.sku, f"TP{self.tp}", f"x{self.replicas}", f"b{self.batch_size}"]
+        parts = [self.sku] + ([f"DP{self.dp}"] if self.dp > 1 else []) + [f"TP{self.tp}"]
+        if self.ep > 1:
+            parts.append(f"EP{self.ep}")
+        parts += [f"x{self.replicas}", f"b{self.batch_size}"]
         if self.link != KvLink.AUTO.value:
             parts.append(f"kv over {self.link}")
         return " ".join(parts)
@@ -125,16 +131,18 @@ class ConfigPoint:
         return " ".join(parts)
 
     def as_dict(self) -> dict:
-        """The point's fields; `engine` left out under vidur, `ep` and `dp` at 1 and `decode`
-        when aggregated, so configurations stored before engine profiles (all simulated as
-        vidur), expert and attention data parallelism and disaggregated pools keep their
-        fingerprints."""
+        """The point's fields; `engine` left out under vidur, each pool's `ep` and `dp` at 1
+        and `decode` when aggregated, so configurations stored before engine profiles (all
+        simulated as vidur), expert and attention data parallelism and disaggregated pools
+        keep their fingerprints."""
         data = asdict(self)
         if self.engine == VIDUR:
             del data["engine"]
-        for name in ("ep", "dp"):
-            if data[name] == 1:
-                del data[name]
+        pools = [data] if self.decode is None else [data, data["decode"]]
+        for pool in pools:
+            for name in ("ep", "dp"):
+                if pool[name] == 1:
+                    del pool[name]
         if self.decode is None:
             del data["decode"]
         return data
@@ -188,12 +196,12 @@ class ConfigPoint:
             return None
         sku = spec.sku_catalog.get(pool.sku)
         scheduler = engine_scheduler(
-            engine, sku, pool.tp, kind=self.scheduler, batch_size=pool.batch_size
+            engine, sku, pool.tp, kind=self.scheduler, batch_size=pool.batch_size, dp=pool.dp
         )
         pools = spec.space.disaggregated
         fraction = pools.decode.gpu_memory_utilization if pools is not None else None
         return DecodeSpec(sku, pool.tp, pool.replicas, scheduler, KvLink(pool.link),
-                          gpu_memory_utilization=fraction)  # fmt: skip
+                          dp=pool.dp, ep=pool.ep, gpu_memory_utilization=fraction)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,13 +262,13 @@ def expand_space(spec: SearchSpec) -> list[ConfigPoint]:
     if pools is not None:
         prefill, decode = pools
         link = (space.disaggregated or DisaggregatedSpace()).kv_link.value
-        for sku, tp, pp, replicas, precision, engine_key in itertools.product(
-            prefill.skus, prefill.tp, prefill.pp, prefill.replicas, space.precision,
-            spec.engine_keys,
+        for sku, tp, pp, ep, dp, replicas, precision, engine_key in itertools.product(
+            prefill.skus, prefill.tp, prefill.pp, prefill.ep, prefill.dp, prefill.replicas,
+            space.precision, spec.engine_keys,
         ):  # fmt: skip
             for pool in _decode_points(spec, decode, load_engine(engine_key), link):
                 points += _scheduler_points(
-                    spec, sku, tp, pp, replicas, precision, engine_key, 1, 1, pool
+                    spec, sku, tp, pp, replicas, precision, engine_key, ep, dp, pool
                 )
     return list(dict.fromkeys(points))  # drop duplicates (e.g. a SKU named twice)
 
@@ -287,12 +295,15 @@ def _scheduler_points(
 def _decode_points(
     spec: SearchSpec, axes: PoolAxes, engine: EngineProfile, link: str
 ) -> list[DecodePoint]:
-    """Every decode pool of the axes; a batch cap left out is the engine's on that SKU/TP."""
+    """Every decode pool of the axes; a batch cap left out is the engine's on that SKU/TP
+    (each attention DP rank's: a replica of DP ranks batches DP times as many)."""
     pools = []
-    for sku, tp, replicas in itertools.product(axes.skus, axes.tp, axes.replicas):
+    for sku, tp, ep, dp, replicas in itertools.product(
+        axes.skus, axes.tp, axes.ep, axes.dp, axes.replicas
+    ):
         sku_rec = spec.sku_catalog.get(sku)
-        for batch in axes.batch_size or (engine.limits(sku_rec, tp).batch_cap,):
-            pools.append(DecodePoint(sku_rec.id, tp, replicas, batch, link))
+        for batch in axes.batch_size or (engine.limits(sku_rec, tp).batch_cap * dp,):
+            pools.append(DecodePoint(sku_rec.id, tp, replicas, batch, link, ep, dp))
     return pools
 
 
@@ -330,7 +341,8 @@ def check(point: ConfigPoint, spec: SearchSpec) -> tuple[str | None, PreparedDep
             None,
         )
     per_replica = budget.max_gpus_per_replica
-    largest = max(point.gpus_per_replica, point.decode.tp if point.decode is not None else 0)
+    decode = point.decode
+    largest = max(point.gpus_per_replica, decode.tp * decode.dp if decode is not None else 0)
     if per_replica is not None and largest > per_replica:
         return (
             f"budget: {largest} GPUs per replica > max_gpus_per_replica {per_replica}",
@@ -358,7 +370,8 @@ def _gpu_split(point: ConfigPoint) -> str:
     if point.decode is None:
         return own
     d = point.decode
-    return f"prefill {own} + decode TP{d.tp} x {d.replicas} replicas"
+    decode_dp = f"DP{d.dp} x " if d.dp > 1 else ""
+    return f"prefill {own} + decode {decode_dp}TP{d.tp} x {d.replicas} replicas"
 
 
 def candidates(spec: SearchSpec) -> list[Candidate]:

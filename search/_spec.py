@@ -138,8 +138,9 @@ class SpaceSpec(_Strict):
     disaggregated: DisaggregatedSpace | None = Field(
         None,
         description="The prefill and decode pools' axes when mode has disaggregated: "
-        "{prefill: {skus, tp, pp, replicas}, decode: {skus, tp, replicas, batch_size}, "
-        "kv_link}; an axis left out is the aggregated one.",
+        "{prefill: {skus, tp, pp, ep, dp, replicas}, decode: {skus, tp, ep, dp, replicas, "
+        "batch_size, gpu_memory_utilization}, kv_link}; an axis left out is the aggregated "
+        "one.",
     )
 
     @field_validator("mode")
@@ -161,8 +162,9 @@ class SpaceSpec(_Strict):
         if DISAGGREGATED not in self.mode:
             return None
         return pool_axes(
-            self.disaggregated or DisaggregatedSpace(), skus, self.tp, self.pp, self.replicas
-        )
+            self.disaggregated or DisaggregatedSpace(), skus, self.tp, self.pp, self.replicas,
+            self.ep, self.dp,
+        )  # fmt: skip
 
     @field_validator("precision")
     @classmethod
@@ -217,6 +219,13 @@ class SpaceSpec(_Strict):
                     "size (vllm and orca take max_tokens)"
                 )
         return self
+
+
+def _pool_gpus(axes: PoolAxes, pp: bool) -> str:
+    """A pool's smallest GPU count as its factors, e.g. ``DP2 x TP4 x PP1 x 1``."""
+    dp = f"DP{min(axes.dp)} x " if min(axes.dp) > 1 else ""
+    stages = f" x PP{min(axes.pp)}" if pp else ""
+    return f"{dp}TP{min(axes.tp)}{stages} x {min(axes.replicas)}"
 
 
 def _product(axes: dict[str, int]) -> tuple[int, str]:
@@ -531,9 +540,9 @@ class SearchSpec(_Strict):
             raise ValueError(
                 f"space.disaggregated: no split of budget.max_gpus {budget} has GPUs on both "
                 f"sides: the smallest prefill pool takes {prefill.smallest_gpus} GPUs "
-                f"(TP{min(prefill.tp)} x PP{min(prefill.pp)} x {min(prefill.replicas)}), the "
-                f"smallest decode pool {decode.smallest_gpus} (TP{min(decode.tp)} x "
-                f"{min(decode.replicas)}); allowed: pools of at most {budget} GPUs together"
+                f"({_pool_gpus(prefill, pp=True)}), the smallest decode pool "
+                f"{decode.smallest_gpus} ({_pool_gpus(decode, pp=False)}); allowed: pools of "
+                f"at most {budget} GPUs together"
             )
         return self
 

@@ -10,7 +10,7 @@ constraints (`trial.set_constraint`: <= 0 passes).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import optuna
 
@@ -59,10 +59,9 @@ def suggest(trial: optuna.Trial, spec: SearchSpec) -> ConfigPoint:
     sku = trial.suggest_categorical(f"{prefix}sku", [catalog.get(s).id for s in skus])
     tp = trial.suggest_categorical(f"{prefix}tp", list(tps))
     pp = trial.suggest_categorical(f"{prefix}pp", list(pps))
-    ep = dp = 1
-    if pools is None:
-        ep = trial.suggest_categorical("ep", space.ep) if len(space.ep) > 1 else space.ep[0]
-        dp = trial.suggest_categorical("dp", space.dp) if len(space.dp) > 1 else space.dp[0]
+    eps, dps = (space.ep, space.dp) if pools is None else (pools[0].ep, pools[0].dp)
+    ep = _choose(trial, f"{prefix}ep", eps)
+    dp = _choose(trial, f"{prefix}dp", dps)
     replicas = trial.suggest_categorical(f"{prefix}replicas", list(replica_counts))
     precision = trial.suggest_categorical("precision", [p.value for p in space.precision])
     keys = spec.engine_keys
@@ -101,13 +100,20 @@ def _suggest_decode(
     catalog = spec.sku_catalog
     sku = trial.suggest_categorical("decode.sku", [catalog.get(s).id for s in axes.skus])
     tp = trial.suggest_categorical("decode.tp", list(axes.tp))
+    ep = _choose(trial, "decode.ep", axes.ep)
+    dp = _choose(trial, "decode.dp", axes.dp)
     replicas = trial.suggest_categorical("decode.replicas", list(axes.replicas))
     if axes.batch_size:
         batch = trial.suggest_categorical("decode.batch_size", list(axes.batch_size))
-    else:
-        batch = engine.limits(catalog.get(sku), tp).batch_cap
+    else:  # each attention DP rank's cap (`search._space._decode_points`)
+        batch = engine.limits(catalog.get(sku), tp).batch_cap * dp
     link = (spec.space.disaggregated or DisaggregatedSpace()).kv_link.value
-    return DecodePoint(sku, tp, replicas, batch, link)
+    return DecodePoint(sku, tp, replicas, batch, link, ep, dp)
+
+
+def _choose(trial: optuna.Trial, name: str, values: Sequence[int]) -> int:
+    """An axis of one value is fixed, not a choice of the trial."""
+    return trial.suggest_categorical(name, list(values)) if len(values) > 1 else values[0]
 
 
 def params_of(point: ConfigPoint) -> dict:
@@ -126,8 +132,8 @@ def params_of(point: ConfigPoint) -> dict:
     }
     # always: a trial enqueued without "ep" (or "dp") would have the sampler pick one, and the
     # grid would ask for an EP > 1 configuration in place of this EP 1 one (left pending)
-    params["ep"] = point.ep
-    params["dp"] = point.dp
+    params[f"{prefix}ep"] = point.ep
+    params[f"{prefix}dp"] = point.dp
     if point.chunk_size is not None:
         params[f"{point.scheduler}.chunk_size"] = point.chunk_size
     if point.max_tokens is not None:
@@ -136,7 +142,7 @@ def params_of(point: ConfigPoint) -> dict:
         d = point.decode
         params |= {
             "decode.sku": d.sku, "decode.tp": d.tp, "decode.replicas": d.replicas,
-            "decode.batch_size": d.batch_size,
+            "decode.batch_size": d.batch_size, "decode.ep": d.ep, "decode.dp": d.dp,
         }  # fmt: skip
     return params
 

@@ -140,6 +140,28 @@ def test_optuna_trials_reproduce_each_layout() -> None:
     assert asked == points
 
 
+MOE_SPLIT = {
+    "model": "deepseek-ai/DeepSeek-V3", "skus": ["b200"], "engine": "sglang",
+    "workload": {"source": "chat", "num_requests": 40}, "budget": {"max_gpus": 32},
+    "space": {"tp": [8], "ep": [8], "precision": ["fp8"], "mode": ["disaggregated"],
+              "disaggregated": {"prefill": {"dp": [1, 2], "tp": [4, 8], "replicas": [1]},
+                                "decode": {"tp": [1, 8], "dp": [1, 8], "replicas": [1]}}},
+}  # fmt: skip
+
+
+def test_optuna_trials_reproduce_each_pools_expert_and_attention_dp_layout() -> None:
+    """Each pool's EP and DP are trial parameters of their own (prefill.ep, decode.dp, ...):
+    a grid enqueues every configuration and asks it back, none left pending in its place."""
+    spec = parse_spec(MOE_SPLIT)
+    study = make_study(spec)
+    points = expand_space(spec)
+    assert {(p.dp, p.decode.dp) for p in points} == {(1, 1), (1, 8), (2, 1), (2, 8)}
+    for point in points:
+        study.enqueue_trial(params_of(point))
+    asked = [suggest(study.ask(), spec) for _ in points]
+    assert asked == points
+
+
 def test_the_recommendation_counts_a_split_unit_by_both_pools() -> None:
     from search._results_view import _budget_units, _unit
 

@@ -146,6 +146,40 @@ def test_the_decode_pool_may_take_its_own_memory_fraction() -> None:
         _spec(**{**pools, "disaggregated": {"decode": {"gpu_memory_utilization": 1.2}}})
 
 
+def test_a_mixture_of_experts_pools_search_attention_dp_and_expert_parallelism() -> None:
+    """Each pool takes its own EP and attention-DP axes (the aggregated space's where left
+    out): a DeepSeek-V3 decode pool of DP 8 x TP 1 with EP 8 is a wide-EP decode replica of
+    8 GPUs, priced and budgeted as such, its batch cap the engine's per rank x DP; EP that
+    does not divide the pool's GPUs is infeasible with the reason; a pool at DP 1 and EP 1
+    stores no dp or ep, so those configurations keep their fingerprints."""
+    spec = parse_spec({
+        "model": "deepseek-ai/DeepSeek-V3", "skus": ["h200"], "engine": "sglang",
+        "budget": {"max_gpus": 16},
+        "space": {"tp": [8], "precision": ["fp8"], "mode": ["disaggregated"],
+                  "disaggregated": {"prefill": {"replicas": [1]}, "decode": {
+                      "tp": [1, 8], "dp": [1, 8], "ep": [1, 8], "replicas": [1]}}},
+    })  # fmt: skip
+    found = {(c.point.decode.tp, c.point.decode.dp, c.point.decode.ep): c
+             for c in candidates(spec)}  # fmt: skip
+    wide = found[(1, 8, 8)]
+    assert wide.feasible and wide.point.num_gpus == 16
+    assert wide.point.label().endswith("+ decode h200 DP8 TP1 EP8 x1 b32768")
+    assert wide.point.as_dict()["decode"] == {
+        "sku": "h200", "tp": 1, "replicas": 1, "batch_size": 32768, "link": "auto",
+        "ep": 8, "dp": 8,
+    }  # fmt: skip
+    deployment = wide.point.deployment(spec)
+    assert (deployment.decode.dp, deployment.decode.ep) == (8, 8)
+    assert deployment.decode.scheduler.batch_size == 32768
+    assert "EP=8 does not divide TP=1" in (found[(1, 1, 8)].infeasible_reason or "")
+    assert (found[(8, 8, 1)].infeasible_reason or "").startswith("budget: 72 GPUs")
+    assert "dp" not in found[(8, 1, 1)].point.as_dict()["decode"]
+    assert ConfigPoint.from_dict(wide.point.as_dict()) == wide.point
+    from search._results_view import pool_split
+
+    assert pool_split(wide.point.as_dict()) == "1P1D TP8/DP8xTP1"
+
+
 def test_qps_per_dollar_prices_both_pools_each_at_its_sku() -> None:
     spec = _spec(**POOLS)
     catalog = spec.sku_catalog
@@ -202,3 +236,19 @@ def test_the_example_holds_both_layouts_within_16_gpus() -> None:
     feasible = [c for c in candidates(load_spec(example)) if c.feasible]
     assert sum(c.point.decode is not None for c in feasible) == 72
     assert max(c.point.num_gpus for c in feasible) == 16
+
+
+def test_the_moe_example_pairs_a_tp_decode_pool_with_a_wide_ep_one() -> None:
+    from pathlib import Path
+
+    from search._spec import load_spec
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "moe_disagg.yaml"
+    result = CliRunner().invoke(cli, ["search", "validate", str(example)])
+    assert result.exit_code == 0, result.output
+    assert "10 configurations: 6 feasible, 4 dropped" in result.output
+    feasible = [c for c in candidates(load_spec(example)) if c.feasible]
+    decodes = {(c.point.decode.dp, c.point.decode.tp, c.point.decode.ep)
+               for c in feasible if c.point.decode is not None}  # fmt: skip
+    assert decodes == {(8, 1, 8), (1, 8, 8)}
+    assert max(c.point.num_gpus for c in feasible) == 24
