@@ -222,32 +222,30 @@ def test_infeasible_pools_say_why() -> None:
     )
 
 
-def test_the_example_holds_both_layouts_within_16_gpus() -> None:
+def _validated_example(name: str) -> tuple[str, list]:
+    """`llmcap search validate` of examples/`name`: its output and feasible candidates."""
     from pathlib import Path
 
     from search._spec import load_spec
 
-    example = Path(__file__).resolve().parents[2] / "examples" / "disagg.yaml"
+    example = Path(__file__).resolve().parents[2] / "examples" / name
     result = CliRunner().invoke(cli, ["search", "validate", str(example)])
     assert result.exit_code == 0, result.output
+    return result.output, [c for c in candidates(load_spec(example)) if c.feasible]
+
+
+def test_the_example_holds_both_layouts_within_16_gpus() -> None:
+    output, feasible = _validated_example("disagg.yaml")
     # aggregated: 2 SKUs x (TP4 x1/x2/x4, TP8 x1/x2) x 2 chunk sizes = 20 within 16 GPUs;
     # disaggregated: 2 x 2 SKUs x 9 prefill/decode splits of at most 16 GPUs x 2 = 72
-    assert "152 configurations: 92 feasible, 60 dropped" in result.output
-    feasible = [c for c in candidates(load_spec(example)) if c.feasible]
+    assert "152 configurations: 92 feasible, 60 dropped" in output
     assert sum(c.point.decode is not None for c in feasible) == 72
     assert max(c.point.num_gpus for c in feasible) == 16
 
 
 def test_the_moe_example_pairs_a_tp_decode_pool_with_a_wide_ep_one() -> None:
-    from pathlib import Path
-
-    from search._spec import load_spec
-
-    example = Path(__file__).resolve().parents[2] / "examples" / "moe_disagg.yaml"
-    result = CliRunner().invoke(cli, ["search", "validate", str(example)])
-    assert result.exit_code == 0, result.output
-    assert "10 configurations: 6 feasible, 4 dropped" in result.output
-    feasible = [c for c in candidates(load_spec(example)) if c.feasible]
+    output, feasible = _validated_example("moe_disagg.yaml")
+    assert "10 configurations: 6 feasible, 4 dropped" in output
     decodes = {(c.point.decode.dp, c.point.decode.tp, c.point.decode.ep)
                for c in feasible if c.point.decode is not None}  # fmt: skip
     assert decodes == {(8, 1, 8), (1, 8, 8)}
