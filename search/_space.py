@@ -229,20 +229,15 @@ def scheduler_values(
     kind: SchedulerKind, sched: SchedulerSpace, engine: EngineProfile, sku, tp: int, dp: int = 1
 ) -> tuple[list[int], list[int | None], list[int | None]]:
     """(batch sizes, chunk sizes, token limits) of one scheduler's axes; what the space leaves
-    out takes the engine's limits (under vidur: batch 128, chunk 512, vLLM's 4096 tokens),
-    `dp` times them under attention data parallelism (each rank the engine's own)."""
-    limits = engine.limits(sku, tp)
-    vidur = engine.is_vidur
-    batches = list(sched.batch_size or [limits.batch_cap * dp])
+    out takes the engine's limits as a replica of `dp` attention DP ranks runs them
+    (`simulator.engine_scheduler`; under vidur: batch 128, chunk 512, vLLM's 4096 tokens)."""
+    own = engine_scheduler(engine, sku, tp, kind=kind, dp=dp)
+    batches = list(sched.batch_size or [own.batch_size])
     if kind.chunked:
-        chunks: list[int | None] = list(
-            sched.chunk_size or [DEFAULT_CHUNK_SIZE if vidur else limits.token_budget * dp]
-        )
+        default_chunk = DEFAULT_CHUNK_SIZE if engine.is_vidur else own.chunk_size
+        chunks: list[int | None] = list(sched.chunk_size or [default_chunk])
         return batches, chunks, [None]
-    default_tokens = (
-        None if vidur or kind is SchedulerKind.STATIC else limits.token_budget * dp
-    )
-    return batches, [None], list(sched.max_tokens or [default_tokens])
+    return batches, [None], list(sched.max_tokens or [own.max_tokens])
 
 
 def expand_space(spec: SearchSpec) -> list[ConfigPoint]:

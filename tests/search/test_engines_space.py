@@ -66,3 +66,14 @@ def test_a_token_budget_the_engines_memory_formula_cannot_hold_is_an_infeasible_
     assert not big.feasible
     reason = big.infeasible_reason or ""
     assert reason.startswith("memory:") and "mem_fraction_static" in reason
+
+
+def test_the_space_takes_each_engines_own_limits_under_attention_dp() -> None:
+    """A DP replica's defaults in the space are the simulator's (`engine_scheduler`):
+    SGLang's chunk is the engine's budget split over the ranks, vLLM's DP times its
+    budget; both batch caps DP times the engine's per-rank cap."""
+    moe = {"model": "Qwen/Qwen3-30B-A3B", "skus": ["h100-sxm"], "workload": "chat",
+           "space": {"tp": [1], "dp": [2], "ep": [2], "engines": ["sglang", "vllm"]}}  # fmt: skip
+    points = {p.engine.split("@")[0]: p for p in expand_space(parse_spec(moe))}
+    assert (points["sglang"].chunk_size, points["sglang"].batch_size) == (8192, 8192)
+    assert (points["vllm"].chunk_size, points["vllm"].batch_size) == (16384, 2048)
