@@ -291,15 +291,21 @@ def _decode_points(
     spec: SearchSpec, axes: PoolAxes, engine: EngineProfile, link: str
 ) -> list[DecodePoint]:
     """Every decode pool of the axes; a batch cap left out is the engine's on that SKU/TP
-    (each attention DP rank's: a replica of DP ranks batches DP times as many)."""
+    (`default_decode_batch`)."""
     pools = []
     for sku, tp, ep, dp, replicas in itertools.product(
         axes.skus, axes.tp, axes.ep, axes.dp, axes.replicas
     ):
         sku_rec = spec.sku_catalog.get(sku)
-        for batch in axes.batch_size or (engine.limits(sku_rec, tp).batch_cap * dp,):
+        for batch in axes.batch_size or (default_decode_batch(engine, sku_rec, tp, dp),):
             pools.append(DecodePoint(sku_rec.id, tp, replicas, batch, link, ep, dp))
     return pools
+
+
+def default_decode_batch(engine: EngineProfile, sku, tp: int, dp: int) -> int:
+    """A decode replica's batch cap where the space leaves it out: the engine's, as a
+    replica of `dp` attention DP ranks runs it (`simulator.engine_scheduler`)."""
+    return engine_scheduler(engine, sku, tp, dp=dp).batch_size
 
 
 def fingerprint(spec_fingerprint: str, point: ConfigPoint, spec: SearchSpec) -> str:

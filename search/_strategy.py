@@ -17,7 +17,13 @@ import optuna
 from estimators import EngineProfile, load_engine
 from search._evaluate import REJECTED_SHARE
 from search._pool_space import DISAGGREGATED, DisaggregatedSpace, PoolAxes
-from search._space import ConfigPoint, DecodePoint, engine_schedulers, scheduler_values
+from search._space import (
+    ConfigPoint,
+    DecodePoint,
+    default_decode_batch,
+    engine_schedulers,
+    scheduler_values,
+)
 from search._spec import SearchSpec
 from simulator import SchedulerKind
 
@@ -105,8 +111,8 @@ def _suggest_decode(
     replicas = trial.suggest_categorical("decode.replicas", list(axes.replicas))
     if axes.batch_size:
         batch = trial.suggest_categorical("decode.batch_size", list(axes.batch_size))
-    else:  # each attention DP rank's cap (`search._space._decode_points`)
-        batch = engine.limits(catalog.get(sku), tp).batch_cap * dp
+    else:
+        batch = default_decode_batch(engine, catalog.get(sku), tp, dp)
     link = (spec.space.disaggregated or DisaggregatedSpace()).kv_link.value
     return DecodePoint(sku, tp, replicas, batch, link, ep, dp)
 
