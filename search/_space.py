@@ -18,7 +18,6 @@ from estimators import (
 from search._pool_space import (
     AGGREGATED,
     DISAGGREGATED,
-    DisaggregatedSpace,
     PoolAxes,
     gpu_cost_per_hour,
 )
@@ -198,8 +197,7 @@ class ConfigPoint:
         scheduler = engine_scheduler(
             engine, sku, pool.tp, kind=self.scheduler, batch_size=pool.batch_size, dp=pool.dp
         )
-        pools = spec.space.disaggregated
-        fraction = pools.decode.gpu_memory_utilization if pools is not None else None
+        fraction = spec.space.pool_space.decode.gpu_memory_utilization
         return DecodeSpec(sku, pool.tp, pool.replicas, scheduler, KvLink(pool.link),
                           dp=pool.dp, ep=pool.ep, gpu_memory_utilization=fraction)  # fmt: skip
 
@@ -256,7 +254,7 @@ def expand_space(spec: SearchSpec) -> list[ConfigPoint]:
     pools = space.pools(spec.skus)
     if pools is not None:
         prefill, decode = pools
-        link = (space.disaggregated or DisaggregatedSpace()).kv_link.value
+        link = space.pool_space.kv_link.value
         for sku, tp, pp, ep, dp, replicas, precision, engine_key in itertools.product(
             prefill.skus, prefill.tp, prefill.pp, prefill.ep, prefill.dp, prefill.replicas,
             space.precision, spec.engine_keys,

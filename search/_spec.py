@@ -157,14 +157,18 @@ class SpaceSpec(_Strict):
             )
         return self
 
+    @property
+    def pool_space(self) -> DisaggregatedSpace:
+        """The disaggregated pools' space as given, its defaults where the spec gives none."""
+        return self.disaggregated or DisaggregatedSpace()
+
     def pools(self, skus: list[str]) -> tuple[PoolAxes, PoolAxes] | None:
         """(prefill, decode) axes when the space has disaggregated deployments, else None."""
         if DISAGGREGATED not in self.mode:
             return None
         return pool_axes(
-            self.disaggregated or DisaggregatedSpace(), skus, self.tp, self.pp, self.replicas,
-            self.ep, self.dp,
-        )  # fmt: skip
+            self.pool_space, skus, self.tp, self.pp, self.replicas, self.ep, self.dp
+        )
 
     @field_validator("precision")
     @classmethod
@@ -599,8 +603,7 @@ class SearchSpec(_Strict):
     def _decode_memory_fingerprint(self) -> dict[str, float]:
         """The decode pool's own memory fraction, where the spec gives one (left out
         otherwise, so that specs without it keep their fingerprints)."""
-        pools = self.space.disaggregated
-        fraction = pools.decode.gpu_memory_utilization if pools is not None else None
+        fraction = self.space.pool_space.decode.gpu_memory_utilization
         return {} if fraction is None else {"decode_gpu_memory_utilization": fraction}
 
     def fingerprint(self) -> str:

@@ -16,7 +16,7 @@ import optuna
 
 from estimators import EngineProfile, load_engine
 from search._evaluate import REJECTED_SHARE
-from search._pool_space import DISAGGREGATED, DisaggregatedSpace, PoolAxes
+from search._pool_space import DISAGGREGATED, PoolAxes
 from search._space import (
     ConfigPoint,
     DecodePoint,
@@ -113,7 +113,7 @@ def _suggest_decode(
         batch = trial.suggest_categorical("decode.batch_size", list(axes.batch_size))
     else:
         batch = default_decode_batch(engine, catalog.get(sku), tp, dp)
-    link = (spec.space.disaggregated or DisaggregatedSpace()).kv_link.value
+    link = spec.space.pool_space.kv_link.value
     return DecodePoint(sku, tp, replicas, batch, link, ep, dp)
 
 
