@@ -88,10 +88,7 @@ def run_simulate(data: dict[str, Any]) -> None:
                 "memory_fraction_of": memory.memory_fraction_of,
             },
             "memory": {
-                "weights_bytes_per_gpu": memory.weights_bytes,
-                "kv_cache_bytes_per_gpu": memory.kv_bytes,
-                "kv_capacity_tokens": memory.kv_capacity_tokens,
-                "num_kv_blocks": memory.num_kv_blocks,
+                **_memory_per_gpu(memory),
                 "window_kv_blocks_per_request": memory.window_kv_blocks,
                 **(
                     {"drafter": memory.drafter.label,
@@ -101,8 +98,10 @@ def run_simulate(data: dict[str, Any]) -> None:
                     else {}
                 ),
             },
-            **({"decode_memory": _pool_memory(prepared.decode_memory)}
-               if prepared.decode_memory is not None else {}),
+            **({"decode_memory": {
+                "memory_fraction": prepared.decode_memory.gpu_memory_utilization,
+                **_memory_per_gpu(prepared.decode_memory),
+            }} if prepared.decode_memory is not None else {}),
             "estimator": {
                 "requested": spec.estimator,
                 "used": getattr(prepared.estimator, "backend_name", spec.estimator),
@@ -128,10 +127,9 @@ def run_simulate(data: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
-def _pool_memory(memory: MemoryPlan) -> dict[str, Any]:
-    """A disaggregated decode pool's memory plan, per GPU, for the JSON output."""
+def _memory_per_gpu(memory: MemoryPlan) -> dict[str, Any]:
+    """A pool's memory plan, per GPU, as the JSON output reports it."""
     return {
-        "memory_fraction": memory.gpu_memory_utilization,
         "weights_bytes_per_gpu": memory.weights_bytes,
         "kv_cache_bytes_per_gpu": memory.kv_bytes,
         "kv_capacity_tokens": memory.kv_capacity_tokens,
