@@ -87,7 +87,8 @@ def _estimate(point: ValidationPoint) -> AicEstimate:
     for database, moe in attempts[:-1]:
         with contextlib.suppress(PerfDataNotAvailableError):
             return estimate(point, database, gemm, moe)
-    return estimate(point, *attempts[-1][:1], gemm, attempts[-1][1])
+    database, moe = attempts[-1]  # the last one's error is the point's
+    return estimate(point, database, gemm, moe)
 
 
 def aic_quant_modes(point: ValidationPoint) -> tuple[str, str]:
