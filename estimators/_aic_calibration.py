@@ -144,6 +144,9 @@ GEMM_DTYPES: dict[str, str | None] = {
 }  # fmt: skip
 # MoE rows of MXFP4 weights in 16-bit math: the weight-only constants (`fit_dequant_rate`)
 WEIGHT_ONLY_MOE_DTYPE = "w4a16_mxfp4"
+# ... and of INT4 weights (W4A16), where FP4 tensor cores take MXFP4 weights as W4A8 instead
+# (Blackwell): the weight-only constants INT4 experts run with there (`_weight_only_moe_rows`)
+INT4_WEIGHT_ONLY_DTYPE = "int4_wo"
 # the M tiles (rows) a weight-only kernel may dequantize its weights per: 0, once per weight
 # (`fit_dequant_rate` keeps the one whose fitted rate prices the rows best)
 DEQUANT_TILE_ROWS = (0, 16, 32, 64, 128, 256)
@@ -211,13 +214,19 @@ class MoeRows:
     experts: np.ndarray
     seconds: np.ndarray
     ep: np.ndarray = None  # type: ignore[assignment]  # expert parallel degree; None: 1
+    # weight-only rows: bytes a weight of their format, its scales included (MXFP4's, or
+    # INT4's: `_weight_only_moe_rows`); 0: MXFP4's
+    weight_bytes: float = 0.0
 
     def __post_init__(self) -> None:
         if self.ep is None:
             self.ep = np.ones(len(self.tokens))
 
     def take(self, keep: np.ndarray) -> MoeRows:
-        return MoeRows(*(getattr(self, f)[keep] for f in self.__dataclass_fields__))
+        return MoeRows(*(
+            v[keep] if isinstance(v, np.ndarray) else v
+            for v in (getattr(self, f) for f in self.__dataclass_fields__)
+        ))  # fmt: skip
 
 
 @dataclass(slots=True)
@@ -416,19 +425,38 @@ def _family_moe_version(sku: GpuSku, engine: str, wanted: str | None) -> str | N
 def _weight_only_moe_rows(
     sku: GpuSku, system: str, engine: str, version: str | None, labels: list[str]
 ) -> MoeRows | None:
-    """The engine's measured MXFP4 routed experts on `sku` where they run weight-only
-    (16-bit math: no FP4 tensor cores), as `_moe_rows` reads them; None where there are
-    none."""
-    if gemm_math(sku, Precision.MXFP4).low:
-        return None
-    try:
-        ref, df = aic.load_moe(system, engine, version)
-    except aic.AicDataMissing:
-        return None
-    rows = _moe_rows(df, WEIGHT_ONLY_MOE_DTYPE)
-    if rows is not None:
-        labels.append(ref.label)
-    return rows
+    """The engine's measured weight-only routed experts on `sku`, as `_moe_rows` reads them:
+    its MXFP4 ones where they run weight-only (16-bit math: no FP4 tensor cores), else (FP4
+    tensor cores take MXFP4 as W4A8) its INT4 ones, which run weight-only on every GPU, of
+    the kernel the engine runs them with (`INT4_WEIGHT_ONLY_DTYPE`, `EngineProfile.
+    moe_kernel`) from the nearest table version that times it; None where there are none."""
+    if not gemm_math(sku, Precision.MXFP4).low:
+        try:
+            ref, df = aic.load_moe(system, engine, version)
+        except aic.AicDataMissing:
+            return None
+        rows = _moe_rows(df, WEIGHT_ONLY_MOE_DTYPE)
+        if rows is not None:
+            labels.append(ref.label)
+        return rows
+    from estimators._engines import load_engine
+
+    kernel = load_engine(engine).moe_kernel(Precision.INT4, sku.family)
+    versions = aic.versions_for(system, "moe", engine, "moe_perf.parquet")
+    for v in [version, *reversed(versions)]:  # the nearest, else the newest that has it
+        try:
+            ref, df = aic.load_moe(system, engine, v)
+        except aic.AicDataMissing:
+            continue
+        if kernel:
+            df = df[df["kernel_source"].str.contains(kernel, regex=False)]
+        rows = _moe_rows(df, INT4_WEIGHT_ONLY_DTYPE)
+        if rows is not None:
+            of_kernel = f", {kernel}" if kernel else ""
+            labels.append(f"{ref.label} ({INT4_WEIGHT_ONLY_DTYPE}{of_kernel})")
+            rows.weight_bytes = weight_bytes(Precision.INT4)
+            return rows
+    return None
 
 
 def _low_precision_moe_rows(
@@ -600,11 +628,11 @@ def gemm_seconds(g: GemmRows, c: RooflineConstants, sku: GpuSku, fmt: str | None
 
 def weight_only_moe_seconds(r: MoeRows, c: RooflineConstants, sku: GpuSku) -> np.ndarray:
     """The roofline's seconds for each measured weight-only MoE row: its experts
-    (`routed_experts_part`, 16-bit math, MXFP4 weights with their scales, the constants'
+    (`routed_experts_part`, 16-bit math, 4-bit weights with their scales, the constants'
     dequantization bound where they have one) under the tables' balanced routing (every
     expert gets rows once there are as many rows as experts)."""
     k = weight_only_coeffs(_coeffs(c, sku.peak_flops(fp8=False), sku.memory_bandwidth_bytes), c)
-    return _balanced_moe_seconds(r, k, weight_bytes(Precision.MXFP4))
+    return _balanced_moe_seconds(r, k, r.weight_bytes or weight_bytes(Precision.MXFP4))
 
 
 # by expert format: the precision the experts' weights are stored in and their scale block
@@ -820,7 +848,8 @@ def score_tables(
     if moe is not None:  # without a fitted rate: the roofline without that bound
         held = _held_out_moe(moe)
         pred = weight_only_moe_seconds(moe, c, t.sku)
-        out["moe w4a16_mxfp4"] = (
+        dtype = INT4_WEIGHT_ONLY_DTYPE if moe.weight_bytes else WEIGHT_ONLY_MOE_DTYPE
+        out[f"moe {dtype}"] = (
             _mape(pred[~held], moe.seconds[~held]),
             _mape(pred[held], moe.seconds[held]),
             int((~held).sum()),

@@ -61,10 +61,13 @@ DEFAULT_DISTRIBUTION = "balanced"
 def moe_dtypes(model: ModelArchitecture, precision: Precision) -> tuple[str, ...]:
     """The tables' ``moe_dtype`` names for the experts of a run at `precision` (the model's
     own expert precision where it has one), the checkpoint's own first: MXFP4 experts as
-    the Blackwell kernels run them (MXFP8 activations), else weight-only."""
+    the Blackwell kernels run them (MXFP8 activations), else weight-only; INT4 experts
+    weight-only (``int4_wo``: vLLM's Marlin kernel)."""
     p = model.expert_precision or Precision(precision)
     if p is Precision.MXFP4:
         return ("w4a8_mxfp4_mxfp8", "w4a16_mxfp4")
+    if p is Precision.INT4:
+        return ("int4_wo",)
     if p is Precision.FP8:
         return ("fp8_block", "fp8") if model.weight_scale_block else ("fp8", "fp8_block")
     if p is Precision.FP4:

@@ -115,16 +115,18 @@ def validate_precision(
     experts: Precision | None = None,
 ) -> None:
     """Raise `PrecisionError` for FP4 (NVFP4) weights, dense or expert, on a GPU without FP4
-    tensor cores (the catalog's ``fp4_tflops``: Blackwell), for MXFP4 as the dense weights'
-    precision (an expert format: `experts`, which runs weight-only on GPUs without FP4;
-    estimators/_weight_precision.py) and for an FP4 KV cache (engines keep KV in FP8 or 16
-    bits)."""
+    tensor cores (the catalog's ``fp4_tflops``: Blackwell), for MXFP4 or INT4 as the dense
+    weights' precision (expert formats: `experts`, which run weight-only where no FP4
+    tensor cores take them; estimators/_weight_precision.py) and for a 4-bit KV cache
+    (engines keep KV in FP8 or 16 bits)."""
     arch = f" ({sku.architecture})" if sku.architecture else ""
-    if Precision(precision) is Precision.MXFP4:
+    expert_formats = {Precision.MXFP4: "gpt-oss's experts", Precision.INT4: "Kimi-K2.5's experts"}
+    if Precision(precision) in expert_formats:
+        p = Precision(precision).value
         raise PrecisionError(
-            "precision mxfp4: MXFP4 is an expert-weight format (gpt-oss's experts); give it as "
-            "the expert precision (--expert-precision mxfp4) with precision bf16, fp16, fp8 "
-            "or fp4"
+            f"precision {p}: {p.upper()} is an expert-weight format "
+            f"({expert_formats[Precision(precision)]}); give it as the expert precision "
+            f"(--expert-precision {p}) with precision bf16, fp16, fp8 or fp4"
         )
     if Precision(precision) is Precision.FP4 and sku.fp4_tflops is None:
         raise PrecisionError(
@@ -135,7 +137,7 @@ def validate_precision(
         raise PrecisionError(
             f"expert precision fp4 (NVFP4) needs FP4 tensor cores, which {sku.id}{arch} does "
             f"not have (Blackwell GPUs do); expert precisions {sku.id} supports: bf16, fp16, "
-            "fp8, mxfp4 (weight-only: 4-bit weights, 16-bit math)"
+            "fp8, mxfp4 and int4 (weight-only: 4-bit weights, 16-bit math)"
         )
     if kv_precision is not None and Precision(kv_precision).four_bit:
         raise PrecisionError(

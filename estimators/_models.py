@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from functools import cache, lru_cache
@@ -334,6 +335,7 @@ def _parse_config(config: Mapping[str, Any], source: str, default_name: str) -> 
     if not isinstance(name, str) or not name.strip():
         name = default_name
     moe = _moe_fields(config, source, fields.num_layers, fields.intermediate_size)
+    experts, int4_group = _expert_precision(config, moe.get("num_experts", 0), source)
     return ModelArchitecture(
         name=name.strip(),
         num_layers=fields.num_layers,
@@ -351,7 +353,8 @@ def _parse_config(config: Mapping[str, Any], source: str, default_name: str) -> 
         attention_bias=fields.attention_bias,
         parallel_attn_mlp=family.parallel_attn_mlp,
         weight_scale_block=_weight_scale_block(config, source),
-        expert_precision=_expert_precision(config, moe.get("num_experts", 0)),
+        expert_precision=experts,
+        int4_group_size=int4_group,
         weight_precision=_weight_precision(config),
         kv_cache_precision=_kv_cache_precision(config),
         **_sliding_window_fields(config, source, model_type, fields.num_layers),
@@ -508,18 +511,91 @@ def _weight_scale_block(config: Mapping[str, Any], source: str) -> int:
     return size
 
 
-def _expert_precision(config: Mapping[str, Any], num_experts: int) -> Precision | None:
-    """The routed experts' own storage precision where the checkpoint keeps them apart: an
-    MXFP4 ``quantization_config`` (gpt-oss: ``quant_method: mxfp4``, its
-    ``modules_to_not_convert`` the attention, router, embedding and LM head) quantises the
-    experts only; None for any other checkpoint, or one that leaves its experts out."""
+def _expert_precision(
+    config: Mapping[str, Any], num_experts: int, source: str
+) -> tuple[Precision | None, int]:
+    """(the routed experts' own storage precision where the checkpoint keeps them apart, the
+    weights per scale of INT4 ones or 0): an MXFP4 ``quantization_config`` (gpt-oss:
+    ``quant_method: mxfp4``, its ``modules_to_not_convert`` the attention, router,
+    embedding and LM head) quantises the experts only, and so does Kimi-K2.5's
+    compressed-tensors one (`_int4_experts`); None for any other checkpoint, or one that
+    leaves its experts out."""
     quant = _quantization(config)
-    if not num_experts or quant.get("quant_method") != "mxfp4":
-        return None
+    if not num_experts:
+        return None, 0
+    if quant.get("quant_method") == "compressed-tensors":
+        return _int4_experts(quant, source)
+    if quant.get("quant_method") != "mxfp4":
+        return None, 0
     kept = quant.get("modules_to_not_convert") or []
     if any("experts" in str(module) for module in kept):
-        return None
-    return Precision.MXFP4
+        return None, 0
+    return Precision.MXFP4, 0
+
+
+# module names, DeepSeek-V3's and Kimi-K2's, of one routed expert's weights and of the layers
+# an INT4 expert checkpoint must keep in 16 bits (`_int4_experts`)
+_ROUTED_EXPERT_MODULE = "model.layers.3.mlp.experts.0.down_proj"
+_KEPT_16_BIT_MODULES = (
+    "model.layers.3.self_attn.o_proj",
+    "model.layers.3.mlp.shared_experts.down_proj",
+    "model.layers.0.mlp.down_proj",
+)
+
+
+def _int4_experts(quant: Mapping[str, Any], source: str) -> tuple[Precision | None, int]:
+    """A compressed-tensors ``quantization_config`` of INT4 weight-only routed experts, as
+    Kimi-K2.5's (a ``config_groups`` group of 4-bit ``int`` weights by ``group`` strategy, no
+    input activations quantised, its ``ignore`` list keeping the attention, the shared
+    experts and the dense layers' MLP in 16 bits): (INT4, its group size).  Any other
+    compressed-tensors layout, which llmcap does not price, is a `ModelConfigError` naming
+    the field; (None, 0) when the routed experts are in the ``ignore`` list."""
+    ignore = [str(p) for p in quant.get("ignore") or []]
+    try:
+        patterns = [re.compile(p[3:]) for p in ignore if p.startswith("re:")]
+    except re.error as exc:
+        raise ModelConfigError(
+            f"{source}: quantization_config.ignore: {exc.pattern!r} is not a regular "
+            f"expression ({exc})"
+        ) from None
+    names = {p for p in ignore if not p.startswith("re:")}
+
+    def ignored(module: str) -> bool:
+        return module in names or any(p.match(module) for p in patterns)
+
+    if ignored(_ROUTED_EXPERT_MODULE):
+        return None, 0
+    groups = quant.get("config_groups")
+    weights = [
+        g.get("weights") for g in groups.values() if isinstance(g, dict)
+    ] if isinstance(groups, dict) else []  # fmt: skip
+    scheme = weights[0] if len(weights) == 1 and isinstance(weights[0], dict) else {}
+    activations = [g.get("input_activations") for g in groups.values()] if scheme else [None]
+    group_size = scheme.get("group_size")
+    if (
+        scheme.get("num_bits") != 4
+        or scheme.get("type") != "int"
+        or scheme.get("strategy") != "group"
+        or not isinstance(group_size, int)
+        or isinstance(group_size, bool)
+        or group_size < 1
+        or any(a is not None for a in activations)
+    ):
+        raise ModelConfigError(
+            f"{source}: quantization_config.config_groups: llmcap prices compressed-tensors "
+            "checkpoints of INT4 weight-only routed experts (one group of 4-bit int weights, "
+            "group strategy with a group_size, no input_activations: Kimi-K2.5's); got "
+            f"{json.dumps(groups, sort_keys=True)[:300]}"
+        )
+    quantized = [m for m in _KEPT_16_BIT_MODULES if not ignored(m)]
+    if quantized:
+        raise ModelConfigError(
+            f"{source}: quantization_config.ignore={ignore!r}: INT4 weights outside the "
+            f"routed experts ({quantized[0]} is not ignored) are not priced; llmcap prices "
+            "INT4 routed experts with 16-bit attention, shared experts and dense MLPs "
+            "(Kimi-K2.5's layout)"
+        )
+    return Precision.INT4, group_size
 
 
 def _weight_precision(config: Mapping[str, Any]) -> Precision | None:
@@ -644,10 +720,11 @@ def _normalise(name: str) -> str:
 
 # checkpoint variants that keep the base model's shapes: instruction or chat tuning changes the
 # weights, quantised checkpoints their precision (given separately), never the architecture
-VARIANT_SUFFIXES = (
-    "-instruct", "-chat", "-it", "-hf", "-fp8", "-fp8-dynamic", "-nvfp4", "-fp4", "-awq",
-    "-gptq", "-int4", "-int8", "-w8a8", "-w4a16",
+QUANTIZED_SUFFIXES = (
+    "-fp8", "-fp8-dynamic", "-nvfp4", "-fp4", "-awq", "-gptq", "-int4", "-int8", "-w8a8",
+    "-w4a16",
 )  # fmt: skip
+VARIANT_SUFFIXES = ("-instruct", "-chat", "-it", "-hf", *QUANTIZED_SUFFIXES)
 
 
 def builtin_variant(name: str) -> tuple[str, tuple[str, ...]] | None:
@@ -676,10 +753,21 @@ def variant_note(name: str) -> str | None:
     if found is None:
         return None
     hf_id, dropped = found
+    own = _load_builtin(hf_id).expert_precision
+    kept = (
+        f"; its experts take the precision given, not {hf_id}'s own {own.value}"
+        if own is not None and _quantized(dropped)
+        else ""
+    )
     return (
         f"model {name!r} has the architecture of built-in {hf_id} ({', '.join(dropped)}: a "
-        "tuned, converted or quantised checkpoint of the same shapes)"
+        f"tuned, converted or quantised checkpoint of the same shapes{kept})"
     )
+
+
+def _quantized(dropped: tuple[str, ...]) -> bool:
+    """Whether a variant's suffixes name a quantised checkpoint of its own."""
+    return any(s in QUANTIZED_SUFFIXES for s in dropped)
 
 
 def _aliases(hf_id: str) -> set[str]:
@@ -827,7 +915,12 @@ def load_model(name_or_path: str | os.PathLike[str]) -> ModelArchitecture:
         raise ModelConfigError(f"{path} is a directory without a config.json")
     variant = builtin_variant(text)
     if variant is not None:  # e.g. -Instruct, -FP8: the built-in's shapes (`variant_note`)
-        return _load_builtin(variant[0])
+        model = _load_builtin(variant[0])
+        if _quantized(variant[1]) and model.expert_precision is not None:
+            # its own quantised checkpoint (nvidia/Kimi-K2.5-NVFP4): the base checkpoint's
+            # expert format (Kimi-K2.5's INT4) is not its; the run's precision sets them
+            return replace(model, expert_precision=None, int4_group_size=0)
+        return model
     if _looks_like_path(text):
         raise ModelConfigError(f"model config file not found: {path}")
     raise UnknownModelError(text, builtin_model_names())

@@ -10,7 +10,7 @@ from typing import Any
 _LATER_FIELDS = (
     "kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
     "weight_scale_block", "sliding_window", "sliding_window_layers", "expert_precision",
-    "qk_norm", "kv_cache_precision",
+    "qk_norm", "kv_cache_precision", "int4_group_size",
 )  # fmt: skip
 
 
@@ -24,6 +24,10 @@ class Precision(StrEnum):
     # MXFP4 (OCP microscaling) expert weights, gpt-oss's checkpoint: 4-bit E2M1 values, an
     # E8M0 (power-of-two) scale per 32; an expert precision only (estimators/_weight_precision.py)
     MXFP4 = "mxfp4"
+    # INT4 weight-only expert weights, Kimi-K2.5's checkpoint (compressed-tensors W4A16):
+    # 4-bit integers, a 16-bit scale per group of `ModelArchitecture.int4_group_size`; an
+    # expert precision only, always computed in 16 bits (estimators/_weight_precision.py)
+    INT4 = "int4"
 
     @property
     def bytes(self) -> float:
@@ -37,32 +41,40 @@ class Precision(StrEnum):
 
     @property
     def four_bit(self) -> bool:
-        """NVFP4 or MXFP4: 4-bit values with block scales."""
-        return self in (Precision.FP4, Precision.MXFP4)
+        """NVFP4, MXFP4 or INT4: 4-bit values with block scales."""
+        return self in (Precision.FP4, Precision.MXFP4, Precision.INT4)
 
 
 _BYTES = {
     Precision.BF16: 2, Precision.FP16: 2, Precision.FP8: 1, Precision.FP4: 0.5,
-    Precision.MXFP4: 0.5,
+    Precision.MXFP4: 0.5, Precision.INT4: 0.5,
 }  # fmt: skip
 NVFP4_BLOCK = 16  # weights per FP8 (E4M3) scale of an NVFP4 tensor
 MXFP4_BLOCK = 32  # weights per E8M0 scale of an MXFP4 tensor
+# weights per 16-bit scale of an INT4 weight-only tensor where its checkpoint names no group
+# (compressed-tensors' group strategy as Kimi-K2/K2.5 ship it: group_size 32)
+INT4_GROUP = 32
 # weights per fp32 scale of the common block-scaled FP8 checkpoints (DeepSeek-V3, Qwen3-FP8,
 # MiniMax-M2: quantization_config.weight_block_size [128, 128]) and of aiconfigurator's
 # fp8_block GEMM rows
 FP8_BLOCK_WEIGHTS = 128 * 128
 
 
-def weight_bytes(precision: Precision, fp8_scale_block: int = 0) -> float:
+def weight_bytes(
+    precision: Precision, fp8_scale_block: int = 0, int4_group: int = INT4_GROUP
+) -> float:
     """Bytes per matmul weight at `precision`, its scales included: block-scaled FP8 adds one
     fp32 scale per `fp8_scale_block` weights (128 x 128 blocks: 4 / 16384 B a weight; 0: a
     per-tensor scale); NVFP4 one 1-byte scale per 16 weights (0.5 + 1/16 B a weight, 4.5
     bits; its per-tensor fp32 scale is negligible); MXFP4 one 1-byte E8M0 scale per 32
-    (0.5 + 1/32 B, 4.25 bits)."""
+    (0.5 + 1/32 B, 4.25 bits); INT4 one 16-bit scale per `int4_group` weights (symmetric,
+    no zero points: 0.5 + 2/32 B, 4.5 bits, at Kimi-K2.5's group of 32)."""
     if precision is Precision.FP4:
         return precision.bytes + 1.0 / NVFP4_BLOCK
     if precision is Precision.MXFP4:
         return precision.bytes + 1.0 / MXFP4_BLOCK
+    if precision is Precision.INT4:
+        return precision.bytes + 2.0 / int4_group
     if precision is Precision.FP8 and fp8_scale_block:
         return precision.bytes + 4.0 / fp8_scale_block
     return precision.bytes
@@ -111,6 +123,9 @@ class ModelArchitecture:
     # block-scaled FP8 checkpoint (quantization_config.weight_block_size, DeepSeek-V3): weights
     # per fp32 scale; 0: per-tensor scales, whose bytes are negligible
     weight_scale_block: int = 0
+    # INT4 weight-only experts (`expert_precision` int4): weights per 16-bit scale, from the
+    # checkpoint's quantization_config group_size; 0: `INT4_GROUP`
+    int4_group_size: int = 0
     # sliding-window attention (gpt-oss, Mistral-7B-v0.1; estimators/_sliding_window.py):
     # `sliding_window_layers` of the layers attend to the last `sliding_window` keys only
     sliding_window: int = 0
@@ -158,8 +173,8 @@ class ModelArchitecture:
 
     def matmul_weight_bytes(self, precision: Precision) -> float:
         """Bytes per matmul weight at `precision`, its scales included (`weight_bytes`, with
-        this checkpoint's FP8 block)."""
-        return weight_bytes(precision, self.weight_scale_block)
+        this checkpoint's FP8 block and INT4 group)."""
+        return weight_bytes(precision, self.weight_scale_block, self.int4_group_size or INT4_GROUP)
 
     @property
     def is_mla(self) -> bool:

@@ -18,15 +18,22 @@ every layer in it.  What the public checkpoints do (their ``hf_quant_config.json
   (vLLM's DeepSeek-V2/V3, Qwen3-MoE and MiniMax-M2 gates take ``quant_config=None``).
 * gpt-oss ships MXFP4 experts and 16-bit everything else (``modules_to_not_convert``:
   self_attn, mlp.router, embed_tokens, lm_head): the model's `expert_precision`.
+* Kimi-K2.5 ships INT4 routed experts (compressed-tensors ``pack-quantized``, 4-bit
+  symmetric integers with a 16-bit scale per 32 weights, no activation quantisation) and
+  16-bit everything else (its ``ignore`` list: lm_head, self_attn, the shared experts and
+  the dense layers' MLP): its `expert_precision` too.
 
-Storage decides the bytes (NVFP4 4.5 bits a weight, MXFP4 4.25, block-scaled FP8 its scales;
-`ModelArchitecture.matmul_weight_bytes`).  The math runs where the engines' kernels run it
-(`gemm_math`): NVFP4 on FP4 tensor cores, which only Blackwell has (elsewhere refused:
-`validate_precision`); MXFP4 experts with 8-bit (MXFP8) activations on Blackwell (the
-engines' W4A8 MoE kernels: TensorRT-LLM's and FlashInfer's trtllm-gen, aiconfigurator's
-``w4a8_mxfp4_mxfp8``) and weight-only elsewhere (W4A16: 4-bit weights read from memory,
-dequantised in the kernel, 16-bit math; vLLM's Marlin/Triton and TensorRT-LLM's Hopper
-kernels, aiconfigurator's ``w4a16_mxfp4``).
+Storage decides the bytes (NVFP4 4.5 bits a weight, MXFP4 4.25, INT4 at a group of 32
+4.5, block-scaled FP8 its scales; `ModelArchitecture.matmul_weight_bytes`).  The math runs
+where the engines' kernels run it (`gemm_math`): NVFP4 on FP4 tensor cores, which only
+Blackwell has (elsewhere refused: `validate_precision`); MXFP4 experts with 8-bit (MXFP8)
+activations on Blackwell (the engines' W4A8 MoE kernels: TensorRT-LLM's and FlashInfer's
+trtllm-gen, aiconfigurator's ``w4a8_mxfp4_mxfp8``) and weight-only elsewhere (W4A16: 4-bit
+weights read from memory, dequantised in the kernel, 16-bit math; vLLM's Marlin/Triton and
+TensorRT-LLM's Hopper kernels, aiconfigurator's ``w4a16_mxfp4``); INT4 experts weight-only
+on every GPU (vLLM runs compressed-tensors W4A16 experts with its Marlin MoE kernel,
+``CompressedTensorsWNA16MarlinMoEMethod``, Hopper and Blackwell alike; aiconfigurator's
+``int4_wo`` rows time it).
 """
 
 from __future__ import annotations
@@ -98,11 +105,12 @@ class WeightPrecisions:
 def gemm_math(sku: GpuSku, weight: Precision) -> Precision:
     """The precision a GEMM with `weight` weights computes in on `sku` (module docstring):
     16-bit weights in 16 bits, FP8 in FP8, NVFP4 in FP4, MXFP4 in FP8 on GPUs with FP4
-    tensor cores (W4A8) and in 16 bits elsewhere (weight-only)."""
+    tensor cores (W4A8) and in 16 bits elsewhere (weight-only), INT4 in 16 bits
+    (weight-only) everywhere."""
     w = Precision(weight)
     if w is Precision.MXFP4:
         return Precision.FP8 if sku.fp4_tflops is not None else Precision.BF16
-    return Precision.BF16 if w in _SIXTEEN else w
+    return Precision.BF16 if w in _SIXTEEN or w is Precision.INT4 else w
 
 
 def gemm_format(model: ModelArchitecture, math: Precision) -> str:

@@ -321,11 +321,12 @@ def fingerprint(spec_fingerprint: str, point: ConfigPoint, spec: SearchSpec) -> 
 
 def _sku_record(sku_id: str, point: ConfigPoint, spec: SearchSpec) -> dict:
     """A SKU's catalog record as fingerprints hold it: its FP4 peak only under FP4 weights,
-    dense or expert (the only ones that read it: 4-bit experts run W4A8 where the GPU has
-    FP4 tensor cores), so that other configurations keep their fingerprints."""
+    dense or expert (the only ones that read it: NVFP4 and MXFP4 experts run W4A8 where the
+    GPU has FP4 tensor cores), so that other configurations keep their fingerprints."""
     sku = asdict(spec.sku_catalog.get(sku_id))
     experts = spec.model_architecture.expert_precision
-    if point.precision != Precision.FP4.value and not (experts and experts.four_bit):
+    fp4_cores = (Precision.FP4, Precision.MXFP4)  # INT4 experts run weight-only anywhere
+    if point.precision != Precision.FP4.value and experts not in fp4_cores:
         del sku["fp4_tflops"]
     return sku
 

@@ -115,7 +115,7 @@ class SpaceSpec(_Strict):
     precision: list[Precision] = Field(
         default_factory=lambda: [Precision.BF16], min_length=1,
         description="Weight precisions to try (bf16, fp16, fp8; fp4: NVFP4 on GPUs with FP4 "
-        "tensor cores; mxfp4 is an expert precision only: `expert_precision`) [the "
+        "tensor cores; mxfp4 and int4 are expert precisions only: `expert_precision`) [the "
         "checkpoint's own, as the engines load it: fp8 where the model's config.json quantises "
         "its weights (DeepSeek-V3, MiniMax-M2.5), else bf16].",
     )  # fmt: skip
@@ -173,11 +173,12 @@ class SpaceSpec(_Strict):
     @field_validator("precision")
     @classmethod
     def _dense_precisions(cls, values: list[Precision]) -> list[Precision]:
-        if Precision.MXFP4 in values:
-            raise ValueError(
-                "mxfp4 is an expert-weight format (gpt-oss's experts): set the spec's "
-                "expert_precision: mxfp4 and try bf16, fp16, fp8 or fp4 here"
-            )
+        for p, whose in ((Precision.MXFP4, "gpt-oss's"), (Precision.INT4, "Kimi-K2.5's")):
+            if p in values:
+                raise ValueError(
+                    f"{p.value} is an expert-weight format ({whose} experts): set the spec's "
+                    f"expert_precision: {p.value} and try bf16, fp16, fp8 or fp4 here"
+                )
         return values
 
     @field_validator("engines")
@@ -380,8 +381,9 @@ class SearchSpec(_Strict):
         None,
         description="Routed-expert weight precision of a mixture of experts, apart from the "
         "space's precisions (mxfp4: gpt-oss's 4-bit experts, weight-only on GPUs without FP4; "
-        "fp4: NVFP4, Blackwell only) [the checkpoint's own: mxfp4 for gpt-oss, else the "
-        "configuration's precision].",
+        "int4: Kimi-K2.5's 4-bit integer experts, weight-only everywhere; fp4: NVFP4, "
+        "Blackwell only) [the checkpoint's own: mxfp4 for gpt-oss, int4 for Kimi-K2.5, else "
+        "the configuration's precision].",
     )
     catalog: list[str] = Field(
         default_factory=list,

@@ -419,12 +419,14 @@ def _choice(enum_values: list[str]) -> click.Choice:
 )
 @click.option(
     "--expert-precision",
-    type=_choice(["bf16", "fp16", "fp8", "fp4", "mxfp4"]),
+    type=_choice(["bf16", "fp16", "fp8", "fp4", "mxfp4", "int4"]),
     default=None,
     help="Routed-expert weight precision of a mixture of experts, apart from --precision "
     "(mxfp4: 4-bit weights with an E8M0 scale per 32, gpt-oss's checkpoint; W4A8 on "
-    "Blackwell, weight-only with 16-bit math elsewhere; fp4: NVFP4, Blackwell only) "
-    "[the checkpoint's own: mxfp4 for gpt-oss, else --precision].",
+    "Blackwell, weight-only with 16-bit math elsewhere; int4: 4-bit integers with a 16-bit "
+    "scale per group, Kimi-K2.5's checkpoint, weight-only everywhere; fp4: NVFP4, "
+    "Blackwell only) [the checkpoint's own: mxfp4 for gpt-oss, int4 for Kimi-K2.5, else "
+    "--precision].",
 )
 @click.option(
     "--kv-precision",

@@ -30,7 +30,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from search._validate._aic_silicon import GEMM_TO_PRECISION, PACKAGE, ValidationPoint
+from search._validate._aic_silicon import GEMM_TO_PRECISION, OWN_INT4, PACKAGE, ValidationPoint
 from sku_catalog import load_catalog
 
 # measured HF ids whose architecture the package ships under another name
@@ -97,7 +97,10 @@ def aic_quant_modes(point: ValidationPoint) -> tuple[str, str]:
     `checkpoint_precisions`): there the GEMMs are left to the checkpoint (16-bit) and the
     experts are MXFP4 as the engines run them on the GPU (estimators/_weight_precision.py):
     ``w4a8_mxfp4_mxfp8`` on GPUs with FP4 tensor cores, else the checkpoint's own
-    (``w4a16_mxfp4``), which is also what `_estimate` falls back to."""
+    (``w4a16_mxfp4``), which is also what `_estimate` falls back to.  Kimi-K2.5's own INT4
+    checkpoint (``int4_wo``, `OWN_INT4`) gets 16-bit GEMMs and its INT4 experts."""
+    if point.gemm_quant_mode == OWN_INT4:  # Kimi-K2.5's checkpoint: 16-bit GEMMs (there is
+        return "bfloat16", point.moe_quant_mode  # no int4_wo GEMM table), INT4 experts
     if GEMM_TO_PRECISION.get(point.gemm_quant_mode) is not point.precision:
         w4a8 = load_catalog().get(point.sku).fp4_tflops is not None
         return "", "w4a8_mxfp4_mxfp8" if w4a8 else ""

@@ -118,6 +118,10 @@ GEMM_TO_PRECISION: dict[str, Precision] = {
     "fp8_block": Precision.FP8,
     "nvfp4": Precision.FP4,
 }
+# the gemm_quant_mode of a model's own INT4 weight-only checkpoint: Kimi-K2.5's (16-bit
+# GEMMs, INT4 routed experts: its `expert_precision`); other models' INT4 weights are not
+# priced (`checkpoint_precisions`)
+OWN_INT4 = "int4_wo"
 # moe_quant_mode -> routed-expert precision (an empty cell: the checkpoint's own)
 MOE_TO_PRECISION: dict[str, Precision | None] = {
     "": None,
@@ -129,6 +133,7 @@ MOE_TO_PRECISION: dict[str, Precision | None] = {
     "nvfp4": Precision.FP4,
     "w4a16_mxfp4": Precision.MXFP4,
     "w4a8_mxfp4_mxfp8": Precision.MXFP4,
+    "int4_wo": Precision.INT4,
 }
 
 ENGINES = ("vllm", "sglang", "trtllm")
@@ -234,8 +239,9 @@ class ValidationPoint:
 
     @property
     def four_bit(self) -> bool:
-        """Whether the measured checkpoint holds 4-bit weights (NVFP4, or MXFP4 experts)."""
-        return "fp4" in self.weights
+        """Whether the measured checkpoint holds 4-bit weights (NVFP4, or MXFP4 or INT4
+        experts)."""
+        return "fp4" in self.weights or "int4" in self.weights
 
     @property
     def mean_output_tokens(self) -> float:
@@ -359,15 +365,20 @@ def checkpoint_precisions(
     latent projections, router and LM head; Llama-3.1-70B: every linear layer but the LM
     head) and label a model whose own checkpoint keeps 4-bit experts apart (gpt-oss: MXFP4
     experts, everything else 16-bit) the same way: that is its checkpoint, 16-bit weights
-    and its own experts.  A row's ``moe_quant_mode`` sets the experts of other rows (gpt-oss
-    on TensorRT-LLM ``fp8``: FP8 experts)."""
-    precision = GEMM_TO_PRECISION.get(gemm)
+    and its own experts; Kimi-K2.5's own INT4 checkpoint is ``int4_wo`` (`OWN_INT4`: 16-bit
+    weights, its INT4 experts), its NVFP4 one ``nvfp4`` (NVFP4 experts).  A row's
+    ``moe_quant_mode`` sets the experts of other rows (gpt-oss on TensorRT-LLM ``fp8``: FP8
+    experts)."""
+    own = model.expert_precision
+    if gemm == OWN_INT4 and own is Precision.INT4:
+        precision: Precision | None = Precision.BF16  # the rest of that checkpoint
+    else:
+        precision = GEMM_TO_PRECISION.get(gemm)
     if precision is None:
         return f"weight precision not modelled ({gemm})"
     if not model.is_moe:
         return precision, None
-    own = model.expert_precision
-    if own is not None and own.four_bit and precision is Precision.FP4:
+    if own is Precision.MXFP4 and precision is Precision.FP4:
         return Precision.BF16, None
     if moe not in MOE_TO_PRECISION:
         return f"expert precision not modelled ({moe})"
@@ -522,7 +533,7 @@ def row_basics(row: dict[str, str]) -> RowBasics | str:
     if engine not in ENGINES:
         return f"unknown engine ({engine})"
     gemm = (row["gemm_quant_mode"] or "").strip()
-    if gemm not in GEMM_TO_PRECISION:
+    if gemm not in GEMM_TO_PRECISION and gemm != OWN_INT4:
         return f"weight precision not modelled ({gemm})"
     model = _catalog_model(row["model_path"])
     if model is None:

@@ -153,7 +153,7 @@ def print_report(
     four_bit = [r for r in ok if r.point.four_bit]
     if four_bit and len(four_bit) < len(ok):  # 4-bit rows apart, so they move no headline
         for name, part in (("without 4-bit weights", [r for r in ok if not r.point.four_bit]),
-                           ("4-bit weights (fp4, mxfp4)", four_bit)):  # fmt: skip
+                           ("4-bit weights (fp4, mxfp4, int4)", four_bit)):  # fmt: skip
             stats = llmcap_stats(part)
             click.echo(
                 f"  {name} (n={stats.tpot.n}): TPOT MAPE {stats.tpot.mape * 100:.1f}%, "

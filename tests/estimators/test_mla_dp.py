@@ -131,7 +131,8 @@ def test_models_without_latent_attention_keep_their_fingerprint_fields():
     assert set(asdict(llama)) - set(fields) == {
         "kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
         "weight_scale_block", "sliding_window", "sliding_window_layers", "expert_precision",
-        "qk_norm", "kv_cache_precision", "model_type",  # model_type: the name says it already
+        "qk_norm", "kv_cache_precision", "int4_group_size",
+        "model_type",  # model_type: the name says it already
         "weight_precision",  # a default: the run's own precision enters the fingerprint
     }  # fmt: skip
     assert load_model("deepseek-v3").fingerprint_fields()["kv_lora_rank"] == 512

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from estimators import ModelConfigError, Precision, builtin_model_names, load_model
-from estimators._memory import weights_bytes_per_gpu
+from estimators._memory import weights_bytes_per_gpu, with_expert_precision
 from estimators._models import builtin_variant
 
 KIMI = "moonshotai/Kimi-K2.5"
@@ -93,8 +93,9 @@ def test_weights_per_gpu_are_the_parameters_over_the_gpus(
     name: str, tp: int, ep: int, precision: Precision
 ) -> None:
     """Every weight sharded over TP (experts over EP x their TP share): each GPU holds a
-    TP-th of the model, plus the 16-bit embedding and LM head over FP8 weights."""
-    model = load_model(name)
+    TP-th of the model, plus the 16-bit embedding and LM head over FP8 weights (the experts
+    at `precision` too, not Kimi-K2.5's own INT4: `test_kimi_k2_5_int4_checkpoint_...`)."""
+    model = with_expert_precision(load_model(name), precision)
     weights = weights_bytes_per_gpu(model, tp, 1, precision, ep=ep)
     even = model.num_params * precision.bytes / tp
     embeddings = 2 * model.embedding_params * (2 - precision.bytes) / tp
@@ -180,3 +181,44 @@ def test_minimax_attention_kinds(tmp_path: Path, kinds: list[int], ok: bool) -> 
     else:
         with pytest.raises(ModelConfigError, match=r"attn_type_list=\[0, 0, 0, 1\]"):
             load_model(path)
+
+
+def _compressed_tensors(ignore: list[str], bits: int = 4, group: int = 32) -> dict[str, Any]:
+    """A compressed-tensors quantization_config of Kimi-K2.5's form."""
+    weights = {"num_bits": bits, "type": "int", "strategy": "group", "group_size": group,
+               "symmetric": True}  # fmt: skip
+    return {
+        "quant_method": "compressed-tensors", "format": "pack-quantized", "ignore": ignore,
+        "config_groups": {"group_0": {"targets": ["Linear"], "weights": weights,
+                                      "input_activations": None}},
+    }  # fmt: skip
+
+
+KIMI_IGNORE = ["lm_head", "re:.*self_attn.*", "re:.*shared_experts.*",
+               "re:.*mlp\\.(gate|up|gate_up|down)_proj.*"]  # fmt: skip
+
+
+def test_int4_routed_experts_come_from_a_compressed_tensors_config(tmp_path: Path) -> None:
+    config = {**_MLA_MOE, "quantization_config": _compressed_tensors(KIMI_IGNORE, group=128)}
+    model = load_model(str(_write(tmp_path, config)))
+    assert (model.expert_precision, model.int4_group_size) == (Precision.INT4, 128)
+    assert model.matmul_weight_bytes(Precision.INT4) == 0.5 + 2 / 128
+    # the experts in its ignore list: a 16-bit checkpoint as far as llmcap prices it
+    kept = {**_MLA_MOE, "quantization_config": _compressed_tensors([*KIMI_IGNORE, "re:.*"])}
+    assert load_model(str(_write(tmp_path, kept))).expert_precision is None
+
+
+@pytest.mark.parametrize(
+    ("quant", "field"),
+    [
+        (_compressed_tensors(["lm_head"]), "quantization_config.ignore"),  # INT4 everywhere
+        (_compressed_tensors(KIMI_IGNORE, bits=8), "quantization_config.config_groups"),
+        (_compressed_tensors(["re:(unclosed"]), "quantization_config.ignore"),
+    ],
+)
+def test_compressed_tensors_layouts_llmcap_does_not_price_name_the_field(
+    tmp_path: Path, quant: dict[str, Any], field: str
+) -> None:
+    config = {**_MLA_MOE, "quantization_config": quant}
+    with pytest.raises(ModelConfigError, match=field.replace(".", r"\.")):
+        load_model(str(_write(tmp_path, config)))

@@ -183,8 +183,9 @@ def test_nvfp4_keeps_the_lm_head_router_and_mla_latents_16_bit(v3):
     assert {fp8.attention, fp8.mlp, fp8.experts} == {Precision.FP8}
     assert fp8.router is Precision.BF16  # no checkpoint quantises the router
     # Kimi-K2.5-NVFP4 and MiniMax-M2.5-NVFP4 keep all of self_attn (the output projection
-    # too) in 16 bits, their MLPs and experts NVFP4
-    for name in ("moonshotai/Kimi-K2.5", "MiniMaxAI/MiniMax-M2.5"):
+    # too) in 16 bits, their MLPs and experts NVFP4 (NVIDIA's Kimi checkpoint by its own
+    # name: moonshotai's is INT4 experts)
+    for name in ("nvidia/Kimi-K2.5-NVFP4", "MiniMaxAI/MiniMax-M2.5"):
         layout = WeightPrecisions.of(load_model(name), Precision.FP4)
         assert (layout.attention, layout.attention_out) == (Precision.BF16,) * 2
         assert (layout.mlp, layout.experts) == (Precision.FP4,) * 2
@@ -222,7 +223,7 @@ def test_expert_precision_flag_of_simulate():
     hopper = runner.invoke(cli, [*base, "--model", "gpt-oss-120b", "--sku", "h100-sxm",
                                  "--expert-precision", "fp4"])  # fmt: skip
     assert hopper.exit_code == 2 and "h100-sxm (hopper) does not have" in hopper.output
-    bad = runner.invoke(cli, [*base, "--model", "gpt-oss-120b", "--expert-precision", "int4"])
+    bad = runner.invoke(cli, [*base, "--model", "gpt-oss-120b", "--expert-precision", "int8"])
     assert bad.exit_code == 2 and "--expert-precision" in bad.output
 
 
@@ -260,3 +261,83 @@ def test_a_search_spec_sets_the_experts_and_refuses_nvfp4_experts_on_hopper(gpt_
     assert "fp4_tflops" not in _sku_record("b200", point, dense)
     with pytest.raises(SpecError, match=r"expert precision mxfp4: .* is a dense model"):
         parse_spec({**base, "model": "llama-3.1-8b", "expert_precision": "mxfp4"})
+
+
+@pytest.fixture(scope="module")
+def kimi():
+    return load_model("moonshotai/Kimi-K2.5")
+
+
+def test_kimi_checkpoint_keeps_int4_experts_and_16_bit_elsewhere(kimi):
+    # config.json's quantization_config: compressed-tensors, 4-bit int weights in groups of
+    # 32, no activation quantisation, ignoring the LM head, attention, shared experts and the
+    # dense layer's MLP
+    assert (kimi.expert_precision, kimi.int4_group_size) == (Precision.INT4, 32)
+    assert kimi.weight_precision is None  # the rest is 16-bit: a run defaults to bf16
+    layout = WeightPrecisions.of(kimi, Precision.BF16)
+    assert (layout.attention, layout.mlp, layout.router) == (Precision.BF16,) * 3
+    assert layout.experts is Precision.INT4
+    assert layout.describe(kimi) == "experts int4"
+    assert kimi.matmul_weight_bytes(Precision.INT4) * 8 == 4.5  # a 16-bit scale per 32
+
+
+def test_kimi_int4_weights_are_the_experts_at_4_5_bits_and_the_rest_at_16(kimi):
+    weights = weights_bytes_per_gpu(kimi, 1, 1, Precision.BF16)
+    moe_layers = kimi.num_layers - kimi.num_dense_layers
+    experts = moe_layers * kimi.num_experts * 3 * kimi.hidden_size * kimi.moe_intermediate_size
+    rest = kimi.num_params - experts
+    assert weights == pytest.approx(experts * 4.5 / 8 + rest * 2, rel=1e-6)  # 594.2 GB
+    # eight H200s hold it (the public vLLM runs of the validation set), not at 16 bits
+    h200 = load_catalog().get("h200")
+    plan = plan_memory(kimi, h200, tp=8, ep=8)
+    assert plan.fits and plan.weights_bytes / GIB == pytest.approx(71.0, abs=0.1)
+    assert not plan_memory(with_expert_precision(kimi, Precision.BF16), h200, tp=8, ep=8).fits
+
+
+def test_int4_experts_run_weight_only_on_every_gpu(kimi, h100, b200, gpt_oss):
+    """INT4 experts compute in 16 bits on Hopper and Blackwell alike and pay the engine's
+    fitted unpacking rate there (on Blackwell fitted to vLLM's Marlin INT4 table, the kernel
+    it runs them with); MXFP4 experts on Blackwell stay W4A8, without that bound."""
+    from estimators import load_engine
+    from estimators._roofline import load_roofline_constants
+
+    vllm = load_engine("vllm")
+    for sku in (h100, b200):
+        assert gemm_math(sku, Precision.INT4) is Precision.BF16
+        rate = load_roofline_constants(sku, "vllm").matmul_dequant_tera_per_s
+        assert 1.0 < rate < 10.0
+        est = RooflineEstimator(kimi, sku, 8, 1, Precision.BF16, ep=8, engine=vllm)
+        assert est._k_experts.sec_per_weight_elem == pytest.approx(1e-12 / rate)
+        touched = est._moe.touched(32.0)
+        elements = touched * 3 * kimi.hidden_size * kimi.moe_intermediate_size
+        assert est._routed_experts(32.0)[0] >= elements / (rate * 1e12)
+    w4a8 = RooflineEstimator(gpt_oss, b200, engine=vllm)
+    assert w4a8._k_experts.sec_per_weight_elem == 0.0
+
+
+def test_int4_is_an_expert_format_only():
+    from search._errors import SpecError
+    from search._spec import parse_spec
+
+    runner = CliRunner()
+    dense = runner.invoke(cli, ["simulate", "--model", "kimi-k2.5", "--precision", "int4",
+                                "--qps", "1"])  # fmt: skip
+    assert dense.exit_code == 2 and "--precision" in dense.output
+    with pytest.raises(PrecisionError, match=r"--expert-precision int4\) with precision bf16"):
+        plan_memory(load_model("kimi-k2.5"), load_catalog().get("h200"), tp=8,
+                    precision=Precision.INT4)  # fmt: skip
+    spec = {"model": "kimi-k2.5", "skus": ["h200"], "workload": "chat", "engine": "vllm",
+            "budget": {"max_gpus": 8}, "space": {"tp": [8], "precision": ["int4"]}}  # fmt: skip
+    with pytest.raises(SpecError, match="int4 is an expert-weight format"):
+        parse_spec(spec)
+
+
+def test_nvidias_kimi_checkpoint_takes_the_precision_given():
+    from estimators import variant_note
+
+    nvfp4 = load_model("nvidia/Kimi-K2.5-NVFP4")  # its own NVFP4 experts, not INT4
+    assert nvfp4.expert_precision is None
+    assert WeightPrecisions.of(nvfp4, Precision.FP4).experts is Precision.FP4
+    note = variant_note("nvidia/Kimi-K2.5-NVFP4")
+    assert "its experts take the precision given, not moonshotai/Kimi-K2.5's own int4" in note
+    assert load_model("moonshotai/Kimi-K2.5-Instruct").expert_precision is Precision.INT4

@@ -139,6 +139,16 @@ def test_mapping_of_models_systems_and_precisions(overrides, model, sku, precisi
           "moe_quant_mode": "fp8", "backend": "trtllm", "backend_version": "1.2.0",
           "system": "h100_sxm", "moe_tp_size": "4", "moe_ep_size": "1"},
          "openai/gpt-oss-120b", "fp8", "fp8", "fp8", "fp8"),
+        # Kimi-K2.5's own checkpoint, labelled int4_wo: 16-bit weights and its INT4 experts
+        ({"model_path": "moonshotai/Kimi-K2.5", "gemm_quant_mode": "int4_wo",
+          "moe_quant_mode": "int4_wo", "tp_size": "8", "moe_tp_size": "1",
+          "moe_ep_size": "8"},
+         "moonshotai/Kimi-K2.5", "bf16", None, "bf16 + int4 experts", "bf16"),
+        # ... and NVIDIA's NVFP4 one, labelled nvfp4: NVFP4 experts set apart from its own
+        ({"model_path": "moonshotai/Kimi-K2.5", "gemm_quant_mode": "nvfp4",
+          "moe_quant_mode": "nvfp4", "system": "b200_sxm", "tp_size": "8",
+          "moe_tp_size": "1", "moe_ep_size": "8"},
+         "moonshotai/Kimi-K2.5", "fp4", "fp4", "fp4", "bf16"),
     ],
 )  # fmt: skip
 def test_fp4_rows_map_to_the_layout_of_the_checkpoint_they_measured(
@@ -152,18 +162,22 @@ def test_fp4_rows_map_to_the_layout_of_the_checkpoint_they_measured(
         model, precision, weights, kv,
     )  # fmt: skip
     assert (point.expert_precision and point.expert_precision.value) == experts
-    assert point.four_bit == ("fp4" in weights)
+    assert point.four_bit == ("fp4" in weights or "int4" in weights)
     deployed = point_model(point)
-    if point.moe:  # the experts the simulation runs
-        expected = experts or ("mxfp4" if "gpt-oss" in model else precision)
+    if point.moe:  # the experts the simulation runs: the row's, else the checkpoint's own
+        own = {"openai/gpt-oss-120b": "mxfp4", "moonshotai/Kimi-K2.5": "int4"}.get(model)
+        expected = experts or own or precision
         assert (deployed.expert_precision or point.precision).value == expected
     # aiconfigurator gets the row's quant modes, or none where the label is not the
     # checkpoint's format (it then reads gpt-oss's own: bf16 GEMMs, w4a16_mxfp4 experts;
     # on Blackwell the W4A8 experts the engines run there, the test below)
     gpt_oss_fp4 = weights == "bf16 + mxfp4 experts"
+    kimi_int4 = weights == "bf16 + int4 experts"  # no int4_wo GEMM table: 16-bit GEMMs
     assert aic_quant_modes(point) == (
-        ("", "") if gpt_oss_fp4 else (overrides["gemm_quant_mode"], point.moe_quant_mode)
-    )
+        ("", "") if gpt_oss_fp4
+        else ("bfloat16", "int4_wo") if kimi_int4
+        else (overrides["gemm_quant_mode"], point.moe_quant_mode)
+    )  # fmt: skip
     if gpt_oss_fp4:
         blackwell = replace(point, sku="b200", system="b200_sxm")
         assert aic_quant_modes(blackwell) == ("", "w4a8_mxfp4_mxfp8")
@@ -1080,7 +1094,7 @@ def test_the_report_keeps_4_bit_rows_apart(capsys):
     out = capsys.readouterr().out
     assert "TPOT MAPE 30.0%" in out  # both rows
     assert "without 4-bit weights (n=1): TPOT MAPE 10.0%, TTFT MAPE 0.0%" in out
-    assert "4-bit weights (fp4, mxfp4) (n=1): TPOT MAPE 50.0%, TTFT MAPE 50.0%" in out
+    assert "4-bit weights (fp4, mxfp4, int4) (n=1): TPOT MAPE 50.0%, TTFT MAPE 50.0%" in out
     assert "by weights" in out
     print_report(results[:1], with_aic=False, console=Console(width=200))
     out = capsys.readouterr().out
