@@ -543,6 +543,24 @@ _KEPT_16_BIT_MODULES = (
 )
 
 
+def _compressed_tensors_weights(quant: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The weight scheme of a compressed-tensors ``quantization_config`` with one
+    ``config_groups`` group ({} for any other)."""
+    groups = quant.get("config_groups")
+    if not isinstance(groups, dict) or len(groups) != 1:
+        return {}
+    [group] = groups.values()
+    weights = group.get("weights") if isinstance(group, dict) else None
+    return weights if isinstance(weights, dict) else {}
+
+
+def _compressed_tensors_fp8(quant: Mapping[str, Any]) -> bool:
+    """Whether a compressed-tensors config stores its weights in FP8 (8-bit ``float``, as
+    the FP8-dynamic checkpoints do): an FP8 checkpoint as a whole (`_weight_precision`)."""
+    weights = _compressed_tensors_weights(quant)
+    return weights.get("num_bits") == 8 and weights.get("type") == "float"
+
+
 def _int4_experts(quant: Mapping[str, Any], source: str) -> tuple[Precision | None, int]:
     """A compressed-tensors ``quantization_config`` of INT4 weight-only routed experts, as
     Kimi-K2.5's (a ``config_groups`` group of 4-bit ``int`` weights by ``group`` strategy, no
@@ -563,13 +581,10 @@ def _int4_experts(quant: Mapping[str, Any], source: str) -> tuple[Precision | No
     def ignored(module: str) -> bool:
         return module in names or any(p.match(module) for p in patterns)
 
-    if ignored(_ROUTED_EXPERT_MODULE):
-        return None, 0
+    if ignored(_ROUTED_EXPERT_MODULE) or _compressed_tensors_fp8(quant):
+        return None, 0  # 16-bit experts, or an FP8 checkpoint as a whole
     groups = quant.get("config_groups")
-    weights = [
-        g.get("weights") for g in groups.values() if isinstance(g, dict)
-    ] if isinstance(groups, dict) else []  # fmt: skip
-    scheme = weights[0] if len(weights) == 1 and isinstance(weights[0], dict) else {}
+    scheme = _compressed_tensors_weights(quant)
     activations = [g.get("input_activations") for g in groups.values()] if scheme else [None]
     group_size = scheme.get("group_size")
     if (
@@ -583,8 +598,9 @@ def _int4_experts(quant: Mapping[str, Any], source: str) -> tuple[Precision | No
     ):
         raise ModelConfigError(
             f"{source}: quantization_config.config_groups: llmcap prices compressed-tensors "
-            "checkpoints of INT4 weight-only routed experts (one group of 4-bit int weights, "
-            "group strategy with a group_size, no input_activations: Kimi-K2.5's); got "
+            "checkpoints of FP8 weights and of INT4 weight-only routed experts (one group of "
+            "4-bit int weights, group strategy with a group_size, no input_activations: "
+            "Kimi-K2.5's); got "
             f"{json.dumps(groups, sort_keys=True)[:300]}"
         )
     quantized = [m for m in _KEPT_16_BIT_MODULES if not ignored(m)]
@@ -601,12 +617,13 @@ def _int4_experts(quant: Mapping[str, Any], source: str) -> tuple[Precision | No
 def _weight_precision(config: Mapping[str, Any]) -> Precision | None:
     """The checkpoint's weight precision where its ``quantization_config`` quantises the
     weights as a whole: FP8 for ``quant_method: fp8`` (DeepSeek-V3's and MiniMax-M2.5's
-    block-scaled weights) and ModelOpt's ``quant_algo: FP8``, FP4 for ModelOpt's ``NVFP4``;
-    None for a 16-bit checkpoint, or one that quantises its experts alone (gpt-oss's MXFP4:
-    `_expert_precision`)."""
+    block-scaled weights), ModelOpt's ``quant_algo: FP8`` and compressed-tensors' 8-bit
+    float weights (the FP8-dynamic checkpoints), FP4 for ModelOpt's ``NVFP4``; None for a
+    16-bit checkpoint, or one that quantises its experts alone (gpt-oss's MXFP4, Kimi-K2.5's
+    INT4: `_expert_precision`)."""
     quant = _quantization(config)
     method = str(quant.get("quant_method", "")).lower()
-    if method == "fp8":
+    if method == "fp8" or (method == "compressed-tensors" and _compressed_tensors_fp8(quant)):
         return Precision.FP8
     if method == "modelopt":
         return {"FP8": Precision.FP8, "NVFP4": Precision.FP4}.get(

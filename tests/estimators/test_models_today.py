@@ -222,3 +222,17 @@ def test_compressed_tensors_layouts_llmcap_does_not_price_name_the_field(
     config = {**_MLA_MOE, "quantization_config": quant}
     with pytest.raises(ModelConfigError, match=field.replace(".", r"\.")):
         load_model(str(_write(tmp_path, config)))
+
+
+def test_an_fp8_compressed_tensors_checkpoint_is_fp8_as_a_whole(tmp_path: Path) -> None:
+    """The FP8-dynamic checkpoints (compressed-tensors 8-bit float weights): an FP8 run by
+    default, experts included, not an error of the INT4 reader."""
+    quant = {
+        "quant_method": "compressed-tensors", "format": "float-quantized", "ignore": ["lm_head"],
+        "config_groups": {"group_0": {"targets": ["Linear"], "weights": {
+            "num_bits": 8, "type": "float", "strategy": "channel"},
+            "input_activations": {"num_bits": 8, "type": "float", "dynamic": True}}},
+    }  # fmt: skip
+    model = load_model(str(_write(tmp_path, {**_MLA_MOE, "quantization_config": quant})))
+    assert (model.weight_precision, model.expert_precision) == (Precision.FP8, None)
+    assert model.default_precision is Precision.FP8
