@@ -91,7 +91,13 @@ from estimators._speculative import (
     drafter_memory,
     expected_tokens_per_step,
 )
-from estimators._types import FP8_BLOCK_WEIGHTS, ModelArchitecture, Precision, resolve_kv_precision
+from estimators._types import (
+    EXPERT_ONLY_PRECISIONS,
+    FP8_BLOCK_WEIGHTS,
+    ModelArchitecture,
+    Precision,
+    resolve_kv_precision,
+)
 from estimators._weight_precision import WeightPrecisions
 
 # fitting the roofline's engine constants to aiconfigurator's tables reads them with pandas,
@@ -117,6 +123,7 @@ __all__ = [
     "DECODE_RESERVE_AT_ROUTE",
     "DECODE_RESERVE_MOMENTS",
     "DEFAULT_ENGINE",
+    "EXPERT_ONLY_PRECISIONS",
     "FIRST_TOKEN_DECODE_ADMIT",
     "FIRST_TOKEN_DECODE_STEP",
     "FIRST_TOKEN_PREFILL",

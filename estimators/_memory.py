@@ -56,7 +56,12 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from estimators._engines import SLIDING_KV_FULL, SLIDING_KV_POOL
-from estimators._types import ModelArchitecture, Precision, resolve_kv_precision
+from estimators._types import (
+    EXPERT_ONLY_PRECISIONS,
+    ModelArchitecture,
+    Precision,
+    resolve_kv_precision,
+)
 from estimators._weight_precision import WeightPrecisions
 from sku_catalog._types import GpuSku, NodeShape
 
@@ -120,13 +125,13 @@ def validate_precision(
     tensor cores take them; estimators/_weight_precision.py) and for a 4-bit KV cache
     (engines keep KV in FP8 or 16 bits)."""
     arch = f" ({sku.architecture})" if sku.architecture else ""
-    expert_formats = {Precision.MXFP4: "gpt-oss's experts", Precision.INT4: "Kimi-K2.5's experts"}
-    if Precision(precision) in expert_formats:
+    whose = EXPERT_ONLY_PRECISIONS.get(Precision(precision))
+    if whose is not None:
         p = Precision(precision).value
         raise PrecisionError(
-            f"precision {p}: {p.upper()} is an expert-weight format "
-            f"({expert_formats[Precision(precision)]}); give it as the expert precision "
-            f"(--expert-precision {p}) with precision bf16, fp16, fp8 or fp4"
+            f"precision {p}: {p.upper()} is an expert-weight format ({whose} experts); give "
+            f"it as the expert precision (--expert-precision {p}) with precision bf16, fp16, "
+            "fp8 or fp4"
         )
     if Precision(precision) is Precision.FP4 and sku.fp4_tflops is None:
         raise PrecisionError(

@@ -45,6 +45,12 @@ class Precision(StrEnum):
         return self in (Precision.FP4, Precision.MXFP4, Precision.INT4)
 
 
+# the precisions that are formats of routed experts only, never of a run's other weights, and
+# the checkpoint that stores its experts so (`validate_precision`, the search spec's check)
+EXPERT_ONLY_PRECISIONS: dict[Precision, str] = {
+    Precision.MXFP4: "gpt-oss's", Precision.INT4: "Kimi-K2.5's",
+}  # fmt: skip
+
 _BYTES = {
     Precision.BF16: 2, Precision.FP16: 2, Precision.FP8: 1, Precision.FP4: 0.5,
     Precision.MXFP4: 0.5, Precision.INT4: 0.5,

@@ -27,6 +27,7 @@ from pydantic import (
 
 from estimators import (
     DEFAULT_ENGINE,
+    EXPERT_ONLY_PRECISIONS,
     ModelArchitecture,
     ModelConfigError,
     Precision,
@@ -173,7 +174,7 @@ class SpaceSpec(_Strict):
     @field_validator("precision")
     @classmethod
     def _dense_precisions(cls, values: list[Precision]) -> list[Precision]:
-        for p, whose in ((Precision.MXFP4, "gpt-oss's"), (Precision.INT4, "Kimi-K2.5's")):
+        for p, whose in EXPERT_ONLY_PRECISIONS.items():
             if p in values:
                 raise ValueError(
                     f"{p.value} is an expert-weight format ({whose} experts): set the spec's "
