@@ -442,8 +442,7 @@ def _weight_only_moe_rows(
     from estimators._engines import load_engine
 
     kernel = load_engine(engine).moe_kernel(Precision.INT4, sku.family)
-    versions = aic.versions_for(system, "moe", engine, "moe_perf.parquet")
-    for v in [version, *reversed(versions)]:  # the nearest, else the newest that has it
+    for v in aic.moe_versions_to_try(system, engine, version):  # nearest, else newest with it
         try:
             ref, df = aic.load_moe(system, engine, v)
         except aic.AicDataMissing:

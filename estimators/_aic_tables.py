@@ -213,6 +213,13 @@ def versions_for(system: str, family: str, engine: str, filename: str) -> list[s
     return sorted(out, key=_version_key)
 
 
+def moe_versions_to_try(system: str, engine: str, wanted: str | None) -> list[str | None]:
+    """The MoE table versions to read for a kernel that not every table times: `wanted` (the
+    nearest, as `load_moe` resolves it), then every version of `engine` on `system`, newest
+    first."""
+    return [wanted, *reversed(versions_for(system, "moe", engine, "moe_perf.parquet"))]
+
+
 def nearest_version(available: Iterable[str], wanted: str | None) -> str:
     """Of the versions `available` (any order), `wanted` if present; else the newest not
     newer than it; else the oldest newer; None: the newest."""

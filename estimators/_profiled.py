@@ -293,7 +293,7 @@ def routed_experts_curve(
             return found
         # the engine's default kernel may be measured only in another version's table: the
         # newest that has it
-        for other in reversed(aic.versions_for(system, "moe", engine, "moe_perf.parquet")):
+        for other in aic.moe_versions_to_try(system, engine, version)[1:]:
             again = moe_curve(system, engine, other, shape, dtypes, kernel=kernel)
             if again[1] is not None:
                 return again
