@@ -543,21 +543,22 @@ _KEPT_16_BIT_MODULES = (
 )
 
 
-def _compressed_tensors_weights(quant: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The weight scheme of a compressed-tensors ``quantization_config`` with one
-    ``config_groups`` group ({} for any other)."""
+def _compressed_tensors_group(quant: Mapping[str, Any]) -> tuple[Mapping[str, Any], Any]:
+    """(weight scheme, input activations scheme) of a compressed-tensors
+    ``quantization_config`` with one ``config_groups`` group; ({}, None) for any other."""
     groups = quant.get("config_groups")
     if not isinstance(groups, dict) or len(groups) != 1:
-        return {}
+        return {}, None
     [group] = groups.values()
-    weights = group.get("weights") if isinstance(group, dict) else None
-    return weights if isinstance(weights, dict) else {}
+    if not isinstance(group, dict) or not isinstance(group.get("weights"), dict):
+        return {}, None
+    return group["weights"], group.get("input_activations")
 
 
 def _compressed_tensors_fp8(quant: Mapping[str, Any]) -> bool:
     """Whether a compressed-tensors config stores its weights in FP8 (8-bit ``float``, as
     the FP8-dynamic checkpoints do): an FP8 checkpoint as a whole (`_weight_precision`)."""
-    weights = _compressed_tensors_weights(quant)
+    weights, _ = _compressed_tensors_group(quant)
     return weights.get("num_bits") == 8 and weights.get("type") == "float"
 
 
@@ -583,9 +584,7 @@ def _int4_experts(quant: Mapping[str, Any], source: str) -> tuple[Precision | No
 
     if ignored(_ROUTED_EXPERT_MODULE) or _compressed_tensors_fp8(quant):
         return None, 0  # 16-bit experts, or an FP8 checkpoint as a whole
-    groups = quant.get("config_groups")
-    scheme = _compressed_tensors_weights(quant)
-    activations = [g.get("input_activations") for g in groups.values()] if scheme else [None]
+    scheme, activations = _compressed_tensors_group(quant)
     group_size = scheme.get("group_size")
     if (
         scheme.get("num_bits") != 4
@@ -594,14 +593,14 @@ def _int4_experts(quant: Mapping[str, Any], source: str) -> tuple[Precision | No
         or not isinstance(group_size, int)
         or isinstance(group_size, bool)
         or group_size < 1
-        or any(a is not None for a in activations)
+        or activations is not None
     ):
         raise ModelConfigError(
             f"{source}: quantization_config.config_groups: llmcap prices compressed-tensors "
             "checkpoints of FP8 weights and of INT4 weight-only routed experts (one group of "
             "4-bit int weights, group strategy with a group_size, no input_activations: "
             "Kimi-K2.5's); got "
-            f"{json.dumps(groups, sort_keys=True)[:300]}"
+            f"{json.dumps(quant.get('config_groups'), sort_keys=True)[:300]}"
         )
     quantized = [m for m in _KEPT_16_BIT_MODULES if not ignored(m)]
     if quantized:
