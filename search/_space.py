@@ -53,8 +53,12 @@ class DecodePoint:
     dp: int = 1
 
     @property
+    def gpus_per_replica(self) -> int:
+        return self.tp * self.dp
+
+    @property
     def num_gpus(self) -> int:
-        return self.tp * self.dp * self.replicas
+        return self.gpus_per_replica * self.replicas
 
     def label(self) -> str:
         parts = [self.sku] + ([f"DP{self.dp}"] if self.dp > 1 else []) + [f"TP{self.tp}"]
@@ -342,7 +346,7 @@ def check(point: ConfigPoint, spec: SearchSpec) -> tuple[str | None, PreparedDep
         )
     per_replica = budget.max_gpus_per_replica
     decode = point.decode
-    largest = max(point.gpus_per_replica, decode.tp * decode.dp if decode is not None else 0)
+    largest = max(point.gpus_per_replica, decode.gpus_per_replica if decode is not None else 0)
     if per_replica is not None and largest > per_replica:
         return (
             f"budget: {largest} GPUs per replica > max_gpus_per_replica {per_replica}",
