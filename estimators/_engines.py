@@ -152,15 +152,22 @@ class EagerLaunch:
 
 @dataclass(frozen=True, slots=True)
 class Frontend:
-    """The host work of the engine's HTTP server on each request before the scheduler sees
-    it: tokenizing the prompt, `tokenize_us_per_token` microseconds a prompt token, one
-    request at a time (engines.yaml header)."""
+    """The engine's HTTP server around each request (engines.yaml header): tokenizing the
+    prompt before the scheduler sees it, `tokenize_us_per_token` microseconds a prompt
+    token, one request at a time; and `request_ms` more on every request's TTFT that no
+    engine clock counts (the request's way in and its first token's way back to the
+    client), which holds no tokenizer."""
 
     tokenize_us_per_token: float
+    request_ms: float = 0.0
 
     @property
     def seconds_per_token(self) -> float:
         return self.tokenize_us_per_token * 1e-6
+
+    @property
+    def request_seconds(self) -> float:
+        return self.request_ms * 1e-3
 
 
 @dataclass(frozen=True, slots=True)
@@ -594,11 +601,13 @@ def _eager_launch(value: Any) -> EagerLaunch | None:
 def _frontend(value: Any) -> Frontend | None:
     if value is None:
         return None
-    _known_keys(value, "frontend", ("tokenize_us_per_token",))
+    _known_keys(value, "frontend", ("tokenize_us_per_token", "request_ms"))
     per_token = float(value["tokenize_us_per_token"])
-    if not per_token >= 0:
-        raise ValueError(f"frontend.tokenize_us_per_token {per_token} is negative")
-    return Frontend(per_token)
+    request_ms = float(value.get("request_ms", 0.0))
+    for name, number in (("tokenize_us_per_token", per_token), ("request_ms", request_ms)):
+        if not number >= 0:
+            raise ValueError(f"frontend.{name} {number} is negative")
+    return Frontend(per_token, request_ms)
 
 
 def _shared_experts_stream(value: Any) -> SharedExpertsStream | None:

@@ -1,7 +1,8 @@
 """Latency at zero load: every request served alone, the least any arrival rate gives it.
 
 At zero load a request never waits and never shares an iteration: its prompt is
-tokenized by the engine's frontend (`ClusterConfig.tokenize_seconds_per_token`), then runs
+tokenized by the engine's frontend (`ClusterConfig.tokenize_seconds_per_token`, with the
+frontend's per-request latency, `ClusterConfig.frontend_latency`), then runs
 alone (in the scheduler's chunks, for Sarathi-Serve; whole otherwise), then each
 decode step alone, every iteration passing through all pipeline stages.  Under the
 cost model, adding work to an iteration never shortens it, and splitting a prompt
@@ -41,9 +42,11 @@ class _AloneCosts:
         pp: int,
         sched: SchedulerConfig,
         tokenize_per_token: float = 0.0,
+        frontend_latency: float = 0.0,
     ) -> None:
         self.estimator = estimator
         self.tokenize_per_token = tokenize_per_token
+        self.frontend_latency = frontend_latency
         self.pp = pp
         self.chunk = sched.chunk_size if sched.kind.chunked else None
         self.prefill = lru_cache(maxsize=None)(self._prefill)
@@ -63,7 +66,7 @@ class _AloneCosts:
         size = self.chunk or prompt
         starts = range(0, prompt, size)
         chunks = sum(self._chunk(min(size, prompt - start), start) for start in starts)
-        return prompt * self.tokenize_per_token + chunks
+        return self.frontend_latency + prompt * self.tokenize_per_token + chunks
 
     def _decode(self, context: int) -> float:
         """One decode step alone, reading `context` cached tokens."""
@@ -136,7 +139,7 @@ def _prefill_costs(prepared: PreparedDeployment) -> _AloneCosts:
     cluster = prepared.cluster
     return _AloneCosts(
         prepared.estimator, cluster.pp, prepared.deployment.scheduler,
-        cluster.tokenize_seconds_per_token,
+        cluster.tokenize_seconds_per_token, cluster.frontend_latency,
     )  # fmt: skip
 
 

@@ -156,6 +156,10 @@ class ClusterConfig:
     # host seconds each replica's HTTP frontend spends on a prompt token before its scheduler
     # sees the request (tokenizing, one request at a time: estimators `Frontend`); 0: none
     tokenize_seconds_per_token: float = 0.0
+    # seconds more on every request's TTFT outside the engine's clock (its HTTP way in and
+    # its first token's way out: estimators `Frontend.request_ms`), holding no tokenizer;
+    # charged before the scheduler sees the request
+    frontend_latency: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

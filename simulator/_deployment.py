@@ -11,6 +11,7 @@ from estimators import (
     DrafterMemory,
     EngineProfile,
     ExecutionTimeEstimator,
+    Frontend,
     MemoryPlan,
     ModelArchitecture,
     Precision,
@@ -343,7 +344,8 @@ def prepare(deployment: Deployment) -> PreparedDeployment:
         global_scheduler=d.global_scheduler,
         prefix_cache=d.prefix_cache,
         prefix_cache_tokens=d.prefix_cache_tokens,
-        tokenize_seconds_per_token=_tokenize_seconds_per_token(d),
+        tokenize_seconds_per_token=_frontend(d).seconds_per_token,
+        frontend_latency=_frontend(d).request_seconds,
     )
     hardware = Hardware(
         gpus_per_replica=d.gpus_per_replica,
@@ -359,10 +361,11 @@ def prepare(deployment: Deployment) -> PreparedDeployment:
     return prepared
 
 
-def _tokenize_seconds_per_token(d: Deployment) -> float:
-    """Host seconds the engine's frontend spends on a prompt token (0: none modelled)."""
+def _frontend(d: Deployment) -> Frontend:
+    """The engine's HTTP frontend; one that takes no time where none is modelled (Vidur's
+    profile: its simulator starts at the scheduler)."""
     frontend = d.engine.frontend if d.engine is not None else None
-    return frontend.seconds_per_token if frontend is not None else 0.0
+    return frontend if frontend is not None else Frontend(tokenize_us_per_token=0.0)
 
 
 def _decode_pool(d: Deployment, prefill_memory: MemoryPlan) -> tuple[DecodePool, MemoryPlan]:
@@ -400,7 +403,7 @@ def _decode_pool(d: Deployment, prefill_memory: MemoryPlan) -> tuple[DecodePool,
     cluster = ClusterConfig(
         num_replicas=pool.num_replicas, num_kv_blocks=memory.num_kv_blocks * pool.dp,
         block_size=d.block_size, window_kv_blocks=memory.window_kv_blocks, prefix_cache=False,
-        tokenize_seconds_per_token=_tokenize_seconds_per_token(d) if retokenize else 0.0,
+        tokenize_seconds_per_token=_frontend(d).seconds_per_token if retokenize else 0.0,
     )  # fmt: skip
     hardware = Hardware(
         gpus_per_replica=pool.gpus_per_replica,

@@ -164,8 +164,9 @@ class Simulation:
         ]
         self._route = make_router(cluster.global_scheduler, self.replicas, self.options.seed)
         # each replica's frontend tokenizes one prompt at a time (`_tokenize`): when it is
-        # free again, by replica id
+        # free again, by replica id; every request's HTTP latency on top
         self._tokenize_per_token = cluster.tokenize_seconds_per_token
+        self._frontend_latency = cluster.frontend_latency
         self._frontend_free = [0.0] * len(self.replicas)
         # an arriving request the router sent to a replica that can serve it: it queues
         # there, or first reserves its decode KV (`_reserve_decode_at_route`)
@@ -376,7 +377,7 @@ class Simulation:
             req.replica = replica.id
             self.on_request_done(req, now)
             return
-        if self._tokenize_per_token > 0.0:
+        if self._tokenize_per_token > 0.0 or self._frontend_latency > 0.0:
             self._tokenize(req, replica, now, self._tokenize_per_token)
             return
         self._enqueue(req, replica, now)
@@ -386,13 +387,16 @@ class Simulation:
     ) -> None:
         """The replica's HTTP frontend tokenizes the request's prompt, after the prompts it
         took before, and hands it to the scheduler when done (`_tokenized`): an arrival,
-        which the router counts against the replica meanwhile, or a decode replica's
-        hand-off (`hand_off`, counted since the hand-off)."""
+        which the router counts against the replica meanwhile and which also takes the
+        frontend's per-request latency (`ClusterConfig.frontend_latency`, the tokenizer
+        free meanwhile), or a decode replica's hand-off (`hand_off`, counted since the
+        hand-off)."""
         start = max(now, self._frontend_free[replica.id])
         done = start + req.prompt_tokens * per_token
         self._frontend_free[replica.id] = done
         if not hand_off:
             replica.outstanding += 1
+            done += self._frontend_latency
         self._seq += 1
         heapq.heappush(self._heap, (done, _TOKENIZED, self._seq, replica, req, hand_off))
 

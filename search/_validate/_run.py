@@ -66,8 +66,8 @@ class PointResult:
     predicted_ttft_ms: float = math.nan
     predicted_tpot_ms: float = math.nan
     # the part of the predicted TTFT before the engine first schedules a request's prompt
-    # (mean over requests): the frontend's tokenizing and the wait for a batch to take it;
-    # the rest is its prefill, any KV hand-off and the first token's way out
+    # (mean over requests): the frontend's tokenizing and latency, and the wait for a batch
+    # to take it; the rest is its prefill, any KV hand-off and the first token's way out
     predicted_ttft_wait_ms: float = math.nan
     error: str = ""  # why the point could not be simulated (e.g. it does not fit)
     aic_ttft_ms: float = math.nan  # aiconfigurator's estimate, when asked for

@@ -41,12 +41,14 @@ def _lone(prompt: int, output: int) -> Workload:
 
 @pytest.mark.parametrize("scheduler", sorted(SCHEDULERS))
 @pytest.mark.parametrize("pp", [1, 2])
-@pytest.mark.parametrize("engine", [None, "vllm"])  # vLLM: its frontend tokenizes the prompt
+# vLLM: its frontend tokenizes the prompt and adds its per-request latency
+@pytest.mark.parametrize("engine", [None, "vllm"])
 def test_a_lone_request_takes_exactly_its_zero_load_latency(
     scheduler: str, pp: int, engine: str | None
 ) -> None:
     prepared = _prepared(scheduler, pp, engine)
     assert (prepared.cluster.tokenize_seconds_per_token > 0) == (engine is not None)
+    assert (prepared.cluster.frontend_latency > 0) == (engine is not None)
     workload = _lone(prompt=1300, output=2)  # three chunks under Sarathi; one decode step
     latency = prepared.simulate(workload).summary["latency_s"]
     for metric in ZERO_LOAD_METRICS:

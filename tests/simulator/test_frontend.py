@@ -1,6 +1,7 @@
 """An engine's HTTP frontend tokenizes each prompt, one request at a time, before the
 replica's scheduler sees it: the time is on the request's TTFT and prompts sent together
-queue for it."""
+queue for it.  Its per-request latency (the request's way in, the first token's way out)
+is on every TTFT too, but holds no tokenizer."""
 
 from __future__ import annotations
 
@@ -16,11 +17,16 @@ PER_TOKEN = 3e-6  # seconds a prompt token
 
 
 def _run(
-    workload, per_token: float, replicas: int = 1, estimator: LinearEstimator | None = None
+    workload,
+    per_token: float,
+    replicas: int = 1,
+    estimator: LinearEstimator | None = None,
+    latency: float = 0.0,
 ) -> Simulation:
     cluster = ClusterConfig(
-        num_replicas=replicas, num_kv_blocks=4000, tokenize_seconds_per_token=per_token
-    )
+        num_replicas=replicas, num_kv_blocks=4000, tokenize_seconds_per_token=per_token,
+        frontend_latency=latency,
+    )  # fmt: skip
     sim = Simulation(
         workload,
         estimator or LinearEstimator(),
@@ -62,6 +68,21 @@ def test_each_replica_tokenizes_its_own_requests():
         assert req.scheduled_at == pytest.approx(3000 * PER_TOKEN, abs=1e-12)
 
 
+def test_the_frontend_latency_delays_each_request_without_holding_the_tokenizer():
+    """Prompts sent together: each reaches the scheduler after its turn at the tokenizer
+    plus the latency, once; with no tokenizing at all, the latency alone."""
+    instant = LinearEstimator(base=0.0, per_token=0.0, per_kv=0.0, per_pair=0.0, overhead=0.0)
+    latency = 0.0087
+    w = make_workload([1000, 3000, 2000], [2, 2, 2])
+    sim = _run(w, PER_TOKEN, estimator=instant, latency=latency)
+    for req, tokenized in zip(sim.requests, [1000, 4000, 6000], strict=True):
+        assert req.scheduled_at == pytest.approx(tokenized * PER_TOKEN + latency, abs=1e-12)
+    alone = _run(make_workload([2000], [4], [0.5]), 0.0, latency=latency).requests[0]
+    plain = _run(make_workload([2000], [4], [0.5]), 0.0).requests[0]
+    assert alone.arrival == plain.arrival == 0.5
+    assert alone.first_token_at == pytest.approx(plain.first_token_at + latency, abs=1e-12)
+
+
 def test_serving_engines_tokenize_in_their_frontend_and_vidur_does_not():
     sku = load_catalog().get("h100-sxm")
     model = load_model("meta-llama/Llama-3.1-8B")
@@ -73,10 +94,24 @@ def test_serving_engines_tokenize_in_their_frontend_and_vidur_does_not():
         assert per_token == pytest.approx(expected, rel=1e-12), name
 
 
+def test_only_vllm_has_a_measured_frontend_latency():
+    """engines.yaml header: vLLM's from a public client-against-server measurement; the
+    other engines have none, and Vidur's simulator starts at the scheduler."""
+    sku = load_catalog().get("h100-sxm")
+    model = load_model("meta-llama/Llama-3.1-8B")
+    for name, expected in (("vllm", 8.7e-3), ("sglang", 0.0), ("trtllm", 0.0), ("vidur", 0.0)):
+        d = Deployment(model=model, sku=sku, tp=1, scheduler=SchedulerConfig(),
+                       engine=load_engine(name))  # fmt: skip
+        latency = prepare(d).cluster.frontend_latency
+        assert latency == pytest.approx(expected, rel=1e-12), name
+
+
 def test_a_malformed_frontend_entry_is_refused_with_its_field():
     from estimators._engines import _frontend
 
     with pytest.raises(ValueError, match=r"tokenize_us_per_token -1.0 is negative"):
         _frontend({"tokenize_us_per_token": -1})
+    with pytest.raises(ValueError, match=r"request_ms -2.0 is negative"):
+        _frontend({"tokenize_us_per_token": 1, "request_ms": -2})
     with pytest.raises(ValueError, match="unknown keys"):
         _frontend({"tokenize_us_per_token": 1, "workers": 2})
