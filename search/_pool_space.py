@@ -132,6 +132,12 @@ def pool_axes(
     return prefill, decode
 
 
+def dp_tp_text(dp: int, tp: int, joiner: str = " x ") -> str:
+    """A replica's attention DP and TP as text, DP left out at 1: ``DP2 x TP4``, ``TP8``
+    (`joiner` between the two: " x " in messages, " " in labels, "x" in results tables)."""
+    return (f"DP{dp}{joiner}" if dp > 1 else "") + f"TP{tp}"
+
+
 def gpu_cost_per_hour(params: dict, num_gpus: int, catalog: Catalog) -> float:
     """Dollars per hour of a stored configuration's `num_gpus` GPUs, each pool at its own
     SKU's price in `catalog` (`params` as `search._space.ConfigPoint.as_dict` writes them;

@@ -18,7 +18,7 @@ from search._pareto import (
     ceiling_rival,
     rank_configurations,
 )
-from search._pool_space import AGGREGATED, DISAGGREGATED
+from search._pool_space import AGGREGATED, DISAGGREGATED, dp_tp_text
 from search._spec import SearchSpec, parse_spec
 
 
@@ -43,8 +43,7 @@ def pool_split(params: dict) -> str:
 
 def _pool_parallelism(pool: dict) -> str:
     """A pool's attention DP and TP as stored (``DP8xTP1``; ``TP4`` without DP)."""
-    dp = pool.get("dp", 1)
-    return (f"DP{dp}x" if dp > 1 else "") + f"TP{pool['tp']}"
+    return dp_tp_text(pool.get("dp", 1), pool["tp"], "x")
 
 
 def with_labels(frame: pd.DataFrame) -> pd.DataFrame:

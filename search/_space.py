@@ -19,6 +19,7 @@ from search._pool_space import (
     AGGREGATED,
     DISAGGREGATED,
     PoolAxes,
+    dp_tp_text,
     gpu_cost_per_hour,
 )
 from search._spec import SchedulerSpace, SearchSpec, sha256_json
@@ -61,7 +62,7 @@ class DecodePoint:
         return self.gpus_per_replica * self.replicas
 
     def label(self) -> str:
-        parts = [self.sku] + ([f"DP{self.dp}"] if self.dp > 1 else []) + [f"TP{self.tp}"]
+        parts = [self.sku, dp_tp_text(self.dp, self.tp, " ")]
         if self.ep > 1:
             parts.append(f"EP{self.ep}")
         parts += [f"x{self.replicas}", f"b{self.batch_size}"]
@@ -112,10 +113,7 @@ class ConfigPoint:
 
     def label(self) -> str:
         parts = ["prefill"] if self.decode is not None else []
-        parts.append(self.sku)
-        if self.dp > 1:
-            parts.append(f"DP{self.dp}")
-        parts += [f"TP{self.tp}", f"PP{self.pp}"]
+        parts += [self.sku, dp_tp_text(self.dp, self.tp, " "), f"PP{self.pp}"]
         if self.ep > 1:
             parts.append(f"EP{self.ep}")
         if self.replicas > 1:
@@ -369,13 +367,11 @@ def check(point: ConfigPoint, spec: SearchSpec) -> tuple[str | None, PreparedDep
 
 
 def _gpu_split(point: ConfigPoint) -> str:
-    dp = f"DP{point.dp} x " if point.dp > 1 else ""
-    own = f"{dp}TP{point.tp} x PP{point.pp} x {point.replicas} replicas"
+    own = f"{dp_tp_text(point.dp, point.tp)} x PP{point.pp} x {point.replicas} replicas"
     if point.decode is None:
         return own
     d = point.decode
-    decode_dp = f"DP{d.dp} x " if d.dp > 1 else ""
-    return f"prefill {own} + decode {decode_dp}TP{d.tp} x {d.replicas} replicas"
+    return f"prefill {own} + decode {dp_tp_text(d.dp, d.tp)} x {d.replicas} replicas"
 
 
 def candidates(spec: SearchSpec) -> list[Candidate]:

@@ -46,6 +46,7 @@ from search._pool_space import (
     DisaggregatedSpace,
     Mode,
     PoolAxes,
+    dp_tp_text,
     pool_axes,
 )
 from search._speculative_input import SpeculativeSpec
@@ -229,9 +230,8 @@ class SpaceSpec(_Strict):
 
 def _pool_gpus(axes: PoolAxes, pp: bool) -> str:
     """A pool's smallest GPU count as its factors, e.g. ``DP2 x TP4 x PP1 x 1``."""
-    dp = f"DP{min(axes.dp)} x " if min(axes.dp) > 1 else ""
     stages = f" x PP{min(axes.pp)}" if pp else ""
-    return f"{dp}TP{min(axes.tp)}{stages} x {min(axes.replicas)}"
+    return f"{dp_tp_text(min(axes.dp), min(axes.tp))}{stages} x {min(axes.replicas)}"
 
 
 def _product(axes: dict[str, int]) -> tuple[int, str]:
