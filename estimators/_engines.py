@@ -10,7 +10,7 @@ A profile is not a code path: it is the numbers an engine brings to one deployme
   and, for the others, the host time of launching a layer's kernels one by one
   (`eager_launch`): such an iteration cannot finish before its last kernel is launched;
 * the host work its HTTP frontend does on a request before the engine sees it (`frontend`:
-  tokenizing the prompt, one request at a time);
+  tokenizing the prompt, one request at a time), and the request's latency through it;
 * its all-reduce (custom kernels, fitted to measured tables, per GPU family);
 * its default batching policy and limits, under the engine's own names;
 * its memory plan (the fraction it takes and of what, reserves);
@@ -336,8 +336,8 @@ class EngineProfile:
     # where a mixture-of-experts layer runs its shared experts on an auxiliary CUDA stream
     # beside the router and the routed experts (None: on the main stream, after them)
     shared_experts_stream: SharedExpertsStream | None = None
-    # the HTTP server's work on a request before the scheduler takes it in (None: none, the
-    # request reaches the scheduler when the client sends it)
+    # the HTTP server's work on a request before the scheduler takes it in and its latency
+    # (None: none, the request reaches the scheduler when the client sends it)
     frontend: Frontend | None = None
 
     def runs_all_to_all(self, ep: int, top_k: int) -> bool:

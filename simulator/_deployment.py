@@ -399,11 +399,14 @@ def _decode_pool(d: Deployment, prefill_memory: MemoryPlan) -> tuple[DecodePool,
         decode_side = replace(d, sku=pool.sku, tp=pool.tp, pp=1, ep=pool.ep, dp=pool.dp)
         estimator = _speculative(decode_side, estimator)
     link = kv_link_gbps(d.sku, d.gpus_per_replica * d.num_replicas, pool)
-    retokenize = d.engine is not None and d.engine.disagg_decode_tokenizes
+    # the decode request goes through the decode server's HTTP frontend, prompt text and all
+    through_frontend = d.engine is not None and d.engine.disagg_decode_tokenizes
+    frontend = _frontend(d) if through_frontend else Frontend(tokenize_us_per_token=0.0)
     cluster = ClusterConfig(
         num_replicas=pool.num_replicas, num_kv_blocks=memory.num_kv_blocks * pool.dp,
         block_size=d.block_size, window_kv_blocks=memory.window_kv_blocks, prefix_cache=False,
-        tokenize_seconds_per_token=_frontend(d).seconds_per_token if retokenize else 0.0,
+        tokenize_seconds_per_token=frontend.seconds_per_token,
+        frontend_latency=frontend.request_seconds,
     )  # fmt: skip
     hardware = Hardware(
         gpus_per_replica=pool.gpus_per_replica,

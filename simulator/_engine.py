@@ -226,10 +226,12 @@ class Simulation:
         # at_route: request id -> the decode replica holding its KV blocks, and how many
         self._reserved_for: dict[int, tuple[Replica, int]] = {}
         self.replicas = self.replicas + decoders
-        # a decode replica's frontend tokenizing the decode request's prompt again after
-        # the hand-off (`ClusterConfig.tokenize_seconds_per_token` of the decode pool: 0 where
-        # the engine's decode request carries no text to tokenize)
+        # a decode replica's frontend taking the decode request in after the hand-off,
+        # tokenizing its prompt again (`ClusterConfig.tokenize_seconds_per_token` and
+        # `frontend_latency` of the decode pool: 0 where the decode request does not go
+        # through the decode server's HTTP frontend)
         self._decode_tokenize_per_token = c.tokenize_seconds_per_token
+        self._decode_frontend_latency = c.frontend_latency
         self._frontend_free += [0.0] * len(decoders)
 
     def _reject_at_decode(self, req: Request, decoder: Replica, reason: str, now: float) -> None:
@@ -291,7 +293,7 @@ class Simulation:
             self._reject_at_decode(req, replica, reason, now)
             return
         replica.outstanding += 1  # from the hand-off on: the next request goes elsewhere
-        if self._decode_tokenize_per_token > 0.0:
+        if self._decode_tokenize_per_token > 0.0 or self._decode_frontend_latency > 0.0:
             self._tokenize(req, replica, now, self._decode_tokenize_per_token, hand_off=True)
             return
         replica.take_hand_off(req, now)
@@ -386,15 +388,16 @@ class Simulation:
         self, req: Request, replica: Replica, now: float, per_token: float, hand_off: bool = False
     ) -> None:
         """The replica's HTTP frontend tokenizes the request's prompt, after the prompts it
-        took before, and hands it to the scheduler when done (`_tokenized`): an arrival,
-        which the router counts against the replica meanwhile and which also takes the
-        frontend's per-request latency (`ClusterConfig.frontend_latency`, the tokenizer
-        free meanwhile), or a decode replica's hand-off (`hand_off`, counted since the
-        hand-off)."""
+        took before, and hands it to the scheduler when done (`_tokenized`), the frontend's
+        per-request latency later (`ClusterConfig.frontend_latency`, the tokenizer free
+        meanwhile): an arrival, which the router counts against the replica meanwhile, or a
+        decode replica's hand-off (`hand_off`, counted since the hand-off)."""
         start = max(now, self._frontend_free[replica.id])
         done = start + req.prompt_tokens * per_token
         self._frontend_free[replica.id] = done
-        if not hand_off:
+        if hand_off:
+            done += self._decode_frontend_latency
+        else:
             replica.outstanding += 1
             done += self._frontend_latency
         self._seq += 1

@@ -31,11 +31,13 @@ def _run(
     decoders: int = 1,
     schedule_ahead: bool = False,
     decode_tokenize: float = 0.0,
+    decode_latency: float = 0.0,
 ) -> Simulation:
     decode_scheduler = SchedulerConfig(batch_size=32, chunk_size=256, schedule_ahead=schedule_ahead)
     decode_cluster = ClusterConfig(
-        num_replicas=decoders, num_kv_blocks=2000, tokenize_seconds_per_token=decode_tokenize
-    )
+        num_replicas=decoders, num_kv_blocks=2000, tokenize_seconds_per_token=decode_tokenize,
+        frontend_latency=decode_latency,
+    )  # fmt: skip
     pool = DecodePool(
         LinearEstimator(), decode_scheduler, decode_cluster, Hardware(),
         transfer_seconds_per_token=TRANSFER, first_token=first_token,
@@ -108,8 +110,9 @@ def test_a_busy_decode_replica_takes_the_hand_off_and_the_kv_at_its_batch_bounda
 
 def test_a_decode_server_that_tokenizes_the_prompt_again_starts_the_transfer_after_it():
     """vLLM's P/D proxies send the prompt text to the decode server once the prefill has
-    returned: its frontend tokenizes it again before the scheduler allocates the blocks
-    and the transfer starts, on the first token's path; the other engines' do not."""
+    returned: its frontend takes the request in (its latency) and tokenizes it again before
+    the scheduler allocates the blocks and the transfer starts, on the first token's path;
+    the other engines' do not."""
     w = make_workload([1000], [4])
     plain = _run(w, FIRST_TOKEN_DECODE_ADMIT)
     again = _run(w, FIRST_TOKEN_DECODE_ADMIT, decode_tokenize=2e-5)
@@ -119,6 +122,12 @@ def test_a_decode_server_that_tokenizes_the_prompt_again_starts_the_transfer_aft
         end + 1000 * 2e-5 + 1000 * TRANSFER, abs=1e-12
     )
     check_conservation(again)
+    # and the decode request's way through that second frontend, with or without tokenizing
+    for tokenize in (0.0, 2e-5):
+        through = _run(w, FIRST_TOKEN_DECODE_ADMIT, decode_tokenize=tokenize, decode_latency=0.0087)
+        assert through.requests[0].first_token_at == pytest.approx(
+            end + 1000 * tokenize + 0.0087 + 1000 * TRANSFER, abs=1e-12
+        )
     assert load_engine("vllm").disagg_decode_tokenizes
     assert not load_engine("sglang").disagg_decode_tokenizes
     assert not load_engine("trtllm").disagg_decode_tokenizes
@@ -128,6 +137,9 @@ def test_a_decode_server_that_tokenizes_the_prompt_again_starts_the_transfer_aft
     rate = load_engine("vllm").frontend.seconds_per_token
     assert vllm.decode_pool.cluster.tokenize_seconds_per_token == rate > 0
     assert trt.decode_pool.cluster.tokenize_seconds_per_token == 0.0
+    latency = load_engine("vllm").frontend.request_seconds
+    assert vllm.decode_pool.cluster.frontend_latency == latency > 0
+    assert trt.decode_pool.cluster.frontend_latency == 0.0
 
 
 def test_the_engine_profiles_say_where_the_first_token_comes_from():
