@@ -335,6 +335,7 @@ def prepare(deployment: Deployment) -> PreparedDeployment:
     )
     if d.speculative is not None:
         estimator = _speculative(d, estimator)
+    frontend = _frontend(d)
     cluster = ClusterConfig(
         num_replicas=d.num_replicas,
         pp=d.pp,
@@ -344,8 +345,8 @@ def prepare(deployment: Deployment) -> PreparedDeployment:
         global_scheduler=d.global_scheduler,
         prefix_cache=d.prefix_cache,
         prefix_cache_tokens=d.prefix_cache_tokens,
-        tokenize_seconds_per_token=_frontend(d).seconds_per_token,
-        frontend_latency=_frontend(d).request_seconds,
+        tokenize_seconds_per_token=frontend.seconds_per_token,
+        frontend_latency=frontend.request_seconds,
     )
     hardware = Hardware(
         gpus_per_replica=d.gpus_per_replica,
@@ -361,11 +362,15 @@ def prepare(deployment: Deployment) -> PreparedDeployment:
     return prepared
 
 
+# an HTTP frontend that takes no time
+_NO_FRONTEND = Frontend(tokenize_us_per_token=0.0)
+
+
 def _frontend(d: Deployment) -> Frontend:
     """The engine's HTTP frontend; one that takes no time where none is modelled (Vidur's
     profile: its simulator starts at the scheduler)."""
     frontend = d.engine.frontend if d.engine is not None else None
-    return frontend if frontend is not None else Frontend(tokenize_us_per_token=0.0)
+    return frontend if frontend is not None else _NO_FRONTEND
 
 
 def _decode_pool(d: Deployment, prefill_memory: MemoryPlan) -> tuple[DecodePool, MemoryPlan]:
@@ -401,7 +406,7 @@ def _decode_pool(d: Deployment, prefill_memory: MemoryPlan) -> tuple[DecodePool,
     link = kv_link_gbps(d.sku, d.gpus_per_replica * d.num_replicas, pool)
     # the decode request goes through the decode server's HTTP frontend, prompt text and all
     through_frontend = d.engine is not None and d.engine.disagg_decode_tokenizes
-    frontend = _frontend(d) if through_frontend else Frontend(tokenize_us_per_token=0.0)
+    frontend = _frontend(d) if through_frontend else _NO_FRONTEND
     cluster = ClusterConfig(
         num_replicas=pool.num_replicas, num_kv_blocks=memory.num_kv_blocks * pool.dp,
         block_size=d.block_size, window_kv_blocks=memory.window_kv_blocks, prefix_cache=False,
