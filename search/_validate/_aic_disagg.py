@@ -51,8 +51,11 @@ So are SGLang's rows from stock `lmsysorg/sglang` images: they are the srt-slurm
 runs (above), and srt-slurm launches a Dynamo frontend by default (`frontend: type: dynamo`
 in recipes/gb200-fp8/1k1k/max-tpt.yaml, low-latency.yaml; `python3 -m dynamo.frontend` with
 no router mode, src/srtctl/frontends/dynamo.py), Dynamo installed when the workers start.
-vLLM's Kimi-K2.5 rows from `vllm/vllm-openai` images name no frontend: they keep llmcap's
-least-outstanding routing.
+So are NVIDIA's own runs (`aic-collection`), which `aiconfigurator eval` starts behind
+Dynamo's frontend (`_aic_generator.py`).  vLLM's Kimi-K2.5 rows from `vllm/vllm-openai`
+images name no frontend: they keep llmcap's least-outstanding routing.  Behind Dynamo's
+frontend (`ValidationPoint.frontend`), the engine's own HTTP server is not on the path:
+Dynamo tokenizes the prompt once and hands the workers token ids.
 
 Every one of those recipes that runs DeepSeek-R1 on Blackwell (recipes/b200-fp4/1k1k.yaml,
 recipes/gb200-fp8/1k1k/low-latency.yaml, both pools) sets ``moe-runner-backend:
@@ -138,9 +141,12 @@ from typing import NamedTuple
 from estimators import MOE_ALL_TO_ALL_ALWAYS, Precision
 from search._validate._aic_generator import generated_options
 from search._validate._aic_silicon import (
+    DYNAMO_FRONTEND,
     PoolShape,
     ValidationPoint,
     _int,
+    dynamo_frontend,
+    dynamo_image,
     measured_point,
     parallelism,
     row_basics,
@@ -363,7 +369,8 @@ def map_disagg_row(row: dict[str, str], where: str, line: int) -> ValidationPoin
         moe_kernel=SGLANG_BLACKWELL_DEEPSEEK_MOE if sglang_blackwell_deepseek else "",
         kv_cache_dtype=Precision.FP8 if sglang_blackwell_deepseek else None,
         recv_interval=recv_interval,
-        decode_router=_decode_router(row, basics.engine),
+        frontend=DYNAMO_FRONTEND if _behind_dynamo(row, basics.engine) else "",
+        decode_router="round_robin" if _behind_dynamo(row, basics.engine) else "lor",
         replicas=_int(row, "prefill_num_workers", where, line),
         batch_size=0,  # prefill_batch_size is a placeholder (module docstring)
         decode=PoolShape(
@@ -394,7 +401,7 @@ def _trtllm_prefill_recipe(point: ValidationPoint, row: dict[str, str]) -> tuple
         point.engine != "trtllm"
         or point.source != "benchmark-db"
         or point.model != DEEPSEEK
-        or not _dynamo_image(row)
+        or not dynamo_image(row)
     ):
         return None
     return TRTLLM_PREFILL_RECIPES.get((point.sku, point.four_bit, point.isl))
@@ -447,24 +454,11 @@ def _deepep_ep(tp: int, dp: int, ep: int) -> int:
 
 
 _DYNAMO_TRTLLM_IMAGE = "ai-dynamo/tensorrtllm-runtime:"
-# Dynamo's images on NGC, as a Docker reference or as the enroot/pyxis one Slurm jobs write
-# (`nvcr.io#nvidia/ai-dynamo/...`: 110 disaggregated TensorRT-LLM rows, of models or layouts
-# llmcap skips today)
-_DYNAMO_IMAGES = ("nvcr.io/nvidia/ai-dynamo/", "nvcr.io#nvidia/ai-dynamo/")
-
-
-def _decode_router(row: dict[str, str], engine: str) -> str:
-    """How the row's frontend picks decode workers: Dynamo's round-robin where a Dynamo image
-    or SGLang's srt-slurm runs show a Dynamo frontend, else least outstanding (module
-    docstring)."""
-    dynamo = _dynamo_image(row) or engine == "sglang"
-    return "round_robin" if dynamo else "lor"
-
-
-def _dynamo_image(row: dict[str, str]) -> bool:
-    """Whether the row was run from one of Dynamo's images."""
-    source = row["silicon_data_source"] or ""
-    return any(image in source for image in _DYNAMO_IMAGES)
+def _behind_dynamo(row: dict[str, str], engine: str) -> bool:
+    """Whether the row's client talked to Dynamo's frontend, which routes decode requests
+    round-robin (module docstring): NVIDIA's own runs and Dynamo's images
+    (`_aic_silicon.dynamo_frontend`), and SGLang's srt-slurm runs."""
+    return dynamo_frontend(row) or engine == "sglang"
 
 
 def _engine_version(row: dict[str, str], engine: str) -> str:

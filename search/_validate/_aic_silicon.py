@@ -232,6 +232,10 @@ class ValidationPoint:
     # "warm-up", "no warm-up" (the mean TTFT may carry the server's cold start), "warm-up or
     # not" (measured while the change was under review) or "" (not recorded)
     client_warmup: str = ""
+    # the HTTP frontend the client talked to: "" the engine's own server, DYNAMO_FRONTEND
+    # NVIDIA Dynamo's (`dynamo_frontend`), which tokenizes the prompt and hands the engine
+    # token ids: the engine's own server, and its latency, are not on the path
+    frontend: str = ""
 
     @property
     def mode(self) -> str:
@@ -682,8 +686,9 @@ def _map_row(row: dict[str, str], where: str, line: int) -> ValidationPoint | st
         return shape
     tp, pp, dp, ep = shape
     point = measured_point(
-        row, basics, where, line, tp=tp, pp=pp, dp=dp, ep=ep, client_warmup=_client_warmup(row)
-    )
+        row, basics, where, line, tp=tp, pp=pp, dp=dp, ep=ep, client_warmup=_client_warmup(row),
+        frontend=DYNAMO_FRONTEND if dynamo_frontend(row) else "",
+    )  # fmt: skip
     speculative = speculative_run(point)
     if speculative is not None:
         return speculative
@@ -733,6 +738,27 @@ CLIENT_WARMUP_OPENED = datetime.date(2026, 1, 17)
 CLIENT_WARMUP_UPSTREAM = datetime.date(2026, 2, 3)
 # `ValidationPoint.client_warmup`
 WARMED_UP, NOT_WARMED_UP, WARMUP_EITHER = "warm-up", "no warm-up", "warm-up or not"
+
+
+# `ValidationPoint.frontend` of a point served behind NVIDIA Dynamo's frontend
+DYNAMO_FRONTEND = "dynamo"
+# Dynamo's images on NGC, as a Docker reference or as the enroot/pyxis one Slurm jobs write
+# (`nvcr.io#nvidia/ai-dynamo/...`: 110 disaggregated TensorRT-LLM rows, of models or layouts
+# llmcap skips today)
+_DYNAMO_IMAGES = ("nvcr.io/nvidia/ai-dynamo/", "nvcr.io#nvidia/ai-dynamo/")
+
+
+def dynamo_image(row: dict[str, str]) -> bool:
+    """Whether the row was run from one of Dynamo's images."""
+    source = row["silicon_data_source"] or ""
+    return any(image in source for image in _DYNAMO_IMAGES)
+
+
+def dynamo_frontend(row: dict[str, str]) -> bool:
+    """Whether the row's client talked to NVIDIA Dynamo's frontend rather than the engine's
+    own server: NVIDIA's own runs (`aiconfigurator eval` starts every deployment behind
+    Dynamo's frontend, `_aic_generator.py`) and the rows run from a Dynamo image."""
+    return _row_source(row) == AIC_COLLECTION or dynamo_image(row)
 
 
 def _client_warmup(row: dict[str, str]) -> str:

@@ -25,7 +25,7 @@ from estimators import (
     roofline_table,
     with_expert_precision,
 )
-from search._validate._aic_silicon import ValidationPoint
+from search._validate._aic_silicon import DYNAMO_FRONTEND, ValidationPoint
 from search._validate._holdout import HoldOutFold
 from simulator import (
     DecodeSpec,
@@ -110,7 +110,8 @@ def engine_for(
     """The profile a point is simulated with (see `engines` above); a hold-out `fold`
     replaces its all-reduce and all-to-all fits of the held-out GPU's family; the point's
     launch recipe may choose the MoE exchange and its script the CUDA-graph capture size and
-    the MoE kernel."""
+    the MoE kernel; behind Dynamo's frontend the engine's own HTTP server is not on the
+    path (`dynamo_fronted`)."""
     if engines != AUTO:
         profile = load_engine(engines)
     else:
@@ -118,6 +119,8 @@ def engine_for(
         if not _RELEASE.match(version):  # a nightly or dev build (see above)
             version = ""
         profile = load_engine(f"{point.engine}@{version}" if version else point.engine)
+    if point.frontend == DYNAMO_FRONTEND:
+        profile = dynamo_fronted(profile)
     if point.moe_all_to_all:  # the launch recipe's choice
         profile = replace(profile, moe_all_to_all=point.moe_all_to_all)
     if point.graph_max_tokens:  # the launch script's CUDA-graph capture size
@@ -180,6 +183,18 @@ def deployment_for(
     d = replace(d, scheduler=scheduler, kv_precision=point.kv_cache_dtype,
                 gpu_memory_utilization=point.memory_fraction or None)  # fmt: skip
     return replace(d, ep=point.ep) if point.ep != 1 else d
+
+
+def dynamo_fronted(profile: EngineProfile) -> EngineProfile:
+    """The engine behind NVIDIA Dynamo's frontend (`_aic_disagg.py` module docstring): Dynamo
+    tokenizes each prompt once and hands the workers token ids, so the engine's own HTTP
+    server and its measured latency (engines.yaml frontend.request_ms) are off the path and
+    no decode worker tokenizes again; Dynamo's own latency was not measured (none), its
+    tokenizing is the engine's rate (the same Hugging Face tokenizer)."""
+    frontend = profile.frontend
+    if frontend is not None:
+        frontend = replace(frontend, request_ms=0.0)
+    return replace(profile, frontend=frontend, disagg_decode_tokenizes=False)
 
 
 def script_limits(scheduler: SchedulerConfig, point: ValidationPoint) -> SchedulerConfig:

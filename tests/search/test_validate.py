@@ -265,6 +265,26 @@ def test_each_campaign_gets_its_clients_length_spread():
         )
 
 
+def test_nvidias_own_runs_reach_the_engine_through_dynamos_frontend():
+    """`aiconfigurator eval` serves every deployment behind Dynamo's frontend, which
+    tokenizes once and hands the engine token ids: vLLM's own server latency is off the
+    path there, and on the public benchmark's points, served by vLLM's own server, on it."""
+    [own] = select_points([row()]).points
+    [public] = select_points(
+        [row(silicon_data_source="db-dump/2026-04-27; silicon_concurrency=8")]
+    ).points
+    assert (own.frontend, public.frontend) == ("dynamo", "")
+    vllm = load_engine("vllm@0.12.0")
+    assert engine_for(public).frontend == vllm.frontend
+    behind = engine_for(own)
+    assert behind.frontend.request_ms == 0.0 < vllm.frontend.request_ms
+    assert behind.frontend.tokenize_us_per_token == vllm.frontend.tokenize_us_per_token
+    assert not behind.disagg_decode_tokenizes and vllm.disagg_decode_tokenizes
+    own_latency = prepare(deployment_for(own)).cluster.frontend_latency
+    public_latency = prepare(deployment_for(public)).cluster.frontend_latency
+    assert own_latency == 0.0 < public_latency
+
+
 def test_the_public_tensorrt_llm_1k_1k_points_below_tp8_batch_their_prompts():
     public = "db-dump/x; silicon_concurrency=8"
     rows = [

@@ -8,7 +8,7 @@ from click.testing import CliRunner
 from estimators import Precision
 from search._validate import DatasetError, error_stats, load_aic_silicon, select_points
 from search._validate._aic_disagg import NO_WORKER_COUNTS
-from search._validate._run import deployment_for, simulate_points
+from search._validate._run import deployment_for, engine_for, simulate_points
 from search.cli import cli
 from simulator import KvLink, SchedulerKind, prepare
 from tests.search.conftest import needs_aic
@@ -180,9 +180,10 @@ def test_sglangs_deepep_workers_run_expert_parallel_over_all_their_gpus():
 
 
 def test_dynamo_fronted_rows_route_decodes_round_robin():
-    """Rows run from a Dynamo image, and SGLang's srt-slurm runs (a Dynamo frontend by
-    default), route decode workers round-robin; vLLM rows from vLLM's own image, naming no
-    frontend, keep the least-outstanding default."""
+    """Rows run from a Dynamo image, SGLang's srt-slurm runs (a Dynamo frontend by default)
+    and NVIDIA's own runs (`aiconfigurator eval` serves behind Dynamo) route decode workers
+    round-robin, with the engine's own HTTP server off the path; vLLM rows from vLLM's own
+    image, naming no frontend, keep the least-outstanding default and vLLM's server."""
     db = "db-dump/2026-04-27; config_id=1; silicon_concurrency=128; "
     rows = [
         disagg(),  # ai-dynamo/tensorrtllm-runtime
@@ -195,11 +196,19 @@ def test_dynamo_fronted_rows_route_decodes_round_robin():
         # the enroot reference a Slurm job writes for the same NGC image
         disagg(backend="vllm", backend_version="0.12.0", silicon_ttft_ms="1000",
                silicon_data_source=db + "image=nvcr.io#nvidia/ai-dynamo/vllm-runtime:0.8.0"),
+        disagg(backend="vllm", backend_version="0.12.0", silicon_ttft_ms="1100",
+               silicon_data_source="source_file=x.csv; silicon_concurrency=128"),
     ]  # fmt: skip
     points = select_points(rows, models="all", modes="disagg").points
     routers = [p.decode_router for p in points]
-    assert routers == ["round_robin", "round_robin", "round_robin", "lor", "round_robin"]
+    assert routers == ["round_robin"] * 3 + ["lor"] + ["round_robin"] * 2
     assert [deployment_for(p).decode.router.value for p in points] == routers
+    assert [p.frontend for p in points] == ["dynamo"] * 3 + [""] + ["dynamo"] * 2
+    behind, own_server = points[2], points[3]  # vLLM behind Dynamo, vLLM's own image
+    assert engine_for(behind).frontend.request_ms == 0.0
+    assert not engine_for(behind).disagg_decode_tokenizes
+    assert engine_for(own_server).frontend.request_ms > 0.0
+    assert engine_for(own_server).disagg_decode_tokenizes
 
 
 def test_modes_select_the_aggregated_the_disaggregated_or_both():
