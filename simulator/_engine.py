@@ -163,10 +163,10 @@ class Simulation:
             for r in range(cluster.num_replicas)
         ]
         self._route = make_router(cluster.global_scheduler, self.replicas, self.options.seed)
-        # each replica's frontend tokenizes one prompt at a time (`_tokenize`): when it is
-        # free again, by replica id; every request's HTTP latency on top
-        self._tokenize_per_token = cluster.tokenize_seconds_per_token
-        self._frontend_latency = cluster.frontend_latency
+        # each replica's frontend tokenizes one prompt at a time (`_tokenize`): (seconds a
+        # prompt token, every request's HTTP latency on top), and when it is free again, by
+        # replica id
+        self._frontend = (cluster.tokenize_seconds_per_token, cluster.frontend_latency)
         self._frontend_free = [0.0] * len(self.replicas)
         # an arriving request the router sent to a replica that can serve it: it queues
         # there, or first reserves its decode KV (`_reserve_decode_at_route`)
@@ -230,8 +230,7 @@ class Simulation:
         # tokenizing its prompt again (`ClusterConfig.tokenize_seconds_per_token` and
         # `frontend_latency` of the decode pool: 0 where the decode request does not go
         # through the decode server's HTTP frontend)
-        self._decode_tokenize_per_token = c.tokenize_seconds_per_token
-        self._decode_frontend_latency = c.frontend_latency
+        self._decode_frontend = (c.tokenize_seconds_per_token, c.frontend_latency)
         self._frontend_free += [0.0] * len(decoders)
 
     def _reject_at_decode(self, req: Request, decoder: Replica, reason: str, now: float) -> None:
@@ -293,8 +292,8 @@ class Simulation:
             self._reject_at_decode(req, replica, reason, now)
             return
         replica.outstanding += 1  # from the hand-off on: the next request goes elsewhere
-        if self._decode_tokenize_per_token > 0.0 or self._decode_frontend_latency > 0.0:
-            self._tokenize(req, replica, now, self._decode_tokenize_per_token, hand_off=True)
+        if any(self._decode_frontend):
+            self._tokenize(req, replica, now, hand_off=True)
             return
         replica.take_hand_off(req, now)
 
@@ -379,29 +378,26 @@ class Simulation:
             req.replica = replica.id
             self.on_request_done(req, now)
             return
-        if self._tokenize_per_token > 0.0 or self._frontend_latency > 0.0:
-            self._tokenize(req, replica, now, self._tokenize_per_token)
+        if any(self._frontend):
+            self._tokenize(req, replica, now)
             return
         self._enqueue(req, replica, now)
 
-    def _tokenize(
-        self, req: Request, replica: Replica, now: float, per_token: float, hand_off: bool = False
-    ) -> None:
+    def _tokenize(self, req: Request, replica: Replica, now: float, hand_off: bool = False) -> None:
         """The replica's HTTP frontend tokenizes the request's prompt, after the prompts it
         took before, and hands it to the scheduler when done (`_tokenized`), the frontend's
         per-request latency later (`ClusterConfig.frontend_latency`, the tokenizer free
         meanwhile): an arrival, which the router counts against the replica meanwhile, or a
-        decode replica's hand-off (`hand_off`, counted since the hand-off)."""
-        start = max(now, self._frontend_free[replica.id])
-        done = start + req.prompt_tokens * per_token
-        self._frontend_free[replica.id] = done
-        if hand_off:
-            done += self._decode_frontend_latency
-        else:
+        decode replica's hand-off (`hand_off`, counted since the hand-off; the decode pool's
+        frontend)."""
+        per_token, latency = self._decode_frontend if hand_off else self._frontend
+        tokenized = max(now, self._frontend_free[replica.id]) + req.prompt_tokens * per_token
+        self._frontend_free[replica.id] = tokenized
+        if not hand_off:
             replica.outstanding += 1
-            done += self._frontend_latency
         self._seq += 1
-        heapq.heappush(self._heap, (done, _TOKENIZED, self._seq, replica, req, hand_off))
+        event = (tokenized + latency, _TOKENIZED, self._seq, replica, req, hand_off)
+        heapq.heappush(self._heap, event)
 
     def _tokenized(self, replica: Replica, req: Request, hand_off: bool, now: float) -> None:
         if hand_off:

@@ -358,6 +358,7 @@ def map_disagg_row(row: dict[str, str], where: str, line: int) -> ValidationPoin
         basics.engine == "sglang" and basics.model == DEEPSEEK
         and sku_family(basics.sku) == "blackwell"
     )  # fmt: skip
+    dynamo = _behind_dynamo(row, basics.engine)  # its frontend and decode routing
     # SGLang's GB200 low-latency recipes: both pools poll every 10 decode iterations
     recv_interval = SGLANG_LOW_LATENCY_RECV_INTERVAL if (
         basics.engine == "sglang" and basics.sku == "gb200" and d_dp == 1
@@ -369,8 +370,8 @@ def map_disagg_row(row: dict[str, str], where: str, line: int) -> ValidationPoin
         moe_kernel=SGLANG_BLACKWELL_DEEPSEEK_MOE if sglang_blackwell_deepseek else "",
         kv_cache_dtype=Precision.FP8 if sglang_blackwell_deepseek else None,
         recv_interval=recv_interval,
-        frontend=DYNAMO_FRONTEND if _behind_dynamo(row, basics.engine) else "",
-        decode_router="round_robin" if _behind_dynamo(row, basics.engine) else "lor",
+        frontend=DYNAMO_FRONTEND if dynamo else "",
+        decode_router="round_robin" if dynamo else "lor",
         replicas=_int(row, "prefill_num_workers", where, line),
         batch_size=0,  # prefill_batch_size is a placeholder (module docstring)
         decode=PoolShape(
