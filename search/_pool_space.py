@@ -138,14 +138,45 @@ def dp_tp_text(dp: int, tp: int, joiner: str = " x ") -> str:
     return (f"DP{dp}{joiner}" if dp > 1 else "") + f"TP{tp}"
 
 
+@dataclass(frozen=True, slots=True)
+class DecodePoint:
+    """The decode pool of a disaggregated point: `replicas` replicas of `dp` x `tp` GPUs of
+    `sku` (attention DP and EP of a mixture of experts as `ConfigPoint.dp` / `.ep`), each
+    batching at most `batch_size` sequences, KV arriving over `link`."""
+
+    sku: str
+    tp: int
+    replicas: int
+    batch_size: int
+    link: str = KvLink.AUTO.value
+    ep: int = 1
+    dp: int = 1
+
+    @property
+    def gpus_per_replica(self) -> int:
+        return self.tp * self.dp
+
+    @property
+    def num_gpus(self) -> int:
+        return self.gpus_per_replica * self.replicas
+
+    def label(self) -> str:
+        parts = [self.sku, dp_tp_text(self.dp, self.tp, " ")]
+        if self.ep > 1:
+            parts.append(f"EP{self.ep}")
+        parts += [f"x{self.replicas}", f"b{self.batch_size}"]
+        if self.link != KvLink.AUTO.value:
+            parts.append(f"kv over {self.link}")
+        return " ".join(parts)
+
+
 def gpu_cost_per_hour(params: dict, num_gpus: int, catalog: Catalog) -> float:
     """Dollars per hour of a stored configuration's `num_gpus` GPUs, each pool at its own
     SKU's price in `catalog` (`params` as `search._space.ConfigPoint.as_dict` writes them;
     without a ``decode`` entry every GPU is the configuration's ``sku``)."""
     price = catalog.get(params["sku"]).price_per_gpu_hour
-    decode = params.get("decode")
-    if decode is None:
+    if params.get("decode") is None:
         return num_gpus * price
-    decode_gpus = decode["tp"] * decode.get("dp", 1) * decode["replicas"]
-    decode_price = catalog.get(decode["sku"]).price_per_gpu_hour
-    return (num_gpus - decode_gpus) * price + decode_gpus * decode_price
+    decode = DecodePoint(**params["decode"])
+    decode_price = catalog.get(decode.sku).price_per_gpu_hour
+    return (num_gpus - decode.num_gpus) * price + decode.num_gpus * decode_price

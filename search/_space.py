@@ -18,6 +18,7 @@ from estimators import (
 from search._pool_space import (
     AGGREGATED,
     DISAGGREGATED,
+    DecodePoint,
     PoolAxes,
     dp_tp_text,
     gpu_cost_per_hour,
@@ -37,38 +38,6 @@ from simulator import (
 from sku_catalog import Catalog
 
 VIDUR = "vidur@2024"
-
-
-@dataclass(frozen=True, slots=True)
-class DecodePoint:
-    """The decode pool of a disaggregated point: `replicas` replicas of `dp` x `tp` GPUs of
-    `sku` (attention DP and EP of a mixture of experts as `ConfigPoint.dp` / `.ep`), each
-    batching at most `batch_size` sequences, KV arriving over `link`."""
-
-    sku: str
-    tp: int
-    replicas: int
-    batch_size: int
-    link: str = KvLink.AUTO.value
-    ep: int = 1
-    dp: int = 1
-
-    @property
-    def gpus_per_replica(self) -> int:
-        return self.tp * self.dp
-
-    @property
-    def num_gpus(self) -> int:
-        return self.gpus_per_replica * self.replicas
-
-    def label(self) -> str:
-        parts = [self.sku, dp_tp_text(self.dp, self.tp, " ")]
-        if self.ep > 1:
-            parts.append(f"EP{self.ep}")
-        parts += [f"x{self.replicas}", f"b{self.batch_size}"]
-        if self.link != KvLink.AUTO.value:
-            parts.append(f"kv over {self.link}")
-        return " ".join(parts)
 
 
 @dataclass(frozen=True, slots=True)

@@ -180,7 +180,7 @@ def test_a_plan_reprices_each_pool_at_its_own_sku() -> None:
     frame = pd.DataFrame({
         "configuration_id": [1, 2], "sku": ["h100-sxm", "h100-sxm"], "num_gpus": [12, 8],
         "params": [{"sku": "h100-sxm", "tp": 4, "pp": 1, "replicas": 2,
-                    "decode": {"sku": "h200", "tp": 4, "replicas": 1}},
+                    "decode": {"sku": "h200", "tp": 4, "replicas": 1, "batch_size": 128}},
                    {"sku": "h100-sxm", "tp": 4, "pp": 1, "replicas": 2}],
         "capacity_qps": [24.0, 10.0], "throughput_tokens_per_s": [5000.0, 2000.0],
         "slo_passed": [True, True], "capacity_kind": ["measured", "measured"],
