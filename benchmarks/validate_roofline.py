@@ -83,7 +83,7 @@ def fit(vidur_dir: Path, skus: dict, command: str) -> None:
     cal.write_constants_yaml(
         YAML_PATH, fitted.defaults, fitted.families, fitted.skus, command, notes
     )
-    _roofline._roofline_yaml.cache_clear()
+    _roofline._data_yaml.cache_clear()
     _roofline._constants_for.cache_clear()
     print(f"wrote {YAML_PATH}", file=sys.stderr)
 

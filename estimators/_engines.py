@@ -70,6 +70,13 @@ SLIDING_KV_FULL = "full"
 SLIDING_KV_PAGED = "paged"
 SLIDING_KV_POOL = "pool"
 SLIDING_KV_LAYOUTS = (SLIDING_KV_FULL, SLIDING_KV_PAGED, SLIDING_KV_POOL)
+# the kernel an engine runs the dense GEMMs of a block-scaled FP8 checkpoint with (engines.yaml
+# header): the one the GEMM tables time (DeepGEMM in SGLang and TensorRT-LLM), or FlashInfer's
+# groupwise kernel, SGLang's on Blackwell when DeepGEMM is off (roofline.yaml
+# `fp8_block_flashinfer_*`)
+FP8_BLOCK_GEMM_TABLES = ""
+FP8_BLOCK_GEMM_FLASHINFER = "flashinfer"
+FP8_BLOCK_GEMM_KERNELS = (FP8_BLOCK_GEMM_TABLES, FP8_BLOCK_GEMM_FLASHINFER)
 
 __all__ = [
     "DECODE_RESERVE_AT_HANDOFF",
@@ -80,6 +87,9 @@ __all__ = [
     "FIRST_TOKEN_DECODE_STEP",
     "FIRST_TOKEN_PREFILL",
     "FIRST_TOKEN_SOURCES",
+    "FP8_BLOCK_GEMM_FLASHINFER",
+    "FP8_BLOCK_GEMM_KERNELS",
+    "FP8_BLOCK_GEMM_TABLES",
     "KV_ADMISSIONS",
     "KV_ON_DEMAND",
     "KV_RESERVE_FULL_LENGTH",
@@ -321,6 +331,9 @@ class EngineProfile:
     # expert precision -> GPU family -> the measured MoE kernel the engine runs by default
     # there (a `kernel_source` substring of aiconfigurator's moe tables; engines.yaml header)
     moe_kernels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    # the kernel of a block-scaled FP8 checkpoint's dense GEMMs (one of
+    # FP8_BLOCK_GEMM_KERNELS; "": the one the GEMM tables time)
+    fp8_block_gemm: str = FP8_BLOCK_GEMM_TABLES
     # iterations of at most this many tokens, prefills among them, run as piecewise CUDA
     # graphs (0: no iteration with a prefill does); a capture size of at most
     # `piecewise_tokens_per_seq` tokens per sequence of the batch cap (0: no such bound), as
@@ -746,6 +759,11 @@ def _build(name: str, key: str, body: Mapping[str, Any]) -> EngineProfile:
                 str(Precision(p).value): {str(f).lower(): str(k) for f, k in fams.items()}
                 for p, fams in (body.get("moe_kernels") or {}).items()
             },
+            fp8_block_gemm=_one_of(
+                body.get("fp8_block_gemm", FP8_BLOCK_GEMM_TABLES),
+                "fp8_block_gemm",
+                FP8_BLOCK_GEMM_KERNELS,
+            ),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"{where}: malformed profile ({exc!r})") from None

@@ -408,7 +408,13 @@ class ProfiledEstimator(RooflineEstimator):
         # ---- GEMMs: one curve in m per operator
         ref_label, cube = source.gemm_cube(_gemm_dtype(self.precision))
         self.tables.append(ref_label)
-        shapes = self._gemm_shapes()
+        # the tables time the engine's default block-FP8 kernel, not the one it runs here
+        shapes = {} if self.fp8_block_gemm else self._gemm_shapes()
+        if self.fp8_block_gemm:
+            self.fallbacks["gemm"] = (
+                f"{ref_label} does not time the {self.fp8_block_gemm} block-FP8 kernel the "
+                "engine runs: the roofline's constants for it"
+            )
         self._gemm_curves: dict[str, Curve] = {}
         self.regressed: dict[str, str] = {}  # GEMMs the table does not bracket
         for name, (n, k) in shapes.items():
@@ -431,7 +437,7 @@ class ProfiledEstimator(RooflineEstimator):
         )
         # a MoE model's dense-layer MLP (priced apart, by its share of the layers)
         self._dense_mlp_curves: list[Curve] = []
-        if self._moe is not None:
+        if self._moe is not None and not self.fp8_block_gemm:
             dense = layer_gemm_shapes(model, tp)
             curves = [gemm_curve(cube, *dense[name]) for name in ("mlp_up_proj", "mlp_down_proj")]
             if all(c is not None for c in curves):
@@ -507,9 +513,10 @@ class ProfiledEstimator(RooflineEstimator):
 
     def table_gemm_curve(self, n: int, k: int) -> Curve | None:
         """Seconds of an (n, k) GEMM over m tokens from the GEMM table at this precision
-        (its regressor off the measured grid); None without such a table."""
+        (its regressor off the measured grid); None without such a table, or where the
+        engine runs another block-FP8 kernel than the table's (`fp8_block_gemm`)."""
         _, cube = self.op_tables.gemm_cube(_gemm_dtype(self.precision))
-        if cube is None:
+        if cube is None or self.fp8_block_gemm:
             return None
         return gemm_curve(cube, n, k) or regressed_gemm_curve(cube, n, k)
 

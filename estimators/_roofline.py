@@ -170,6 +170,13 @@ class RooflineConstants:
     matmul_fp8_block_m_half: float = 0.0
     matmul_fp8_block_mem_eff: float = 0.0
     matmul_fp8_block_overhead_us: float = 0.0
+    # FlashInfer's groupwise kernel for block-scaled FP8 GEMMs (an engine's `fp8_block_gemm`),
+    # fitted to a public benchmark of it (benchmarks/fit_flashinfer_fp8_gemm.py); 0: as the
+    # fp8_block ones
+    matmul_fp8_block_flashinfer_eff_max: float = 0.0
+    matmul_fp8_block_flashinfer_m_half: float = 0.0
+    matmul_fp8_block_flashinfer_mem_eff: float = 0.0
+    matmul_fp8_block_flashinfer_overhead_us: float = 0.0
     matmul_fp4_eff_max: float = 0.0
     matmul_fp4_m_half: float = 0.0
     matmul_fp4_mem_eff: float = 0.0
@@ -283,12 +290,28 @@ def packaged_roofline_table() -> dict[str, Any]:
 
 
 @functools.cache
-def _roofline_yaml() -> dict[str, Any]:
-    text = resources.files("estimators").joinpath("data/roofline.yaml").read_text("utf-8")
+def _data_yaml(name: str) -> dict[str, Any]:
+    """estimators/data/`name` as a mapping."""
+    text = resources.files("estimators").joinpath(f"data/{name}").read_text("utf-8")
     data = yaml.safe_load(text) or {}
     if not isinstance(data, dict):
-        raise ValueError("estimators/data/roofline.yaml: expected a mapping at the top level")
+        raise ValueError(f"estimators/data/{name}: expected a mapping at the top level")
     return data
+
+
+def _roofline_yaml() -> dict[str, Any]:
+    return _data_yaml("roofline.yaml")
+
+
+def kernel_constants(architecture: str) -> dict[str, float]:
+    """The matmul constants of the GEMM kernels an engine may run in place of its tables'
+    (data/gemm_kernels.yaml: ``kernels.<format>_<kernel>.<family>``) for a GPU family, as
+    ``matmul_<format>_<kernel>_*`` fields; {} where none was measured on it."""
+    flat: dict[str, float] = {}
+    for kernel, families in (_data_yaml("gemm_kernels.yaml").get("kernels") or {}).items():
+        body = (families or {}).get(architecture.lower()) or {}
+        flat |= _flatten({"matmul": {f"{kernel}_{k}": v for k, v in body.items()}}, kernel)
+    return flat
 
 
 def _layers(data: Mapping[str, Any], architecture: str, sku_id: str, engine: str | None):
@@ -307,8 +330,9 @@ def _layers(data: Mapping[str, Any], architecture: str, sku_id: str, engine: str
 def constants_from_table(
     data: Mapping[str, Any], architecture: str, sku_id: str, engine: str | None = None
 ) -> RooflineConstants:
-    """The constants of (family, SKU, engine) in a table of roofline.yaml's form."""
-    consts = RooflineConstants()
+    """The constants of (family, SKU, engine) in a table of roofline.yaml's form, over the
+    family's GEMM-kernel constants (`kernel_constants`)."""
+    consts = RooflineConstants().with_values(kernel_constants(architecture))
     for where, nested in _layers(data, architecture, sku_id, engine):
         if nested:
             consts = consts.with_values(_flatten(nested, where))
@@ -425,9 +449,12 @@ def _coeffs(
     fp8_quant_fused: bool = False,
     math16: _Coeffs | None = None,
     gemm_format: str = "fp8",
+    gemm_kernel: str = "",
 ) -> _Coeffs:
     """`fp8`: the GEMMs run in low precision, `gemm_format` (`GEMM_FORMATS`) saying which:
-    its own matmul constants where fitted, else the per-tensor FP8 ones, else the 16-bit.
+    its own matmul constants where fitted, else the per-tensor FP8 ones, else the 16-bit;
+    `gemm_kernel` names a kernel of that format with constants of its own
+    (``matmul_<format>_<kernel>_*``, e.g. the engine's `fp8_block_gemm`), where fitted.
 
     The FP8 constants are fitted to tables that time an engine's FP8 linear layer from a
     16-bit input: the GEMM and the quantization of its input.  The GEMM kernel alone has
@@ -442,7 +469,9 @@ def _coeffs(
     )  # fmt: skip
     if fp8:
         low_ovh = 0.0
-        for prefix in dict.fromkeys(("fp8", gemm_format)):  # per-tensor FP8, then its own
+        # per-tensor FP8, then the format's own, then its kernel's
+        kernel = (f"{gemm_format}_{gemm_kernel}",) if gemm_kernel else ()
+        for prefix in dict.fromkeys(("fp8", gemm_format, *kernel)):
             eff = getattr(c, f"matmul_{prefix}_eff_max") or eff
             m_half = getattr(c, f"matmul_{prefix}_m_half") or m_half
             mem_eff = getattr(c, f"matmul_{prefix}_mem_eff") or mem_eff
@@ -767,9 +796,16 @@ class RooflineEstimator:
         self.weights = WeightPrecisions.of(model, self.precision)
         fused = engine is not None and engine.fp8_quant_fused(model.model_type)
         k16 = _coeffs(c, self.attn_peak, self.hbm_bw) if self.precision.low else None
+        dense_format = gemm_format(model, gemm_math(sku, self.precision))
+        # the engine's own kernel for block-scaled FP8 GEMMs where it runs another than the
+        # tables time: on the GPU families that kernel has constants for (FlashInfer's
+        # groupwise kernel is Blackwell's; elsewhere the engine keeps the tables' kernel)
+        kernel = engine.fp8_block_gemm if engine is not None and dense_format == "fp8_block" else ""
+        measured = kernel and getattr(c, f"matmul_fp8_block_{kernel}_eff_max")
+        self.fp8_block_gemm = kernel if measured else ""
         self._k = _coeffs(
             c, self.peak, self.hbm_bw, fp8=self.precision.low, fp8_quant_fused=fused, math16=k16,
-            gemm_format=gemm_format(model, gemm_math(sku, self.precision)),
+            gemm_format=dense_format, gemm_kernel=self.fp8_block_gemm,
         )  # fmt: skip
         # the routed experts' GEMMs in the precision their kernels compute in (`gemm_math`):
         # MXFP4 experts W4A8 on Blackwell, weight-only (16-bit math) elsewhere
@@ -1420,6 +1456,14 @@ class RooflineEstimator:
             f"attention, {self.hbm_bw / 1e12:.2f} TB/s HBM",
             f"  matmul: eff_max {c.matmul_eff_max:.2f}, m_half {c.matmul_m_half:.0f} tokens, "
             f"mem_eff {c.matmul_mem_eff:.2f}, overhead {c.matmul_overhead_us:.1f} us",
+        ]
+        if self.fp8_block_gemm:
+            k = self._k
+            lines.append(
+                f"  block-FP8 GEMMs: the engine's {self.fp8_block_gemm} kernel, eff_max "
+                f"{1 / (k.sec_per_flop * self.peak):.2f} of the FP8 peak"
+            )
+        lines += [
             f"  attention: prefill eff_max {c.attention_prefill_eff_max:.2f} "
             f"(causal x{c.attention_prefill_causal_factor:.2f}), decode mem_eff "
             f"{c.attention_decode_mem_eff:.2f}, overhead {c.attention_overhead_us:.1f} us",

@@ -216,6 +216,9 @@ class ValidationPoint:
     # ... and the MoE kernel an option or environment variable of it forces (a substring of
     # the MoE tables' kernel_source; "": the engine's default, engines.yaml moe_kernels)
     moe_kernel: str = ""
+    # ... and the kernel of the checkpoint's block-FP8 dense GEMMs it forces (engines.yaml
+    # fp8_block_gemm; "": the engine's default)
+    fp8_block_gemm: str = ""
     # how an MoE layer exchanges attention-DP ranks' tokens under EP where the launch recipe
     # chose it (engines.yaml moe_all_to_all; "": the engine's default)
     moe_all_to_all: str = ""

@@ -78,7 +78,11 @@ these values):
   --mem-fraction-static 0.82``, at TP 4 8192, 32 and 0.95.  FP4 (`dsr1_fp4_b200`):
   fp8_e4m3, 16384, 256 and 0.85.  Both run ``--moe-runner-backend flashinfer_trtllm``
   (`moe_kernel`), under which SGLang turns its shared-experts fusion off (engines.yaml
-  `shared_experts_fusion`).  H200 (`dsr1_fp8_h200`): chunked prefill 32768, 512 running
+  `shared_experts_fusion`).  The FP8 script also exports ``SGL_ENABLE_JIT_DEEPGEMM=false``
+  (``SGLANG_ENABLE_JIT_DEEPGEMM`` in its single_node version) and
+  ``SGLANG_ENABLE_FLASHINFER_GEMM=true`` (both versions read, 2026-11-30), so the
+  checkpoint's dense block-FP8 GEMMs run FlashInfer's groupwise kernel, not DeepGEMM
+  (`fp8_block_gemm`, engines.yaml).  H200 (`dsr1_fp8_h200`): chunked prefill 32768, 512 running
   requests at 1k/1k else 256, 0.82; its KV cache stays 16-bit, and it keeps SGLang's
   default MoE runner, so the fusion.
 - vLLM gpt-oss on B200 (`gptoss_fp4_b200` and its older `_docker` and `_slurm` twins):
@@ -145,7 +149,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from estimators import Precision, version_tuple
+from estimators import FP8_BLOCK_GEMM_FLASHINFER, Precision, version_tuple
 
 if TYPE_CHECKING:
     from search._validate._aic_silicon import ValidationPoint
@@ -403,6 +407,7 @@ class ScriptLimits:
     memory_fraction: float = 0.0
     graph_max_tokens: int = 0  # vLLM's max-cudagraph-capture-size
     moe_kernel: str = ""  # the MoE kernel an option or environment variable forces
+    fp8_block_gemm: str = ""  # ... and the block-FP8 dense GEMM kernel (engines.yaml)
     ep: int = 0  # the expert parallelism it turns on (--enable-expert-parallel: EP = its GPUs)
     scheduler: str = ""  # the batching policy its options amount to (`ValidationPoint.scheduler`)
 
@@ -421,8 +426,8 @@ class ScriptLimits:
 
 # the `ScriptLimits` fields that are `ValidationPoint` fields of the same name
 _SAME_NAMED_FIELDS = (
-    "token_budget", "batch_cap", "memory_fraction", "graph_max_tokens", "moe_kernel", "ep",
-    "scheduler",
+    "token_budget", "batch_cap", "memory_fraction", "graph_max_tokens", "moe_kernel",
+    "fp8_block_gemm", "ep", "scheduler",
 )  # fmt: skip
 
 
@@ -472,9 +477,10 @@ def _sglang_deepseek(point: ValidationPoint, gpus: int) -> ScriptLimits | None:
         kernel = SGLANG_BLACKWELL_DEEPSEEK_MOE
         if point.precision is not Precision.FP8:  # dsr1_fp4_b200
             return ScriptLimits(Precision.FP8, 16384, 256, 0.85, moe_kernel=kernel)
-        if gpus < 8:  # dsr1_fp8_b200 at TP 4
-            return ScriptLimits(Precision.FP8, 8192, 32, 0.95, moe_kernel=kernel)
-        return ScriptLimits(Precision.FP8, 32768, 128, 0.82, moe_kernel=kernel)
+        kernels = {"moe_kernel": kernel, "fp8_block_gemm": FP8_BLOCK_GEMM_FLASHINFER}
+        if gpus < 8:  # dsr1_fp8_b200 at TP 4 (DeepGEMM off, as at TP 8)
+            return ScriptLimits(Precision.FP8, 8192, 32, 0.95, **kernels)
+        return ScriptLimits(Precision.FP8, 32768, 128, 0.82, **kernels)
     if point.sku == "h200":  # dsr1_fp8_h200
         running = 512 if point.isl == point.osl == 1024 else 256
         return ScriptLimits(None, 32768, running, 0.82)

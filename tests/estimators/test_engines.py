@@ -251,6 +251,19 @@ def test_a_profiles_moe_exchange_rule_is_checked():
         _build("trtllm", "1.0", {**body, "moe_all_to_all": "sometimes"})
 
 
+def test_no_profile_moves_its_block_fp8_gemms_off_the_tables_kernel_and_a_bad_one_is_named():
+    """engines.yaml fp8_block_gemm: "" (the GEMM tables' DeepGEMM) in every shipped profile;
+    flashinfer is accepted; anything else is refused, naming the field."""
+    from estimators._engines import _build, _engines_yaml
+
+    for name, versions in available_engines().items():
+        assert all(load_engine(f"{name}@{v}").fp8_block_gemm == "" for v in versions)
+    body = _engines_yaml()["sglang"]["profiles"]["0.5.4"]
+    assert _build("sglang", "0.5.4", {**body, "fp8_block_gemm": "flashinfer"}).fp8_block_gemm
+    with pytest.raises(ValueError, match="fp8_block_gemm 'cublas' is not one of"):
+        _build("sglang", "0.5.4", {**body, "fp8_block_gemm": "cublas"})
+
+
 def test_each_engine_runs_its_residual_adds_where_its_source_does():
     """engines.yaml fused_residual_add: Vidur's add kernels of their own, the serving
     engines' fused add + RMSNorm; a value that is not true or false is refused."""

@@ -172,3 +172,44 @@ def test_vectorised_attention_equals_the_estimators_hooks():
     for b, t in zip(batches, many, strict=True):
         ops = est.operator_times(b)
         assert t == pytest.approx(ops["attn_prefill"] + ops["attn_decode"], rel=1e-12)
+
+
+def test_an_engines_own_block_fp8_gemm_kernel_takes_its_measured_constants():
+    """FlashInfer's groupwise block-FP8 GEMM (an engine's `fp8_block_gemm`) computes at its
+    own fitted efficiency on Blackwell, so a DeepSeek-V3 FP8 prefill takes longer than with
+    the tables' DeepGEMM; decode, bound by the weight read, hardly moves; on Hopper, where
+    that kernel has no constants, the format's own apply."""
+    deepseek = load_model("deepseek-ai/DeepSeek-V3")
+    sglang = load_engine("sglang")
+    flashinfer = replace(sglang, fp8_block_gemm="flashinfer")
+    prefill = BatchShape(num_prefill_tokens=8192, num_prefills=1,
+                         prefill_attn_pairs=8192 * 8193 // 2, prefill_kv_tokens=8192)  # fmt: skip
+    decode = BatchShape(num_decodes=4, decode_kv_tokens=4 * 2048)
+
+    def seconds(sku_id, engine, batch):
+        est = RooflineEstimator(deepseek, load_catalog().get(sku_id), tp=8,
+                                precision=Precision.FP8, engine=engine)  # fmt: skip
+        return est.batch_cost(batch).stage_times[0], est
+
+    (base, _), (slow, est) = (seconds("b200", e, prefill) for e in (sglang, flashinfer))
+    assert slow > 1.2 * base
+    assert "flashinfer kernel" in est.describe()
+    b200 = load_roofline_constants(load_catalog().get("b200"), "sglang")
+    assert 0 < b200.matmul_fp8_block_flashinfer_eff_max < b200.matmul_fp8_block_eff_max
+    decode_base, _ = seconds("b200", sglang, decode)
+    decode_slow, _ = seconds("b200", flashinfer, decode)
+    assert decode_slow == pytest.approx(decode_base, rel=0.05)
+    hopper = [seconds("h200", e, prefill)[0] for e in (sglang, flashinfer)]
+    assert hopper[0] == hopper[1]
+
+
+def test_the_flashinfer_constants_are_the_fit_of_its_public_benchmark():
+    """estimators/data/gemm_kernels.yaml holds what benchmarks/fit_flashinfer_fp8_gemm.py
+    fits to SGLang PR #13528's rows (rerun it with --write after changing either)."""
+    from tests.benchmark_scripts import load_benchmark
+
+    bench = load_benchmark("fit_flashinfer_fp8_gemm")
+    rows = bench._rows()
+    fitted, sku = bench.fit(rows.take(rows.m >= bench.MIN_TOKENS))
+    stored = load_roofline_constants(sku, "sglang").matmul_fp8_block_flashinfer_eff_max
+    assert fitted.matmul_fp8_block_eff_max == pytest.approx(stored, rel=1e-3)

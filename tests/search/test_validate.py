@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 from click.testing import CliRunner
 
-from estimators import Precision, load_engine
+from estimators import BatchShape, Precision, load_engine
 from search._validate import (
     DatasetError,
     _aic_silicon,
@@ -835,6 +835,27 @@ def test_sglang_deepseek_fuses_its_shared_expert_unless_its_script_runs_flashinf
     assert (fused._fused_shared, apart._fused_shared) == (1, 0)
     assert not any(op.name.startswith("shared_expert_") for op in fused.layer_ops)
     assert any(op.name.startswith("shared_expert_") for op in apart.layer_ops)
+
+
+def test_sglang_deepseek_fp8_blackwell_script_runs_flashinfers_block_fp8_gemms():
+    """The dsr1_fp8_b200 script turns DeepGEMM off (SGL_ENABLE_JIT_DEEPGEMM=false,
+    SGLANG_ENABLE_FLASHINFER_GEMM=true): its dense block-FP8 GEMMs run FlashInfer's
+    groupwise kernel, slower at a prefill's token counts; the FP4 and H200 scripts keep the
+    default."""
+    fp8 = public_point("sglang", "0.5.9", 4)
+    fp4 = public_point("sglang", "0.5.9", 4, gemm_quant_mode="nvfp4", moe_quant_mode="nvfp4")
+    h200 = public_point("sglang", "0.5.9", 4, system="h200_sxm")
+    assert fp8.fp8_block_gemm == "flashinfer"
+    assert fp4.fp8_block_gemm == h200.fp8_block_gemm == ""
+    assert engine_for(fp8).fp8_block_gemm == "flashinfer"
+    assert engine_for(h200).fp8_block_gemm == load_engine("sglang").fp8_block_gemm == ""
+    prefill = BatchShape(num_prefill_tokens=8192, num_prefills=1,
+                         prefill_attn_pairs=8192 * 8193 // 2, prefill_kv_tokens=8192)  # fmt: skip
+
+    def seconds(point):
+        return prepare(deployment_for(point)).estimator.batch_cost(prefill).stage_times[0]
+
+    assert seconds(fp8) > 1.2 * seconds(replace(fp8, fp8_block_gemm=""))
 
 
 def test_the_public_points_plan_memory_with_their_scripts_fraction():
