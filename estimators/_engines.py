@@ -72,8 +72,8 @@ SLIDING_KV_POOL = "pool"
 SLIDING_KV_LAYOUTS = (SLIDING_KV_FULL, SLIDING_KV_PAGED, SLIDING_KV_POOL)
 # the kernel an engine runs the dense GEMMs of a block-scaled FP8 checkpoint with (engines.yaml
 # header): the one the GEMM tables time (DeepGEMM in SGLang and TensorRT-LLM), or FlashInfer's
-# groupwise kernel, SGLang's on Blackwell when DeepGEMM is off (roofline.yaml
-# `fp8_block_flashinfer_*`)
+# groupwise kernel, SGLang's on Blackwell when DeepGEMM is off (its constants:
+# estimators/data/gemm_kernels.yaml)
 FP8_BLOCK_GEMM_TABLES = ""
 FP8_BLOCK_GEMM_FLASHINFER = "flashinfer"
 FP8_BLOCK_GEMM_KERNELS = (FP8_BLOCK_GEMM_TABLES, FP8_BLOCK_GEMM_FLASHINFER)

@@ -258,3 +258,25 @@ def test_decode_attention_is_the_generation_table_row():
     ).stage_times[0]
     short = est.operator_times(BatchShape(num_decodes=32, decode_kv_tokens=32))["attn_decode"]
     assert attn == pytest.approx(model.num_layers * (want - short), rel=1e-6)
+
+
+@needs_aic
+def test_gemms_of_a_kernel_the_tables_do_not_time_fall_to_the_roofline():
+    """With the engine's block-FP8 GEMMs on FlashInfer's kernel (B200), the GEMM table,
+    which times DeepGEMM, prices none of them and says so; on H200, where the engine keeps
+    the tables' kernel, the table prices them as before."""
+    from dataclasses import replace
+
+    from estimators import ProfiledEstimator, load_engine
+
+    deepseek = load_model("deepseek-ai/DeepSeek-V3")
+    flashinfer = replace(load_engine("sglang"), fp8_block_gemm="flashinfer")
+    catalog = load_catalog()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        b200 = ProfiledEstimator(deepseek, catalog.get("b200"), tp=8, precision=Precision.FP8,
+                                 engine=flashinfer)  # fmt: skip
+        h200 = ProfiledEstimator(deepseek, catalog.get("h200"), tp=8, precision=Precision.FP8,
+                                 engine=flashinfer)  # fmt: skip
+    assert "flashinfer" in b200.fallbacks["gemm"] and not b200._gemm_curves
+    assert "gemm" not in h200.fallbacks and h200._gemm_curves
