@@ -330,13 +330,14 @@ def _layers(data: Mapping[str, Any], architecture: str, sku_id: str, engine: str
 def constants_from_table(
     data: Mapping[str, Any], architecture: str, sku_id: str, engine: str | None = None
 ) -> RooflineConstants:
-    """The constants of (family, SKU, engine) in a table of roofline.yaml's form, over the
-    family's GEMM-kernel constants (`kernel_constants`)."""
-    consts = RooflineConstants().with_values(kernel_constants(architecture))
+    """The constants of (family, SKU, engine) in a table of roofline.yaml's form, and the
+    family's GEMM-kernel constants (`kernel_constants`), which no table layer sets: a refit
+    writing the defaults in full (zeros for those fields) leaves them in place."""
+    consts = RooflineConstants()
     for where, nested in _layers(data, architecture, sku_id, engine):
         if nested:
             consts = consts.with_values(_flatten(nested, where))
-    return consts
+    return consts.with_values(kernel_constants(architecture))
 
 
 @functools.cache

@@ -213,3 +213,15 @@ def test_the_flashinfer_constants_are_the_fit_of_its_public_benchmark():
     fitted, sku = bench.fit(rows.take(rows.m >= bench.MIN_TOKENS))
     stored = load_roofline_constants(sku, "sglang").matmul_fp8_block_flashinfer_eff_max
     assert fitted.matmul_fp8_block_eff_max == pytest.approx(stored, rel=1e-3)
+
+
+def test_a_table_written_in_full_keeps_the_gemm_kernels_constants():
+    """The Vidur refit writes every constant into the table's defaults, zeros included; the
+    GEMM-kernel constants (estimators/data/gemm_kernels.yaml) still apply over them."""
+    from estimators._roofline import RooflineConstants, constants_from_table, kernel_constants
+
+    full = {"defaults": RooflineConstants().to_nested()}
+    assert full["defaults"]["matmul"]["fp8_block_flashinfer_eff_max"] == 0.0
+    c = constants_from_table(full, "blackwell", "b200", "sglang")
+    measured = kernel_constants("blackwell")["matmul_fp8_block_flashinfer_eff_max"]
+    assert c.matmul_fp8_block_flashinfer_eff_max == measured > 0
