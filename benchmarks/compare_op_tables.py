@@ -6,7 +6,10 @@ profile run`` on a GPU, or ``llmcap profile import-vidur``), the aiconfigurator 
 interpolated time at the same ``(m, n, k)`` (as the profiled backend reads them: bilinear
 in log n and log k between measured shapes, log-log in m); for every attention row of the
 directory (prefill without a cached prefix, decode) the aiconfigurator grid's time at the
-same batch and length, for the same heads per GPU.  Ratios are directory / aiconfigurator;
+same batch and length, for the same heads per GPU; for every MoE shape (hidden size, expert
+width, top-k, experts, MoE TP, EP) of the directory's ``moe.csv``, the aiconfigurator MoE
+table's fastest kernel at the same tokens (balanced routing, as the backend reads it).
+Ratios are directory / aiconfigurator;
 nothing is fitted.  The spread says how far two honest measurements of one GPU (other
 kernels, other engine versions, other harnesses) lie apart, the noise floor any estimator
 built on either inherits.
@@ -26,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from estimators import Precision
+from estimators._aic_moe_mla import moe_curve
 from estimators._curves import gemm_curve
 from estimators._op_tables import _ASKED_DTYPES, OpTableMissing, load_op_tables
 from estimators._profiled import AicOpTables, profiled_coverage
@@ -90,6 +94,35 @@ def compare_attention(tables, aic: AicOpTables, phase: str, min_s: float) -> np.
     return np.array(ratios)
 
 
+# a MoE table's dtype -> the aiconfigurator ``moe_dtype`` names it is compared with
+_AIC_MOE_DTYPES = {"bf16": ("bfloat16",), "fp16": ("bfloat16",), "fp8": ("fp8_block", "fp8")}
+_MOE_SHAPE = ["hidden_size", "inter_size", "topk", "num_experts", "moe_tp", "moe_ep"]
+
+
+def compare_moe(tables, aic: AicOpTables, min_s: float) -> dict[str, dict[str, np.ndarray]]:
+    """Ratios per MoE shape and dtype, split at 512 tokens (the backend reads the engines'
+    MoE tables above the decode batches their CUDA graphs capture), points of >= min_s."""
+    path = tables.directory / "moe.csv"
+    if not path.is_file():
+        return {}
+    df = pd.read_csv(path)
+    out: dict[str, dict[str, np.ndarray]] = {}
+    for (dtype, *shape), rows in df.groupby(["dtype", *_MOE_SHAPE]):
+        shape = tuple(int(v) for v in shape)
+        dtypes = _AIC_MOE_DTYPES.get(str(dtype), ())
+        _, curve, _ = moe_curve(aic.system, aic.engine, aic.resolved_version, shape, dtypes)
+        if curve is None:
+            continue
+        med = rows.groupby("num_tokens")["latency_ms"].median() * 1e-3
+        med = med[med >= min_s]
+        tokens = med.index.to_numpy(dtype=float)
+        ratio = med.to_numpy() / curve.many(tokens)
+        h, w, k, e, tp, ep = shape
+        label = f"{dtype} hidden {h} width {w} top-{k}/{e} TP {tp} EP {ep}"
+        out[label] = {"<= 512": ratio[tokens <= 512], "> 512": ratio[tokens > 512]}
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tables", required=True, type=Path, help="an op-table directory")
@@ -114,6 +147,15 @@ def main() -> None:
     for phase in ("context", "generation"):
         ratios = compare_attention(tables, aic, phase, min_s)
         print(f"{phase} attention:\n  {'':40s} {_stats(ratios)}")
+    moe = compare_moe(tables, aic, min_s)
+    if moe:
+        print("MoE routed experts, by shape and tokens entering the layer:")
+        for label, bands in sorted(moe.items()):
+            for band, r in bands.items():
+                print(f"  {label:52s} {band:>6s} {_stats(r)}")
+        for band in ("<= 512", "> 512"):
+            every = np.concatenate([b[band] for b in moe.values()])
+            print(f"  {'all':52s} {band:>6s} {_stats(every)}")
 
 
 if __name__ == "__main__":

@@ -38,6 +38,14 @@ The format: a directory holding
 ``allreduce.csv`` (optional)
     ``num_gpus``, ``message_bytes`` (the all-reduced buffer), ``latency_ms``; optional
     ``implementation`` (nccl, custom, ...): the fastest is used at each size.
+``moe.csv`` (optional)
+    one MoE layer's routed experts on one GPU per row, as aiconfigurator's MoE tables time
+    them: ``dtype`` (the experts' GEMMs: bf16, fp16, fp8), ``hidden_size``, ``inter_size``
+    (one expert's width before MoE TP), ``topk``, ``num_experts`` (all of the model's),
+    ``moe_tp``, ``moe_ep``, ``num_tokens`` (entering the layer: every attention-DP rank's),
+    ``latency_ms`` (the rank's share under balanced routing: gathering its rows, the
+    grouped gate-up GEMM, the activation, the grouped down GEMM and the weighted combine;
+    not the router, not the all-to-all); optional ``kernel``.
 
 Duplicate rows (repeated measurements) are reduced to their median.  A missing optional
 table makes those operators fall back to the roofline (listed in ``describe()``).  A file
@@ -99,14 +107,20 @@ TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
     "context_attention": (*HEAD_COLUMNS, "prompt_len", "cached_len", "latency_ms"),
     "generation_attention": (*HEAD_COLUMNS, "kv_len", "latency_ms"),
     "allreduce": ("num_gpus", "message_bytes", "latency_ms"),
-}
+    "moe": ("dtype", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp", "moe_ep",
+            "num_tokens", "latency_ms"),
+}  # fmt: skip
 OPTIONAL_COLUMNS: dict[str, tuple[str, ...]] = {
     "gemm": ("op",),
     "context_attention": ("kernel",),
     "generation_attention": ("kernel",),
     "allreduce": ("implementation",),
+    "moe": ("kernel",),
 }
 DTYPES = ("bf16", "fp16", "fp8")
+# the MoE tables' precisions that answer for aiconfigurator's ``moe_dtype`` names (the
+# profiler's fp8 experts are row-wise scaled: they stand for block-scaled ones too)
+_MOE_ASKED_DTYPES = {"bfloat16": ("bf16", "fp16"), "fp8": ("fp8",), "fp8_block": ("fp8",)}
 GemmDtype = Literal["bf16", "fp16", "fp8"]
 # the backend asks in aiconfigurator's spelling: 16-bit tables answer for "bfloat16"
 _ASKED_DTYPES = {"bfloat16": ("bf16", "fp16"), "fp8": ("fp8",)}
@@ -176,6 +190,14 @@ class OpTableSource(ABC):
     @abstractmethod
     def allreduce_curve(self, num_gpus: int) -> tuple[list[str], Curve | None]:
         """(table labels, seconds against 16-bit elements all-reduced over `num_gpus`)."""
+
+    def moe_curve(
+        self, shape: tuple[int, int, int, int, int, int], dtypes: tuple[str, ...]
+    ) -> tuple[str, Curve | None, str]:
+        """(table label, seconds of one GPU's routed experts over the tokens entering the
+        MoE layer or None, why None) for ``shape`` = (hidden, expert width, top-k, experts,
+        MoE TP, EP), the first of `dtypes` (aiconfigurator's ``moe_dtype`` names) measured."""
+        return self.label, None, f"{self.label} hold no MoE table"
 
 
 def layer_gemm_shapes(model: ModelArchitecture, tp: int) -> dict[str, tuple[int, int]]:
@@ -286,9 +308,9 @@ def _read_table(path: Path, kind: str) -> pd.DataFrame:
             what = "a positive number" if col == "latency_ms" else "a positive integer"
             if col == "cached_len":
                 what = "a non-negative integer"
-            raise OpTablesError(
-                f"{path}: field {col!r} row {i + 1}: {df[col].iloc[i]!r} is not {what}"
-            )
+            value = df[col].iloc[i]
+            value = value.item() if isinstance(value, np.generic) else value  # 0, not np.int64(0)
+            raise OpTablesError(f"{path}: field {col!r} row {i + 1}: {value!r} is not {what}")
         df[col] = values if col == "latency_ms" else values.astype(np.int64)
     df["seconds"] = df["latency_ms"] * 1e-3
     for col in OPTIONAL_COLUMNS[kind]:
@@ -348,6 +370,11 @@ class LlmcapOpTables(OpTableSource):
 
     def gemm_dtypes(self) -> list[str]:
         return sorted(set(self._tables["gemm"]["dtype"]))
+
+    @property
+    def kinds(self) -> list[str]:
+        """The tables the directory holds (gemm, context_attention, ...), in format order."""
+        return [kind for kind in TABLE_COLUMNS if kind in self._tables]
 
     def gemm_cube(self, dtype: str) -> tuple[str, GemmCube | None]:
         if dtype not in self._cubes:
@@ -411,6 +438,36 @@ class LlmcapOpTables(OpTableSource):
                 else None
             )
         return [self._file("allreduce")], self._allreduce[num_gpus]
+
+    def moe_curve(
+        self, shape: tuple[int, int, int, int, int, int], dtypes: tuple[str, ...]
+    ) -> tuple[str, Curve | None, str]:
+        label = self._file("moe")
+        table = self._tables.get("moe")
+        if table is None:
+            return label, None, f"no moe.csv in {self.directory}"
+        hidden, inter, topk, experts, moe_tp, moe_ep = shape
+        sub = table[
+            (table["hidden_size"] == hidden)
+            & (table["inter_size"] == inter)
+            & (table["topk"] == topk)
+            & (table["num_experts"] == experts)
+            & (table["moe_tp"] == moe_tp)
+            & (table["moe_ep"] == moe_ep)
+        ]
+        for asked in dtypes:
+            rows = sub[sub["dtype"].isin(_MOE_ASKED_DTYPES.get(asked, ()))]
+            med = rows.groupby(["kernel", "num_tokens"])["seconds"].median()
+            best = med.groupby(level="num_tokens").min().sort_index()  # the fastest kernel
+            if len(best) >= 2:
+                xs = best.index.to_numpy(dtype=float)
+                return label, Curve(xs, monotone(best.to_numpy()), 1.0), ""
+        return (
+            label,
+            None,
+            f"no {'/'.join(dtypes)} rows for hidden {hidden}, expert width {inter}, top-{topk} "
+            f"of {experts}, MoE TP {moe_tp}, EP {moe_ep} in {label}",
+        )
 
 
 def _signature(directory: Path) -> tuple:

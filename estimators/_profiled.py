@@ -276,16 +276,22 @@ def profiled_coverage(
     return system, eng, ref.version
 
 
+def moe_table_shape(est: RooflineEstimator) -> tuple[int, int, int, int, int, int]:
+    """The MoE tables' key of `est`'s routed experts: (hidden size, expert width, top-k,
+    experts, MoE TP, EP)."""
+    moe, m = est._moe, est.model
+    moe_tp = (est.tp * est.dp) // est.ep
+    return m.hidden_size, m.moe_intermediate_size, moe.top_k, moe.num_experts, moe_tp, est.ep
+
+
 def routed_experts_curve(
     est: RooflineEstimator, system: str, engine: str, version: str | None
 ) -> tuple[str, Curve | None, str]:
     """(table label, seconds of `est`'s routed experts over the tokens entering the MoE
     layer, or None and why) from the MoE table of `system`, `engine` and `version`, at the
     deployment's hidden size, expert width, top-k, experts, MoE TP and EP."""
-    moe, m = est._moe, est.model
-    moe_tp = (est.tp * est.dp) // est.ep
-    shape = (m.hidden_size, m.moe_intermediate_size, moe.top_k, moe.num_experts, moe_tp, est.ep)
-    dtypes = moe_dtypes(m, est.precision)
+    shape = moe_table_shape(est)
+    dtypes = moe_dtypes(est.model, est.precision)
     kernel = est.moe_kernel
     try:
         found = moe_curve(system, engine, version, shape, dtypes, kernel=kernel)
@@ -521,14 +527,18 @@ class ProfiledEstimator(RooflineEstimator):
         return gemm_curve(cube, n, k) or regressed_gemm_curve(cube, n, k)
 
     def _attach_moe_table(self) -> None:
-        """The routed experts of every iteration from the MoE table of these tables'
-        system, engine and version (estimators/_aic_moe_mla.py; FLOPs and bytes stay the
-        roofline's count); a fallback note where there is none."""
+        """The routed experts of every iteration from the MoE table of these tables
+        (aiconfigurator's of their system, engine and version: estimators/_aic_moe_mla.py;
+        llmcap's moe.csv); FLOPs and bytes stay the roofline's count; a fallback note where
+        there is none."""
         source = self.op_tables
-        if not isinstance(source, AicOpTables):
-            self.fallbacks["moe_experts"] = f"{source.label} hold no MoE table"
-            return
-        label, curve, why = routed_experts_curve(self, source.system, source.engine, source.version)
+        if isinstance(source, AicOpTables):
+            label, curve, why = routed_experts_curve(
+                self, source.system, source.engine, source.version
+            )
+        else:
+            dtypes = moe_dtypes(self.model, self.precision)
+            label, curve, why = source.moe_curve(moe_table_shape(self), dtypes)
         if curve is None:
             self.fallbacks["moe_experts"] = why
             return

@@ -27,7 +27,7 @@ Examples:
 
 \b
 The tables (meta.yaml, gemm.csv, context_attention.csv, generation_attention.csv,
-allreduce.csv; columns and units in estimators/_op_tables.py) are what
+allreduce.csv, moe.csv; columns and units in estimators/_op_tables.py) are what
 `--estimator profiled --op-tables DIR` reads instead of aiconfigurator-core's.
 """
 
@@ -37,6 +37,7 @@ Examples:
   llmcap profile run --model meta-llama/Llama-3.1-8B --tp 1,2,4,8 --out tables/h100-llama8b
   llmcap profile run --model meta-llama/Llama-3.1-70B --tp 4,8 --dtype bf16,fp8 --out t/70b
   llmcap profile run --model path/to/config.json --tp 1,2 --device cpu --quick --out /tmp/t
+  llmcap profile run --model Qwen/Qwen3-235B-A22B --tp 4,8 --dtype bf16,fp8 --out t/qwen235
 
 \b
 What is timed, for each TP degree that divides the heads:
@@ -47,6 +48,11 @@ What is timed, for each TP degree that divides the heads:
              plus a few chunks after a cached prefix
   decode     one token per sequence over batch x KV length, dense KV cache (no paged gather)
   all-reduce NCCL over 2..N GPUs when several are visible; skipped on CPU or one GPU
+  experts    a mixture of experts' routed experts on one GPU, as MoE TP N and as EP N
+             (torch grouped GEMMs, balanced routing), over 1..16384 tokens entering the
+             layer; torch's unfused kernels run 1.2-1.8x the engines' fused ones (up
+             to 3x), benchmarks/compare_op_tables.py: an upper bound on the experts
+Multi-head latent attention (DeepSeek-V3) and its projections are not timed.
 Timing: CUDA events on a GPU, perf_counter on the CPU; warm-up runs, then the median of
 the repeats; random inputs.  The meta records the GPU, driver, CUDA, torch and date; the
 catalog SKU comes from the GPU name, or --sku.  A CPU run is slow: use --quick.

@@ -19,9 +19,12 @@ from estimators.profiler._device import (
     sku_for_gpu_name,
 )
 from estimators.profiler._kernels import (
+    MOE_KERNELS,
     ROTATION_BYTES,
     decode_op,
     gemm_op,
+    moe_bytes,
+    moe_op,
     prefill_op,
     rotation_copies,
     time_op,
@@ -125,7 +128,35 @@ def _points(torch: Any, plan: ProfilePlan, grid: ProfileGrid, dev: str) -> list[
                         2 * b * h.head_dim * (h.heads + 2 * kv * h.kv_heads),
                     )
                 )
+    for e in plan.moes:
+        for t in grid.moe_tokens:
+            row = {"dtype": e.dtype, "hidden_size": e.hidden, "inter_size": e.inter,
+                   "topk": e.topk, "num_experts": e.experts, "moe_tp": e.moe_tp,
+                   "moe_ep": e.moe_ep, "num_tokens": t, "kernel": MOE_KERNELS[e.dtype]}  # fmt: skip
+            pts.append(
+                _Point(
+                    "moe",
+                    row,
+                    lambda t=t, e=e: moe_op(
+                        torch, dev, e.dtype, t, e.hidden, e.width, e.topk, e.experts, e.moe_ep
+                    ),
+                    moe_bytes(t, e.hidden, e.width, e.topk, e.experts, e.moe_ep, e.dtype),
+                )
+            )
     return pts
+
+
+def _moe_unsupported(torch: Any, plan: ProfilePlan, dev: str) -> dict[str, str]:
+    """The MoE precisions this torch cannot run on this device, each with torch's reason:
+    one tiny layer of each is run first, so a missing grouped kernel skips its points with
+    a note instead of failing the run."""
+    out: dict[str, str] = {}
+    for dtype in dict.fromkeys(e.dtype for e in plan.moes):
+        try:
+            moe_op(torch, dev, dtype, 4, 64, 64, 2, 4, 1)()
+        except (RuntimeError, NotImplementedError, AttributeError, TypeError) as exc:
+            out[dtype] = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else repr(exc)
+    return out
 
 
 def _check_dtype(s: ProfileSettings, info: DeviceInfo) -> None:
@@ -173,6 +204,10 @@ def run_profile(
         torch.set_num_threads(settings.cpu_threads)
     torch.manual_seed(0)
     points = _points(torch, plan, grid, info.device)
+    moe_skipped = _moe_unsupported(torch, plan, info.device)
+    for dtype, why in moe_skipped.items():
+        result.notes.append(f"{dtype} experts: skipped, torch cannot run them here ({why})")
+    points = [p for p in points if p.table != "moe" or p.row["dtype"] not in moe_skipped]
     rows: dict[str, list[dict[str, Any]]] = {}
     too_big = 0
     methods: set[str] = set()
@@ -229,6 +264,11 @@ def run_profile(
             f"{warmup} warm-up; timed by {', '.join(sorted(methods)) or 'nothing'}"
             f"{_ROTATION_NOTE if info.device == 'cuda' else ''}; random normal inputs; "
             "attention: torch SDPA, dense KV"
+            + (
+                "; MoE: one GPU's experts under balanced routing, torch grouped GEMMs"
+                if plan.moes
+                else ""
+            )
             + (
                 "; fp8 GEMMs: per-tensor scales, activations already fp8"
                 if "fp8" in settings.dtypes

@@ -50,12 +50,22 @@ def _tables(tp: int = 1, sku: str | None = "h100-sxm", ms: np.ndarray = MS) -> d
     ar = [{"num_gpus": 2, "message_bytes": int(x), "latency_ms": 0.01 + x / 2e8,
            "implementation": impl} for x in (1 << 12, 1 << 20, 1 << 26)
           for impl in ("nccl", "custom")]  # fmt: skip
+    moe = [{"dtype": dt, **dict(zip(MOE_KEY, MOE_SHAPE, strict=True)), "num_tokens": t,
+            "latency_ms": (0.05 + t * 1e-4) * (2 if kernel == "slow" else 1)
+                          * (1.5 if dt == "bf16" else 1), "kernel": kernel}
+           for dt in ("bf16", "fp8") for kernel in ("fast", "slow")
+           for t in (1, 16, 256, 4096)]  # fmt: skip
     return {
         "gemm": pd.DataFrame(rows),
         "context_attention": pd.DataFrame(ctx),
         "generation_attention": pd.DataFrame(gen),
         "allreduce": pd.DataFrame(ar),
+        "moe": pd.DataFrame(moe),
     }
+
+
+MOE_KEY = ("hidden_size", "inter_size", "topk", "num_experts", "moe_tp", "moe_ep")
+MOE_SHAPE = (2048, 768, 8, 128, 1, 4)
 
 
 def _meta(sku: str | None = "h100-sxm") -> OpTablesMeta:
@@ -73,7 +83,7 @@ def tables_dir(tmp_path: Path) -> Path:
 def test_written_directory_loads_with_its_meta_and_rows(tables_dir: Path):
     files = sorted(p.name for p in tables_dir.iterdir())
     assert files == ["allreduce.csv", "context_attention.csv", "gemm.csv",
-                     "generation_attention.csv", "meta.yaml"]  # fmt: skip
+                     "generation_attention.csv", "meta.yaml", "moe.csv"]  # fmt: skip
     t = load_op_tables(tables_dir)
     assert t.meta.sku == "h100-sxm" and t.meta.torch == "2.13.0"
     assert t.gemm_dtypes() == ["bf16"]
@@ -216,6 +226,8 @@ def test_tables_without_a_catalog_sku_serve_any_sku_and_say_so(tmp_path: Path):
          r"generation_attention.csv: field 'kv_len' row 1: 'long' is not a positive integer"),
         ("allreduce.csv", lambda df: df.iloc[0:0],
          r"allreduce.csv: no rows"),
+        ("moe.csv", lambda df: df.assign(moe_ep=0),
+         r"moe.csv: field 'moe_ep' row 1: 0 is not a positive integer"),
     ],
 )  # fmt: skip
 def test_malformed_table_names_file_and_field(tables_dir: Path, file, edit, message):
@@ -241,3 +253,20 @@ def test_malformed_meta_or_directory_names_it(tables_dir: Path, tmp_path: Path):
     write_op_tables(tmp_path / "no-gemm", _meta(), {"allreduce": _tables()["allreduce"]})
     with pytest.raises(OpTablesError, match=r"gemm.csv: no such file"):
         load_op_tables(tmp_path / "no-gemm")
+
+
+def test_moe_rows_answer_for_the_engines_expert_precisions_by_their_fastest_kernel(
+    tables_dir: Path,
+):
+    tables = load_op_tables(tables_dir)
+    # block-scaled FP8 experts are read from the fp8 rows, the faster kernel at each size
+    label, curve, why = tables.moe_curve(MOE_SHAPE, ("fp8_block", "fp8"))
+    assert label.endswith("moe.csv") and not why
+    assert curve(256) == pytest.approx((0.05 + 256e-4) * 1e-3)
+    _, curve, _ = tables.moe_curve(MOE_SHAPE, ("bfloat16",))
+    assert curve(256) == pytest.approx(1.5 * (0.05 + 256e-4) * 1e-3)
+    # another split, or a precision the table lacks: None, and the shape asked
+    _, none, why = tables.moe_curve((*MOE_SHAPE[:4], 4, 1), ("fp8",))
+    assert none is None and "no fp8 rows for hidden 2048, expert width 768" in why
+    assert "MoE TP 4, EP 1" in why
+    assert tables.moe_curve(MOE_SHAPE, ("nvfp4",))[1] is None

@@ -183,3 +183,107 @@ def test_cuda_graph_timing_of_a_large_gemm_matches_eager_and_small_ones_lose_the
     graphed, _ = time_op(torch, "cuda", small, warmup=3, repeats=10)
     single, _ = time_op(torch, "cuda", small[:1], warmup=3, repeats=10, graph=False)
     assert graphed < single
+
+
+TINY_MOE = {
+    "architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "hidden_size": 64,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+    "intermediate_size": 128, "moe_intermediate_size": 32, "num_experts": 8,
+    "num_experts_per_tok": 2, "num_hidden_layers": 2, "vocab_size": 256,
+    "max_position_embeddings": 2048,
+}  # fmt: skip
+
+
+def test_plan_times_a_mixtures_experts_as_moe_tp_and_as_ep_at_each_degree():
+    model = load_model("Qwen/Qwen3-235B-A22B")  # 128 experts of width 1536, top-8
+    plan = plan_profile(model, [1, 4, 8], ("bf16", "fp8"))
+    splits = [(e.moe_tp, e.moe_ep, e.dtype) for e in plan.moes]
+    assert splits == [
+        (tp, ep, dt) for tp, ep in ((1, 1), (4, 1), (1, 4), (8, 1), (1, 8))
+        for dt in ("bf16", "fp8")
+    ]  # fmt: skip
+    e = plan.moes[2]
+    assert (e.hidden, e.inter, e.width, e.topk, e.experts) == (4096, 1536, 384, 8, 128)
+    # a degree the experts do not split over is a line, not a failure
+    tiny = load_model("mistralai/Mixtral-8x7B-v0.1")  # 8 experts of width 14336
+    assert [(e.moe_tp, e.moe_ep) for e in plan_profile(tiny, [16]).moes] == [(16, 1)]
+    assert plan_profile(tiny, [16]).skipped[-1].startswith("experts at MoE TP 1, EP 16: 8 experts")
+
+
+def test_plan_of_an_mla_model_leaves_its_attention_out_with_a_line():
+    model = load_model("deepseek-ai/DeepSeek-V3")
+    plan = plan_profile(model, [8], ("fp8",))
+    assert not plan.heads and "multi-head latent attention: not timed" in plan.skipped[-1]
+    ops = {op for g in plan.gemms for op in g.ops}
+    assert ops == {"tp8 gate_up", "tp8 down", "tp8 lm_head"}
+    assert [(e.moe_tp, e.moe_ep) for e in plan.moes] == [(8, 1), (1, 8)]
+
+
+def test_balanced_routing_spreads_a_gpus_rows_over_its_experts():
+    from estimators.profiler._kernels import moe_rows
+
+    assert moe_rows(1, 8, 256, 1) == [1] * 8  # one token: its 8 experts, one row each
+    assert moe_rows(64, 8, 256, 8) == [2] * 32  # 512 choices / 8 GPUs over 32 experts
+    assert moe_rows(3, 2, 4, 1) == [2, 2, 1, 1]
+    assert moe_rows(1, 8, 256, 16) == [1]  # a GPU receives at least the row it is timed on
+
+
+def test_the_moe_kernel_returns_every_tokens_combined_output():
+    torch = pytest.importorskip("torch")
+    from estimators.profiler._kernels import moe_op
+
+    try:
+        out = moe_op(torch, "cpu", "bf16", 5, 64, 16, 2, 8, 2)()
+    except (RuntimeError, NotImplementedError):
+        pytest.skip("this torch build has no grouped GEMM on the CPU")
+    assert out.shape == (5, 64) and out.dtype == torch.bfloat16
+    assert bool(out.abs().sum(dim=1).gt(0).all())  # each token got its experts' output
+
+
+@pytest.mark.slow
+def test_a_mixtures_experts_table_is_what_the_profiled_backend_times_them_by(tmp_path: Path):
+    pytest.importorskip("torch")
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(TINY_MOE))
+    model = load_model(str(config))
+    settings = ProfileSettings(
+        model, str(config), [1, 2], device="cpu", quick=True, sku="h200", cpu_threads=1
+    )
+    result = run_profile(settings, tmp_path / "t")
+    if "moe" not in result.rows:  # a torch without grouped GEMMs on the CPU says why
+        assert any("bf16 experts: skipped, torch cannot run them" in n for n in result.notes)
+        pytest.skip("this torch build has no grouped GEMM on the CPU")
+    # (TP 1), (TP 2, EP 1), (TP 1, EP 2) x 3 token counts
+    assert result.rows["moe"] == 9
+    moe = pd.read_csv(tmp_path / "t" / "moe.csv")
+    assert set(moe["kernel"]) == {"torch-grouped-mm"} and (moe["latency_ms"] > 0).all()
+    sku = load_catalog().get("h200")
+    for tp, ep in ((2, 1), (2, 2)):
+        est = make_estimator("profiled", model, sku, tp=tp, ep=ep, op_tables=tmp_path / "t")
+        assert "moe_experts" not in est.fallbacks
+        assert str(tmp_path / "t" / "moe.csv") in est.describe()
+        rows = moe[(moe["moe_tp"] == tp // ep) & (moe["moe_ep"] == ep)].sort_values("num_tokens")
+        want = monotone(rows["latency_ms"].to_numpy() * 1e-3)
+        got = [est._routed_experts(float(t))[0] for t in rows["num_tokens"]]
+        if ep == 1:  # under EP the busiest rank's share scales the mean rank's time
+            assert np.allclose(got, want, rtol=1e-9)
+        else:
+            assert all(g >= w * (1 - 1e-9) for g, w in zip(got, want, strict=True))
+    # tables without a moe.csv: the roofline prices the experts, and says so
+    (tmp_path / "t" / "moe.csv").unlink()
+    est = make_estimator("profiled", model, sku, tp=2, op_tables=tmp_path / "t")
+    assert est.fallbacks["moe_experts"].startswith("no moe.csv in")
+
+
+@pytest.mark.parametrize("rows", [15, 5, 13])  # 3 rows a token, 1; uneven: 3 tokens get 2
+def test_each_token_sums_its_rows_by_their_weights(rows: int):
+    torch = pytest.importorskip("torch")
+    from estimators.profiler._kernels import token_combiner
+
+    tokens, hidden = 5, 8
+    y = torch.randn(rows, hidden, dtype=torch.float64)
+    weight = torch.rand(rows, 1, dtype=torch.float64)
+    token_of_row = torch.arange(rows) % tokens
+    want = torch.stack([(y * weight)[token_of_row == t].sum(0) for t in range(tokens)])
+    got = token_combiner(torch, weight, token_of_row, tokens, hidden)(y)
+    assert torch.allclose(got, want)
