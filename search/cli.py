@@ -191,12 +191,16 @@ def catalog_op_tables(fmt: str | None) -> None:
 
     rows = []
     for name in shipped_op_tables():
-        meta = load_op_tables(name).meta
+        tables = load_op_tables(name)
+        meta = tables.meta
         dtypes = meta.dtype if isinstance(meta.dtype, list) else [meta.dtype]
+        kinds = [k.replace("context_attention", "prefill").replace("generation_attention",
+                 "decode") for k in tables.kinds]  # fmt: skip
         rows.append({
             "name": name, "sku": meta.sku, "gpu": meta.gpu_name, "model": meta.model,
             "tp": ",".join(map(str, meta.tp or [])), "gemm_dtypes": ",".join(dtypes),
-            "date": meta.date[:10], "torch": meta.torch, "driver": meta.driver,
+            "operators": ",".join(kinds), "date": meta.date[:10], "torch": meta.torch,
+            "driver": meta.driver,
         })  # fmt: skip
     if fmt:
         emit_records(rows, fmt)
@@ -205,7 +209,7 @@ def catalog_op_tables(fmt: str | None) -> None:
         title="Shipped operator tables (--op-tables NAME)", title_justify="left",
         box=box.SIMPLE_HEAD,
     )  # fmt: skip
-    columns = ["name", "gpu", "tp", "gemm_dtypes", "date", "torch"]
+    columns = ["name", "gpu", "tp", "gemm_dtypes", "operators", "date"]
     for col in columns:
         table.add_column(col.replace("_", " "), no_wrap=True)
     for row in rows:

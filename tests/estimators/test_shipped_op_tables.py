@@ -2,44 +2,55 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from estimators import load_model, make_estimator
 from estimators._op_tables import (
     OpTablesError,
-    layer_gemm_shapes,
     load_op_tables,
     resolve_op_tables,
     shipped_op_tables,
 )
+from estimators.profiler._plan import FULL_GRID, plan_profile
 from sku_catalog import load_catalog
 
 SHIPPED = shipped_op_tables()
 
 
-def test_h100_and_h200_tables_of_the_dense_validation_models_ship():
-    expected = [
+def test_h100_and_h200_tables_of_the_validation_models_ship():
+    dense = [
         f"{gpu}/{model}" for gpu in ("h100-sxm", "h200")
         for model in ("llama-3.1-70b", "llama-3.1-8b", "qwen3-32b")
     ]  # fmt: skip
-    assert shipped_op_tables() == expected
+    moe = [f"h200/{m}" for m in ("deepseek-v3", "minimax-m2.5", "qwen3-235b-a22b", "qwen3-30b-a3b")]
+    assert shipped_op_tables() == sorted(dense + moe)
 
 
 @pytest.mark.parametrize("name", SHIPPED)
-def test_each_names_its_gpu_versions_and_covers_every_tp_shape_in_both_dtypes(name):
+def test_each_names_its_gpu_versions_and_covers_every_planned_shape(name):
+    """Every GEMM and MoE shape `llmcap profile run` plans for the model at the tables' TP
+    degrees and dtypes is there, over the whole token grid."""
     tables = load_op_tables(name)
     meta = tables.meta
     assert meta.source == "llmcap-profiler" and meta.device == "cuda"
     assert meta.sku == name.split("/")[0] and meta.gpu_name and meta.driver and meta.torch
-    assert meta.tp == [1, 2, 4, 8] and meta.dtype == ["bf16", "fp8"]
+    dtypes = tuple(meta.dtype) if isinstance(meta.dtype, list) else (meta.dtype,)
+    plan = plan_profile(load_model(meta.model), meta.tp, dtypes)
+    assert plan.tps == meta.tp and plan.gemms
     gemm = pd.read_csv(tables.directory / "gemm.csv")
-    model = load_model(meta.model)
-    for tp in meta.tp:
-        for n, k in layer_gemm_shapes(model, tp).values():
-            for dtype in ("bf16", "fp8"):
-                rows = gemm[(gemm["n"] == n) & (gemm["k"] == k) & (gemm["dtype"] == dtype)]
-                assert rows["m"].min() == 1 and rows["m"].max() == 16384, (tp, n, k, dtype)
+    for g in plan.gemms:
+        rows = gemm[(gemm["n"] == g.n) & (gemm["k"] == g.k) & (gemm["dtype"] == g.dtype)]
+        assert list(rows["m"]) == list(FULL_GRID.tokens), g
+    if not plan.moes:
+        assert not (tables.directory / "moe.csv").exists()
+        return
+    moe = pd.read_csv(tables.directory / "moe.csv")
+    for e in plan.moes:
+        rows = moe[(moe["moe_tp"] == e.moe_tp) & (moe["moe_ep"] == e.moe_ep)
+                   & (moe["dtype"] == e.dtype) & (moe["inter_size"] == e.inter)]  # fmt: skip
+        assert list(rows["num_tokens"]) == list(FULL_GRID.moe_tokens), e
 
 
 @pytest.mark.parametrize("name", SHIPPED)
@@ -60,6 +71,21 @@ def test_no_measurement_beats_the_gpus_peaks(name):
     assert (weight_bytes / seconds <= bandwidth).all()
     # the busiest GEMMs reach a real share of the peak: the GPU was working, not idling
     assert (flops / seconds / peak).max() > 0.5
+    moe_file = tables.directory / "moe.csv"
+    if moe_file.exists():  # one GPU's experts: their rows' FLOPs, their weights read once
+        moe = pd.read_csv(moe_file)
+        fp8 = moe["dtype"] == "fp8"
+        width = moe["inter_size"] // moe["moe_tp"]
+        local = moe["num_experts"] // moe["moe_ep"]
+        rows = np.ceil(moe["num_tokens"] * moe["topk"] / moe["moe_ep"])
+        seconds = moe["latency_ms"] * 1e-3
+        peak = fp8.map({True: sku.peak_flops(True), False: sku.peak_flops(False)})
+        assert (2.0 * rows * 3 * width * moe["hidden_size"] / seconds <= peak).all()
+        active = np.minimum(local, rows)
+        weights = active * 3 * width * moe["hidden_size"] * fp8.map({True: 1, False: 2})
+        assert (weights / seconds <= bandwidth).all()
+    if not (tables.directory / "generation_attention.csv").exists():
+        return  # multi-head latent attention: not timed
     dec = pd.read_csv(tables.directory / "generation_attention.csv")
     kv_bytes = 2 * 2 * dec["batch_size"] * dec["kv_len"] * dec["num_kv_heads"] * dec["head_dim"]
     assert (kv_bytes / (dec["latency_ms"] * 1e-3) <= bandwidth).all()

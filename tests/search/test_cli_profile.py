@@ -171,3 +171,12 @@ def test_search_runs_on_imported_vidur_tables(vidur_a100: Path, tmp_path: Path):
     assert result.exit_code == 0, result.output
     best = invoke("results", "best", "--db", db)
     assert best.exit_code == 0 and "QPS" in best.output
+
+
+def test_the_catalog_lists_which_operators_each_shipped_table_times():
+    result = invoke("catalog", "op-tables", "--json")
+    assert result.exit_code == 0, result.output
+    by_name = {row["name"]: row for row in json.loads(result.output)}
+    assert by_name["h200/llama-3.1-8b"]["operators"] == "gemm,prefill,decode"
+    assert by_name["h200/minimax-m2.5"]["operators"] == "gemm,prefill,decode,moe"
+    assert by_name["h200/deepseek-v3"]["operators"] == "gemm,moe"  # MLA: not timed
