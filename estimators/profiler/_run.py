@@ -171,6 +171,33 @@ def _check_dtype(s: ProfileSettings, info: DeviceInfo) -> None:
         )
 
 
+def _meta_notes(
+    s: ProfileSettings,
+    plan: ProfilePlan,
+    warmup: int,
+    repeats: int,
+    methods: set[str],
+    device: str,
+) -> list[str]:
+    """How the tables were measured, for meta.yaml's notes."""
+    notes = [
+        f"{'quick' if s.quick else 'full'} grid",
+        f"median of {repeats} runs after {warmup} warm-up",
+        f"timed by {', '.join(sorted(methods)) or 'nothing'}"
+        + (_ROTATION_NOTE if device == "cuda" else ""),
+        "random normal inputs",
+    ]
+    if plan.heads:
+        notes.append("attention: torch SDPA, dense KV")
+    if plan.moes:
+        notes.append("MoE: one GPU's experts under balanced routing, torch grouped GEMMs")
+    if "fp8" in s.dtypes:
+        notes.append("fp8 GEMMs: per-tensor scales, activations already fp8")
+        if plan.moes:
+            notes.append("fp8 experts: row-wise scales, rows and activation quantized")
+    return notes
+
+
 def run_profile(
     settings: ProfileSettings,
     out: str | Path,
@@ -259,22 +286,7 @@ def run_profile(
         torch=info.torch,
         model=settings.model_ref,
         tp=plan.tps,
-        notes=(
-            f"{'quick' if settings.quick else 'full'} grid; median of {repeats} runs after "
-            f"{warmup} warm-up; timed by {', '.join(sorted(methods)) or 'nothing'}"
-            f"{_ROTATION_NOTE if info.device == 'cuda' else ''}; random normal inputs; "
-            "attention: torch SDPA, dense KV"
-            + (
-                "; MoE: one GPU's experts under balanced routing, torch grouped GEMMs"
-                if plan.moes
-                else ""
-            )
-            + (
-                "; fp8 GEMMs: per-tensor scales, activations already fp8"
-                if "fp8" in settings.dtypes
-                else ""
-            )
-        ),
+        notes="; ".join(_meta_notes(settings, plan, warmup, repeats, methods, info.device)),
     )
     tables = {kind: pd.DataFrame(r) for kind, r in rows.items()}
     result.files = write_op_tables(result.out, meta, tables)

@@ -257,6 +257,8 @@ def test_a_mixtures_experts_table_is_what_the_profiled_backend_times_them_by(tmp
     assert result.rows["moe"] == 9
     moe = pd.read_csv(tmp_path / "t" / "moe.csv")
     assert set(moe["kernel"]) == {"torch-grouped-mm"} and (moe["latency_ms"] > 0).all()
+    notes = load_op_tables(tmp_path / "t").meta.notes
+    assert "attention: torch SDPA" in notes and "MoE: one GPU's experts" in notes
     sku = load_catalog().get("h200")
     for tp, ep in ((2, 1), (2, 2)):
         est = make_estimator("profiled", model, sku, tp=tp, ep=ep, op_tables=tmp_path / "t")
