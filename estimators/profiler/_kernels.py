@@ -33,13 +33,17 @@ from typing import Any
 
 __all__ = [
     "MAX_COPIES",
+    "MOE_KERNELS",
     "ROTATION_BYTES",
     "decode_op",
     "gemm_op",
+    "moe_bytes",
     "moe_op",
+    "moe_rows",
     "prefill_op",
     "rotation_copies",
     "time_op",
+    "token_combiner",
     "torch_dtype",
 ]
 
@@ -296,8 +300,9 @@ def token_combiner(
     """The weighted sum of each token's rows of `y` (``[rows, hidden]``, row r serving token
     ``token_of_row[r]``, which is ``r % tokens``): where every token has as many rows, one
     batched product that reads each row once, as the engines' reduction over a token's
-    experts does (an H200 ran it 4x faster than the indexed add at 65,536 rows of 3,072);
-    else an indexed add (atomics), for the shapes whose rows do not divide."""
+    experts does (on an H200, at 65,536 rows of 3,072, the layer's steps besides its GEMMs
+    took 0.65 ms with it against 2.5 ms with the indexed add); else an indexed add
+    (atomics), for the shapes whose rows do not divide."""
     rows = weight.shape[0]
     per_token = rows // tokens if rows % tokens == 0 else 0
     if per_token == 1:  # a row a token: only its weight (a batched product of one row is slow)
