@@ -97,6 +97,19 @@ pools, or recording attention DP where their recipe runs none; the B200 FP8 2p-1
 February) or its concurrency (GB200 FP4 1k/1k at 12,000), the pools keep the engine's own
 limits.
 
+Some of those FP8 recipes move the checkpoint's block-FP8 dense GEMMs (attention projections,
+shared experts, dense MLPs) off DeepGEMM, in both pools (`SglangRecipe.fp8_block_gemm`, read
+2026-11-30).  The GB200 low-latency recipes (ishandhanani/srt-slurm recipes/gb200-fp8/1k1k/
+low-latency.yaml, 8k1k/low-latency.yaml) say so outright: ``fp8-gemm-backend:
+flashinfer_trtllm``.  The B200 recipes (recipes/b200-fp8/1k1k.yaml, 1k1k-stp.yaml,
+8k1k-stp.yaml, 8k1k/stp/max-tpt-dep8-1p1d.yaml) set ``SGLANG_ENABLE_JIT_DEEPGEMM: "false"``,
+and SGLang's automatic choice (``fp8_utils._dispatch_auto_backend`` in 0.5.8, these rows'
+version) then takes FlashInfer's groupwise kernel on a Blackwell GPU with FlashInfer, before
+CUTLASS or Triton: the kernel `_launch_scripts.py` gives the aggregated FP8 B200 points.  The
+others leave DeepGEMM on: NVIDIA/srt-slurm's March 2026 recipes/b200-fp8/8k1k.yaml and the
+GB200 max-tpt, ultra-tpt and mid-curve recipes, whose DeepEP workers set only
+``SGLANG_JIT_DEEPGEMM_FAST_WARMUP``.
+
 The public campaign's TensorRT-LLM DeepSeek-R1 rows (`benchmark-db`, run from a Dynamo
 image) were launched by InferenceX's dynamo-trt jobs, which hand srtctl a recipe
 (`CONFIG_FILE=recipes/trtllm/<gpu>-<precision>/<isl>k<osl>k/stp/...` in SemiAnalysisAI/
@@ -138,7 +151,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import NamedTuple
 
-from estimators import MOE_ALL_TO_ALL_ALWAYS, Precision
+from estimators import FP8_BLOCK_GEMM_FLASHINFER, MOE_ALL_TO_ALL_ALWAYS, Precision
 from search._validate._aic_generator import generated_options
 from search._validate._aic_silicon import (
     DYNAMO_FRONTEND,
@@ -252,6 +265,9 @@ class SglangRecipe(NamedTuple):
     # each pool's --mem-fraction-static (prefill, decode), where both were read; (0, 0): the
     # engine's own plan
     memory_fractions: tuple[float, float] = (0.0, 0.0)
+    # the block-FP8 dense GEMM kernel both pools run, where the recipe moves it off DeepGEMM
+    # (engines.yaml fp8_block_gemm; module docstring); "": DeepGEMM, SGLang's default
+    fp8_block_gemm: str = ""
 
 
 # the srt-slurm SGLang recipes of the public campaign's DeepSeek-R1 rows, by (GPU, 4-bit
@@ -272,15 +288,19 @@ SGLANG_RECIPES: dict[tuple[str, bool, int, int, int, int, int, int, int, int], S
     ("b200", True, 8192, 1, 4, 1, 1, 1, 8, 1): SglangRecipe(32768, 32768, 512, 512, (4, 8, 16, 64)),
     ("b200", True, 8192, 7, 1, 4, 4, 2, 1, 8): SglangRecipe(65536, 65536, 1024, 2048, (1024, 2048)),
     # b200-fp8/1k1k and 8k1k-stp: low-latency-tep8-1p-1d, 1p-4d
-    ("b200", False, 1024, 1, 8, 1, 8, 1, 8, 1): SglangRecipe(32768, 32768, 512, 512, (4,)),
+    ("b200", False, 1024, 1, 8, 1, 8, 1, 8, 1): SglangRecipe(
+        32768, 32768, 512, 512, (4,), fp8_block_gemm=FP8_BLOCK_GEMM_FLASHINFER
+    ),
     ("b200", False, 8192, 1, 8, 1, 8, 1, 8, 1): SglangRecipe(
-        32768, 32768, 512, 512, (4, 32, 64), (0.85, 0.85)
+        32768, 32768, 512, 512, (4, 32, 64), (0.85, 0.85), FP8_BLOCK_GEMM_FLASHINFER
     ),
     ("b200", False, 8192, 1, 8, 1, 8, 4, 8, 1): SglangRecipe(
-        32768, 32768, 512, 512, (64,), (0.85, 0.85)
+        32768, 32768, 512, 512, (64,), (0.85, 0.85), FP8_BLOCK_GEMM_FLASHINFER
     ),
     # b200-fp8/8k1k/stp/max-tpt-dep8-1p1d
-    ("b200", False, 8192, 1, 1, 8, 8, 1, 1, 8): SglangRecipe(131072, 16384, 16, 1024, (128,)),
+    ("b200", False, 8192, 1, 1, 8, 8, 1, 1, 8): SglangRecipe(
+        131072, 16384, 16, 1024, (128,), fp8_block_gemm=FP8_BLOCK_GEMM_FLASHINFER
+    ),
     # b200-fp8/8k1k (its March 2026 version): low-latency-tp8-1p-4d, max-tpt-dep8-1p-1d,
     # 1p-2d, 2p-1d, 3p-1d
     ("b200", False, 8192, 1, 1, 8, 1, 4, 8, 1): SglangRecipe(
@@ -313,12 +333,16 @@ SGLANG_RECIPES: dict[tuple[str, bool, int, int, int, int, int, int, int, int], S
         131072, 0, 30000, 45000, (1024, 2048, 4096, 6144)
     ),
     ("gb200", False, 1024, 1, 1, 8, 8, 1, 1, 8): SglangRecipe(131072, 0, 8192, 5120, (4096,)),
-    ("gb200", False, 1024, 1, 4, 1, 1, 1, 4, 1): SglangRecipe(8192, 0, 512, 128, (4, 8)),
+    ("gb200", False, 1024, 1, 4, 1, 1, 1, 4, 1): SglangRecipe(
+        8192, 0, 512, 128, (4, 8), fp8_block_gemm=FP8_BLOCK_GEMM_FLASHINFER
+    ),
     # gb200-fp8/8k1k: mid-curve, low-latency (its 2025 version)
     ("gb200", False, 8192, 5, 1, 8, 8, 1, 1, 32): SglangRecipe(
         131072, 0, 30000, 8192, (512, 1024, 2048, 6144)
     ),
-    ("gb200", False, 8192, 1, 8, 1, 1, 1, 8, 1): SglangRecipe(24576, 0, 512, 512, (4, 8, 16)),
+    ("gb200", False, 8192, 1, 8, 1, 1, 1, 8, 1): SglangRecipe(
+        24576, 0, 512, 512, (4, 8, 16), fp8_block_gemm=FP8_BLOCK_GEMM_FLASHINFER
+    ),
     # h200/8k1k: bs128-1p1d-dep
     ("h200", False, 8192, 1, 8, 1, 1, 1, 1, 8): SglangRecipe(
         163840, 163840, 16, 256, (64, 128, 256), (0.75, 0.88)
@@ -435,7 +459,8 @@ def _with_sglang_recipe(point: ValidationPoint, recipe: SglangRecipe) -> Validat
     """`point` with its recipe's limits per attention-DP rank: the chunk SGLang gives each
     rank (the recipe's over the DP ranks, at most its max-prefill-tokens) and the running
     requests of each pool's ranks (a decode pool whose recipe sets none keeps the row's),
-    and each pool's memory fraction where both were read."""
+    each pool's memory fraction where both were read, and the block-FP8 GEMM kernel where
+    the recipe moves it off DeepGEMM."""
     shape = point.decode
     assert shape is not None
     max_tokens = recipe.prefill_max_tokens or SGLANG_DEFAULT_MAX_PREFILL_TOKENS
@@ -445,7 +470,8 @@ def _with_sglang_recipe(point: ValidationPoint, recipe: SglangRecipe) -> Validat
     if recipe.decode_running:
         decode = replace(decode, batch_size=recipe.decode_running // shape.dp)
     return replace(point, token_budget=budget, batch_size=recipe.prefill_running // point.dp,
-                   memory_fraction=prefill_memory, decode=decode)  # fmt: skip
+                   memory_fraction=prefill_memory, decode=decode,
+                   fp8_block_gemm=recipe.fp8_block_gemm or point.fp8_block_gemm)  # fmt: skip
 
 
 def _deepep_ep(tp: int, dp: int, ep: int) -> int:

@@ -348,6 +348,33 @@ def test_the_public_sglang_deepseek_rows_take_their_recipes_limits_per_dp_rank()
     assert mapped(128) == (0, 0, 16)
 
 
+def test_sglang_fp8_recipes_that_turn_deepgemm_off_run_flashinfers_block_fp8_gemms():
+    """The B200 tep8 recipes set SGLANG_ENABLE_JIT_DEEPGEMM false (SGLang 0.5.8 then picks
+    FlashInfer's groupwise kernel on Blackwell) and the GB200 low-latency ones
+    fp8-gemm-backend flashinfer_trtllm: both pools price those GEMMs at that kernel;
+    NVIDIA's March B200 recipe keeps DeepGEMM, as does a concurrency no recipe names."""
+    tep8 = {"prefill_tp_size": "8", "prefill_attention_dp_size": "1", "prefill_moe_tp_size": "1",
+            "prefill_moe_ep_size": "8", "decode_tp_size": "8", "decode_attention_dp_size": "1",
+            "decode_moe_tp_size": "1", "decode_moe_ep_size": "8"}  # fmt: skip
+    tp4 = {"prefill_tp_size": "4", "prefill_attention_dp_size": "1", "prefill_moe_tp_size": "4",
+           "prefill_moe_ep_size": "1", "decode_tp_size": "4", "decode_attention_dp_size": "1",
+           "decode_moe_tp_size": "4", "decode_moe_ep_size": "1"}  # fmt: skip
+
+    def row(concurrency: int, system: str = "b200_sxm", isl: str = "8192", **layout: str):
+        source = (f"db-dump/2026-04-27; config_id=455; silicon_concurrency={concurrency}; "
+                  "lmsysorg/sglang:v0.5.8.post1-cu130-amd64")  # fmt: skip
+        return disagg(backend="sglang", backend_version="0.5.8.post1", system=system, isl=isl,
+                      silicon_data_source=source, **layout)  # fmt: skip
+
+    rows = [row(4, **tep8), row(8, **tep8), row(288), row(4, "gb200", "1024", **tp4)]
+    b200, unnamed, march, gb200 = select_points(rows, models="all", modes="disagg").points
+    assert b200.fp8_block_gemm == gb200.fp8_block_gemm == "flashinfer"
+    assert unnamed.fp8_block_gemm == march.fp8_block_gemm == ""
+    d = prepare(deployment_for(b200))
+    assert d.estimator.fp8_block_gemm == d.decode_pool.estimator.fp8_block_gemm == "flashinfer"
+    assert prepare(deployment_for(march)).estimator.fp8_block_gemm == ""
+
+
 def test_the_public_tensorrt_llm_deepseek_rows_take_their_recipes_decode_batch_cap():
     """Each srt-slurm recipe sets its decode workers' max_batch_size and names the
     concurrencies it runs at: a row it matches (GPU, precision, lengths, worker counts,
