@@ -346,6 +346,7 @@ class LlmcapOpTables(OpTableSource):
         self._cubes: dict[str, GemmCube | None] = {}
         self._attention: dict[tuple, AttentionTable] = {}
         self._allreduce: dict[int, Curve | None] = {}
+        self._moe: dict[tuple, tuple[str, Curve | None, str]] = {}
 
     def _file(self, kind: str) -> str:
         return str(self.directory / f"{kind}.csv")
@@ -440,6 +441,14 @@ class LlmcapOpTables(OpTableSource):
         return [self._file("allreduce")], self._allreduce[num_gpus]
 
     def moe_curve(
+        self, shape: tuple[int, int, int, int, int, int], dtypes: tuple[str, ...]
+    ) -> tuple[str, Curve | None, str]:
+        key = (shape, dtypes)
+        if key not in self._moe:
+            self._moe[key] = self._moe_curve(shape, dtypes)
+        return self._moe[key]
+
+    def _moe_curve(
         self, shape: tuple[int, int, int, int, int, int], dtypes: tuple[str, ...]
     ) -> tuple[str, Curve | None, str]:
         label = self._file("moe")
