@@ -414,13 +414,14 @@ class ProfiledEstimator(RooflineEstimator):
         # ---- GEMMs: one curve in m per operator
         ref_label, cube = source.gemm_cube(_gemm_dtype(self.precision))
         self.tables.append(ref_label)
-        # the tables time the engine's default block-FP8 kernel, not the one it runs here
-        shapes = {} if self.fp8_block_gemm else self._gemm_shapes()
-        if self.fp8_block_gemm:
+        if self.fp8_block_gemm:  # the tables time the engine's default block-FP8 kernel
+            shapes: dict[str, tuple[int, int]] = {}
             self.fallbacks["gemm"] = (
                 f"{ref_label} does not time the {self.fp8_block_gemm} block-FP8 kernel the "
                 "engine runs: the roofline's constants for it"
             )
+        else:
+            shapes = self._gemm_shapes()
         self._gemm_curves: dict[str, Curve] = {}
         self.regressed: dict[str, str] = {}  # GEMMs the table does not bracket
         for name, (n, k) in shapes.items():

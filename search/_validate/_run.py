@@ -111,7 +111,7 @@ def engine_for(
     replaces its all-reduce and all-to-all fits of the held-out GPU's family; the point's
     launch recipe may choose the MoE exchange and its script the CUDA-graph capture size and
     the MoE kernel; behind Dynamo's frontend the engine's own HTTP server is not on the
-    path (`dynamo_fronted`); the script may also choose the block-FP8 GEMM kernel."""
+    path (`dynamo_fronted`); the script or recipe may also choose the block-FP8 GEMM kernel."""
     if engines != AUTO:
         profile = load_engine(engines)
     else:
@@ -127,7 +127,7 @@ def engine_for(
         profile = replace(
             profile, piecewise_max_tokens=point.graph_max_tokens, piecewise_tokens_per_seq=0
         )
-    if point.fp8_block_gemm:  # the block-FP8 GEMM kernel the launch script forces
+    if point.fp8_block_gemm:  # the block-FP8 GEMM kernel the launch script or recipe forces
         profile = replace(profile, fp8_block_gemm=point.fp8_block_gemm)
     if point.moe_kernel:  # the MoE kernel the launch script forces
         expert = (point_model(point).expert_precision or point.precision).value
