@@ -208,7 +208,8 @@ def validate(
     """Simulate measured deployments and print the error table.
 
     Prints `TPOT MAPE x%` and `TTFT MAPE y%` over all points, then the errors by engine,
-    GPU, model and concurrency band: the mean absolute percentage error (MAPE), the
+    GPU, model, concurrency band and, where they differ, prompt/output lengths, campaign,
+    weights and client warm-up: the mean absolute percentage error (MAPE), the
     median signed error (predicted / measured - 1; positive = predicted too slow) and
     the share of points within ±10%.  A third line and column score the request
     throughput each side implies at the measured concurrency (the capacity a search

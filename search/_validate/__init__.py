@@ -2,7 +2,8 @@
 
 A dataset yields `ValidationPoint`s (a deployment, a closed-loop workload as its client
 sent it, and the measured mean TTFT and TPOT); each is simulated as its benchmark client
-ran it, and the errors are summarised overall and by engine, GPU, model and concurrency.
+ran it, and the errors are summarised overall and by engine, GPU, model, concurrency and
+(where they differ) prompt/output lengths, campaign, weights and client warm-up.
 """
 
 from __future__ import annotations

@@ -32,6 +32,8 @@ GROUPS: tuple[tuple[str, Callable[[PointResult], str]], ...] = (
     ("GPU", lambda r: r.point.sku),
     ("model", lambda r: r.point.model.rsplit("/", 1)[-1]),
     ("concurrency", lambda r: concurrency_band(r.point.concurrency)),
+    # the listed prompt and output lengths (`ValidationPoint.isl` / `osl`)
+    ("lengths", lambda r: f"{r.point.isl}/{r.point.osl}"),
     # which measurement campaign (its client and lengths: `ValidationPoint.source`)
     ("campaign", lambda r: r.point.source),
     # the measured checkpoint's weights (fp8, fp4, bf16 + mxfp4 experts, ...)
@@ -40,7 +42,7 @@ GROUPS: tuple[tuple[str, Callable[[PointResult], str]], ...] = (
     ("client warm-up", lambda r: r.point.client_warmup or "not recorded"),
 )
 # tables shown only where their key varies
-_SHOWN_WHEN_MIXED = ("campaign", "weights", "client warm-up")
+_SHOWN_WHEN_MIXED = ("lengths", "campaign", "weights", "client warm-up")
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
@@ -72,5 +73,7 @@ def grouped(
 
 
 def _natural(label: str) -> tuple:
-    head = label.split("-", 1)[0].rstrip("+")
-    return (0, int(head), label) if head.isdigit() else (1, 0, label)
+    """Labels that start with a number ("9-32", "129+", "8192/1024") by their numbers,
+    the others after them by name."""
+    numbers = tuple(int(n) for n in re.findall(r"\d+", label))
+    return (0, numbers, label) if label[:1].isdigit() else (1, (), label)

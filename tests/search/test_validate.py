@@ -27,6 +27,7 @@ from search._validate._launch_scripts import (
     trtllm_deepseek_max_num_tokens,
 )
 from search._validate._run import closed_loop_workload, deployment_for, engine_for
+from search._validate._stats import grouped
 from search.cli import cli
 from simulator import SchedulerKind, prepare
 from tests.benchmark_scripts import load_benchmark
@@ -929,6 +930,13 @@ def test_error_statistics_of_nothing_are_nan():
     assert stats.n == 0 and math.isnan(stats.mape)
 
 
+def test_groups_with_numeric_labels_sort_by_their_numbers_before_named_ones():
+    labels = {"8192/1024": 1, "1024/8192": 1, "15000/500": 1, "1024/1024": 1, "129+": 1,
+              "9-32": 1, "fp8": 1}  # fmt: skip
+    names = [name for name, _ in grouped(labels, lambda label: label, len)]
+    assert names == ["9-32", "129+", "1024/1024", "1024/8192", "8192/1024", "15000/500", "fp8"]
+
+
 def test_concurrency_bands():
     assert [concurrency_band(c) for c in (1, 8, 9, 32, 33, 128, 129, 512)] == [
         "1-8", "1-8", "9-32", "9-32", "33-128", "33-128", "129+", "129+",
@@ -950,8 +958,8 @@ def test_validate_on_a_small_fixed_subset(tmp_path):
     lines = result.output.splitlines()
     tpot = next(line for line in lines if line.startswith("TPOT MAPE "))
     ttft = next(line for line in lines if line.startswith("TTFT MAPE "))
-    for title in ("by engine", "by GPU", "by model", "by concurrency"):
-        assert title in result.output
+    for title in ("by engine", "by GPU", "by model", "by concurrency", "by lengths"):
+        assert title in result.output  # lengths: the six span 1k/128 to 2k/128
     # Regression guard at today's fidelity, set on the six drawn before the rows spread over
     # unrecorded workers were skipped (TPOT 32%, TTFT 53% before the engine layers were
     # fitted to aiconfigurator's operator tables; 8% and 80% after: those constants follow
