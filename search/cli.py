@@ -179,6 +179,10 @@ def catalog_workloads(wide: bool, fmt: str | None) -> None:
     print_table(table, whole=wide)
 
 
+# the operator-table kinds as `catalog op-tables` names them (the attention tables by phase)
+_OPERATOR_NAMES = {"context_attention": "prefill", "generation_attention": "decode"}
+
+
 @catalog.command("op-tables")
 @records_options
 def catalog_op_tables(fmt: str | None) -> None:
@@ -194,8 +198,7 @@ def catalog_op_tables(fmt: str | None) -> None:
         tables = load_op_tables(name)
         meta = tables.meta
         dtypes = meta.dtype if isinstance(meta.dtype, list) else [meta.dtype]
-        kinds = [k.replace("context_attention", "prefill").replace("generation_attention",
-                 "decode") for k in tables.kinds]  # fmt: skip
+        kinds = [_OPERATOR_NAMES.get(kind, kind) for kind in tables.kinds]
         rows.append({
             "name": name, "sku": meta.sku, "gpu": meta.gpu_name, "model": meta.model,
             "tp": ",".join(map(str, meta.tp or [])), "gemm_dtypes": ",".join(dtypes),

@@ -26,6 +26,7 @@ engines with paged kernels may differ a little).
 
 from __future__ import annotations
 
+import itertools
 import statistics
 import time
 from collections.abc import Callable
@@ -250,9 +251,7 @@ def moe_op(
     counts = moe_rows(tokens, topk, experts, moe_ep)
     rows, active = sum(counts), len(counts)
     bf16 = torch.bfloat16
-    offs = torch.tensor(
-        [sum(counts[: i + 1]) for i in range(active)], dtype=torch.int32, device=device
-    )
+    offs = torch.tensor(list(itertools.accumulate(counts)), dtype=torch.int32, device=device)
     token_of_row = torch.arange(rows, device=device) % tokens
     weight = torch.rand(rows, 1, device=device, dtype=bf16)
     x = torch.randn(tokens, hidden, device=device, dtype=bf16)
