@@ -31,7 +31,7 @@ version) emits:
   a prefill batch would hold one or two of these prompts.  Not applied: the rule's history
   before the runs was not read (the stored template itself shows the generator changing),
   and the runs measure SGLang's own limits rather than that one (on H100, Qwen3-32B TP 2,
-  1024/128 at C=16, 841 ms TTFT: the whole wave prefilled together, README).
+  1024/128 at C=16, 841 ms TTFT: the whole wave prefilled together, docs/validation.md).
 - vLLM 0.12.0 (`vllm.rule`, `cli_args.0.12.0.j2`): the rule's token budget is not emitted;
   its max_num_seqs 512 only moves vLLM's CUDA-graph capture to 512 tokens, below every
   prefill these points run.  Nothing changes.

@@ -269,7 +269,7 @@ def test_the_installed_disaggregated_points_and_a_subsets_error_bound():
     # every sixth H200/B200 point (the 33 GB200 ones, scored since the catalog has GB200,
     # are not in this guard), two requests per slot (a short run: less queueing than the
     # client's ten): TPOT within 25% MAPE (the full run: 16%), TTFT within 75% (the full
-    # run: 58%, predicted too fast; README)
+    # run: 58%, predicted too fast; docs/validation.md)
     subset = [p for p in points if p.sku != "gb200"][::6]
     results = simulate_points(subset, requests_per_slot=2, workers=1)
     assert all(r.ok for r in results)
