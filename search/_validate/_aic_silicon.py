@@ -75,7 +75,8 @@ import functools
 import io
 import math
 import re
-from collections import Counter
+from collections import Counter, defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from typing import Any
@@ -320,6 +321,14 @@ RACK_LAYOUT = "rack-scale layout not recorded (tp_size > 8 on an NVL72 rack)"
 # than it records (`unrecorded_workers`)
 UNRECORDED_WORKERS = "workers not recorded (concurrency is not batch_size x attention_dp_size)"
 
+# the skip reason of an aggregated row whose run decoded fewer requests together than its
+# concurrency says (`unheld_concurrency`)
+UNHELD_CONCURRENCY = (
+    "concurrency not held (TPOT under 0.75x the same deployment's at 1/8 the clients or fewer)"
+)
+UNHELD_LOAD_FACTOR = 8  # `unheld_concurrency`: how much lighter the comparison runs are
+UNHELD_TPOT_RATIO = 0.75  # ... and how far below theirs a TPOT must fall
+
 MODES = ("agg", "disagg", "all")  # `select_points(modes=...)`
 
 
@@ -457,11 +466,15 @@ def select_points(
         for point, row in zip(mapped, rows, strict=True)
         if not isinstance(point, str)
     ]
-    twins = {**mtp_sweep_runs(records), **speculative_twins(records)}
+    unusable = {
+        **mtp_sweep_runs(records),
+        **speculative_twins(records),
+        **unheld_concurrency(point for point, _ in records),
+    }
     measured: set[ValidationPoint] = set()  # each kept measurement (`_measurement`)
     for point_or_reason in mapped:
-        if not isinstance(point_or_reason, str) and point_or_reason.id in twins:
-            point_or_reason = twins[point_or_reason.id]
+        if not isinstance(point_or_reason, str) and point_or_reason.id in unusable:
+            point_or_reason = unusable[point_or_reason.id]
         point = None if isinstance(point_or_reason, str) else point_or_reason
         if point is not None and models != "all" and point.moe != (models == "moe"):
             kind = "mixture-of-experts" if point.moe else "dense"
@@ -476,6 +489,44 @@ def select_points(
         else:
             selection.points.append(point_or_reason)
     return selection
+
+
+def unheld_concurrency(points: Iterable[ValidationPoint]) -> dict[str, str]:
+    """The ids of the aggregated points whose run cannot have decoded its concurrency's
+    requests together, each with the reason: its TPOT is under `UNHELD_TPOT_RATIO` of the
+    TPOT the same deployment (engine, GPU, model, weights, layout and lengths, any release)
+    measured with `UNHELD_LOAD_FACTOR` times fewer clients or fewer still.
+
+    A decode step does not get shorter as its batch grows: eight times the sequences read
+    eight times the KV cache and run eight times the GEMM rows over the same weights.  So a
+    run at C clients that decoded faster than one at C / 8 held far fewer than C requests in
+    flight (failed requests, a client that stalled), and its means describe a load it does
+    not record.  Evidence, on aiconfigurator-core 0.12.0's sample: six public vLLM
+    gpt-oss-120b rows on H100 at concurrency 512 (TP 2-8, three recording vLLM 0.11.2 and
+    three no version) measure TPOT 3.6-5.6 ms, 0.30-0.50 of the same deployments' at
+    concurrency 32-64 under vLLM 0.18, and TTFT 20-118 s.  The ratio's margin is wide: of
+    the 950 other aggregated points with such lighter runs, none falls below 1.01, so a ratio
+    anywhere from 0.51 to 1.01 skips the same six.  The three 512-client rows of those
+    deployments whose TPOT matches the lighter runs' (1.02-1.03, TTFT 113-462 s) stay: a run
+    holding about a hundred requests at a time, as their TTFT and TPOT imply, is a load a
+    simulator can be asked about."""
+    by_deployment: dict[tuple[Any, ...], list[ValidationPoint]] = defaultdict(list)
+    for point in points:
+        if point.mode == "agg":
+            key = (point.engine, point.sku, point.model, point.weights, point.precision,
+                   point.tp, point.pp, point.ep, point.dp, point.isl, point.osl)  # fmt: skip
+            by_deployment[key].append(point)
+    unheld: dict[str, str] = {}
+    for runs in by_deployment.values():
+        for point in runs:
+            lighter = [
+                run.measured_tpot_ms
+                for run in runs
+                if run.concurrency * UNHELD_LOAD_FACTOR <= point.concurrency
+            ]
+            if lighter and point.measured_tpot_ms < UNHELD_TPOT_RATIO * max(lighter):
+                unheld[point.id] = UNHELD_CONCURRENCY
+    return unheld
 
 
 def _measurement(point: ValidationPoint) -> ValidationPoint:

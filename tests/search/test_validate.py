@@ -388,6 +388,26 @@ def twin_rows(engine: str, version: str, dumped: str, csv_date: str, **fields: s
     ]  # fmt: skip
 
 
+def test_a_run_decoding_faster_than_the_deployment_at_an_eighth_of_its_clients_is_skipped():
+    def run(name, concurrency, tpot, **fields):
+        source = f"source_file=x.csv; silicon_concurrency={concurrency}"
+        return row(id=name, silicon_data_source=source, silicon_tpot_ms=str(tpot), **fields)
+
+    rows = [
+        run("light", 8, 10.0),
+        run("held", 64, 8.0),  # 0.8 of the light run's step: a heavier batch, a noisier run
+        run("unheld", 64, 7.0),  # under 0.75 of it at eight times the clients
+        run("near", 32, 5.0),  # only four times the light run's clients: nothing to hold to
+        run("other layout", 64, 5.0, tp_size="8.0"),  # another deployment
+    ]
+    selection = select_points(rows)
+    assert [p.id for p in selection.points] == ["light", "held", "near", "other layout"]
+    assert selection.skipped == {_aic_silicon.UNHELD_CONCURRENCY: 1}
+    # any release of the deployment counts: the light run's version does not matter
+    rows[0] = {**rows[0], "backend_version": "0.19.0"}
+    assert select_points(rows).skipped == {_aic_silicon.UNHELD_CONCURRENCY: 1}
+
+
 @pytest.mark.parametrize(
     ("engine", "version", "fields", "dumped", "csv_date", "kept"),
     [  # SGLang 0.5.9 B200 FP8 TP 8; TensorRT-LLM 1.1.0rc2.post2 H200 and B200 TP 8 EP 8
