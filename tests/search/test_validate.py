@@ -408,6 +408,17 @@ def test_a_run_decoding_faster_than_the_deployment_at_an_eighth_of_its_clients_i
     assert select_points(rows).skipped == {_aic_silicon.UNHELD_CONCURRENCY: 1}
 
 
+@needs_aic
+def test_the_installed_moe_points_lose_exactly_the_six_runs_that_did_not_hold_512_clients():
+    selection = load_aic_silicon(models="moe")
+    assert selection.skipped[_aic_silicon.UNHELD_CONCURRENCY] == 6
+    assert len(selection.points) == 1323
+    kept_512 = [p for p in selection.points
+                if p.model == "openai/gpt-oss-120b" and p.sku == "h100-sxm"
+                and p.concurrency == 512]  # fmt: skip
+    assert len(kept_512) == 3  # their TPOT matches the lighter runs': a load that was held
+
+
 @pytest.mark.parametrize(
     ("engine", "version", "fields", "dumped", "csv_date", "kept"),
     [  # SGLang 0.5.9 B200 FP8 TP 8; TensorRT-LLM 1.1.0rc2.post2 H200 and B200 TP 8 EP 8
