@@ -33,7 +33,7 @@ import math
 from typing import Any
 
 from estimators import _aic_tables as aic
-from estimators._curves import Curve, Grid2D, grid_from_rows, monotone
+from estimators._curves import Curve, Grid2D, grid_from_rows, monotone, rows_where
 from estimators._types import ModelArchitecture, Precision
 
 __all__ = [
@@ -95,14 +95,8 @@ def moe_curve(
     if kernel:
         df = df[df["kernel_source"].astype(str).str.contains(kernel, regex=False)]
     hidden, inter, topk, experts, moe_tp, moe_ep = shape
-    sub = df[
-        (df["hidden_size"] == hidden)
-        & (df["inter_size"] == inter)
-        & (df["topk"] == topk)
-        & (df["num_experts"] == experts)
-        & (df["moe_tp_size"] == moe_tp)
-        & (df["distribution"] == distribution)
-    ]
+    sub = rows_where(df, hidden_size=hidden, inter_size=inter, topk=topk, num_experts=experts,
+                     moe_tp_size=moe_tp, distribution=distribution)  # fmt: skip
     for dtype in dtypes:
         rows = sub[sub["moe_dtype"] == dtype]
         if len(_fastest(rows[rows["moe_ep_size"] == moe_ep])) < 2:
@@ -182,17 +176,8 @@ def _ep_from_ep1(
     those kernels).  None where no shape of the kernel scales at this EP."""
     hidden, inter, topk, experts, moe_tp, moe_ep = shape
     fields = ["hidden_size", "inter_size", "topk", "num_experts"]
-    same = rows[
-        (rows["moe_tp_size"] == moe_tp)
-        & (rows["distribution"] == distribution)
-        & (rows["moe_dtype"] == dtype)
-    ]
-    own = same[
-        (same["hidden_size"] == hidden)
-        & (same["inter_size"] == inter)
-        & (same["topk"] == topk)
-        & (same["num_experts"] == experts)
-    ]
+    same = rows_where(rows, moe_tp_size=moe_tp, distribution=distribution, moe_dtype=dtype)
+    own = rows_where(same, hidden_size=hidden, inter_size=inter, topk=topk, num_experts=experts)
     ep1 = _fastest(own[own["moe_ep_size"] == 1])
     candidates = []
     for other, measured in same.groupby(fields, sort=True):
@@ -234,11 +219,7 @@ def scaled_to_shape(
     its experts the same M.  The measured shape nearest in one expert's size is used;
     token counts below one are dropped."""
     hidden, inter, topk, experts, moe_tp, moe_ep = shape
-    sub = rows[
-        (rows["moe_tp_size"] == moe_tp)
-        & (rows["moe_ep_size"] == moe_ep)
-        & (rows["distribution"] == distribution)
-    ]
+    sub = rows_where(rows, moe_tp_size=moe_tp, moe_ep_size=moe_ep, distribution=distribution)
     fields = ["hidden_size", "inter_size", "topk", "num_experts"]
     for dtype in dtypes:
         measured = sub[sub["moe_dtype"] == dtype]
@@ -246,12 +227,7 @@ def scaled_to_shape(
             continue
         shapes = measured[fields].drop_duplicates().itertuples(index=False, name=None)
         h, i, k, e = min(shapes, key=lambda s: abs(math.log(s[0] * s[1] / (hidden * inter))))
-        one = measured[
-            (measured["hidden_size"] == h)
-            & (measured["inter_size"] == i)
-            & (measured["topk"] == k)
-            & (measured["num_experts"] == e)
-        ]
+        one = rows_where(measured, hidden_size=h, inter_size=i, topk=k, num_experts=e)
         best = one.groupby("num_tokens", sort=True)["seconds"].min()
         tokens = best.index.to_numpy(dtype=float) * (k / e) * (experts / topk)
         seconds = monotone(best.to_numpy()) * (experts * hidden * inter) / (e * h * i)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -28,6 +28,7 @@ __all__ = [
     "gemm_curve",
     "grid_from_rows",
     "monotone",
+    "rows_where",
 ]
 
 
@@ -184,6 +185,15 @@ class GemmCube(NamedTuple):
     ns: np.ndarray
     ks: np.ndarray
     log_seconds: np.ndarray
+
+
+def rows_where(rows: Any, **values: object) -> Any:
+    """The rows of the table `rows` (a pandas DataFrame) whose every named column equals its
+    value."""
+    mask = np.ones(len(rows), dtype=bool)
+    for column, value in values.items():
+        mask &= (rows[column] == value).to_numpy()
+    return rows[mask]
 
 
 def grid_from_rows(

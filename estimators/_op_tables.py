@@ -75,6 +75,7 @@ from estimators._curves import (
     cube_from_rows,
     grid_from_rows,
     monotone,
+    rows_where,
 )
 from estimators._types import ModelArchitecture
 
@@ -456,14 +457,8 @@ class LlmcapOpTables(OpTableSource):
         if table is None:
             return label, None, f"no moe.csv in {self.directory}"
         hidden, inter, topk, experts, moe_tp, moe_ep = shape
-        sub = table[
-            (table["hidden_size"] == hidden)
-            & (table["inter_size"] == inter)
-            & (table["topk"] == topk)
-            & (table["num_experts"] == experts)
-            & (table["moe_tp"] == moe_tp)
-            & (table["moe_ep"] == moe_ep)
-        ]
+        sub = rows_where(table, hidden_size=hidden, inter_size=inter, topk=topk,
+                         num_experts=experts, moe_tp=moe_tp, moe_ep=moe_ep)  # fmt: skip
         for asked in dtypes:
             rows = sub[sub["dtype"].isin(_MOE_ASKED_DTYPES.get(asked, ()))]
             med = rows.groupby(["kernel", "num_tokens"])["seconds"].median()
