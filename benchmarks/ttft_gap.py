@@ -15,10 +15,20 @@ not.  A gap that is large at every length and concurrency under "no warm-up" is 
 requests' cold start (kernels compiled, loaded or tuned on first use), which no simulator of
 the warm engine reproduces.
 
+``--by-concurrency`` splits each group by the client's concurrency: a gap that holds a
+steady number of measured decode steps while the concurrency (and with it the decode step)
+grows many times over is counted in iterations of the decode side, not in the prompt's work.
+
+``--against DIR2`` compares two runs of the same points (say the roofline and
+``--estimator auto``): for each engine, how many measured TTFTs lie above both
+predictions, between them or below both.  Where most lie above both, the time missing is
+not the choice between the two operator sources.
+
 Nothing is fitted: this reads predictions and measurements and prints their differences.
 
     llmcap validate --dataset aic-silicon --models moe --estimator auto --no-aic --out DIR
-    python benchmarks/ttft_gap.py DIR [--max-concurrency 8]
+    python benchmarks/ttft_gap.py DIR [--max-concurrency 8] [--by-concurrency]
+    python benchmarks/ttft_gap.py DIR --against DIR2
 """
 
 from __future__ import annotations
@@ -46,15 +56,19 @@ def _layers(model: str) -> int:
     return load_model(model).num_layers
 
 
-def gap_table(rows: list[dict[str, str]], max_concurrency: int) -> list[tuple]:
-    """(engine, GPU, model, prompt length, warm-up, n, measured, predicted, gap, gap/layer,
-    gap/TPOT) medians in ms (the last in decode steps) over the points at concurrency <=
-    `max_concurrency`."""
-    groups: dict[tuple[str, ...], list[dict[str, str]]] = defaultdict(list)
+def gap_table(
+    rows: list[dict[str, str]], max_concurrency: int, by_concurrency: bool = False
+) -> list[tuple]:
+    """(engine, GPU, model, prompt length, warm-up, [concurrency,] n, measured, predicted,
+    gap, gap/layer, gap/TPOT) medians in ms (the last in decode steps) over the points at
+    concurrency <= `max_concurrency`; the concurrency is a key of its own when
+    `by_concurrency`."""
+    groups: dict[tuple, list[dict[str, str]]] = defaultdict(list)
     for r in rows:
-        if int(r["concurrency"]) <= max_concurrency:
+        concurrency = int(r["concurrency"])
+        if concurrency <= max_concurrency:
             key = (r["engine"], r["sku"], r["model"], r["isl"], r["client_warmup"] or "-")
-            groups[key].append(r)
+            groups[(*key, concurrency) if by_concurrency else key].append(r)
     table = []
     for key, members in sorted(groups.items()):
         measured = statistics.median(float(r["measured_ttft_ms"]) for r in members)
@@ -66,6 +80,24 @@ def gap_table(rows: list[dict[str, str]], max_concurrency: int) -> list[tuple]:
         row = (*key, len(members), measured, predicted, gap, gap / _layers(key[2]), gap / tpot)
         table.append(row)
     return table
+
+
+def bracket(
+    rows: list[dict[str, str]], other: list[dict[str, str]]
+) -> dict[str, tuple[int, int, int]]:
+    """(above both, between, below both) by engine: where each point's measured TTFT lies
+    against its two predictions, this run's and `other`'s (points in both runs only; a
+    measurement equal to either prediction counts as between)."""
+    theirs = {r["id"]: float(r["predicted_ttft_ms"]) for r in other}
+    counts: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+    for r in rows:
+        if r["id"] not in theirs:
+            continue
+        ours, measured = float(r["predicted_ttft_ms"]), float(r["measured_ttft_ms"])
+        low, high = sorted((ours, theirs[r["id"]]))
+        side = 0 if measured > high else 2 if measured < low else 1
+        counts[r["engine"]][side] += 1
+    return {engine: tuple(c) for engine, c in sorted(counts.items())}
 
 
 def mape_by_warmup(rows: list[dict[str, str]]) -> dict[str, tuple[int, float]]:
@@ -80,21 +112,42 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("dir", type=Path, help="a `llmcap validate --out` directory")
     parser.add_argument("--max-concurrency", type=int, default=8)
+    parser.add_argument("--by-concurrency", action="store_true",
+                        help="one row per concurrency within each group")  # fmt: skip
+    parser.add_argument("--against", type=Path, metavar="DIR2",
+                        help="another run's --out directory: measured TTFT against both runs' "
+                        "predictions, by engine")  # fmt: skip
     args = parser.parse_args()
     rows = read_points(args.dir)
+    if args.against is not None:
+        print_bracket(bracket(rows, read_points(args.against)), args.dir, args.against)
+        return
     print(f"TTFT at concurrency <= {args.max_concurrency} (medians, ms)")
-    header = ("engine", "GPU", "model", "ISL", "warm-up", "n", "meas", "pred", "gap",
+    header = ("engine", "GPU", "model", "ISL", "warm-up", "C", "n", "meas", "pred", "gap",
               "gap/layer", "gap/TPOT")  # fmt: skip
-    print("{:7s} {:9s} {:26s} {:>5s} {:15s} {:>3s} {:>7s} {:>7s} {:>7s} {:>9s} {:>8s}".format(
-        *header))  # fmt: skip
-    for e, g, m, isl, w, n, meas, pred, gap, per_layer, steps in gap_table(
-        rows, args.max_concurrency
-    ):
-        print(f"{e:7s} {g:9s} {m[-26:]:26s} {isl:>5s} {w:15s} {n:3d} {meas:7.0f} {pred:7.0f} "
-              f"{gap:7.0f} {per_layer:9.2f} {steps:8.1f}")  # fmt: skip
+    print("{:7s} {:9s} {:26s} {:>5s} {:15s} {:>5s} {:>3s} {:>7s} {:>7s} {:>7s} {:>9s} "
+          "{:>8s}".format(*header))  # fmt: skip
+    for row in gap_table(rows, args.max_concurrency, args.by_concurrency):
+        e, g, m, isl, w = row[:5]
+        c = str(row[5]) if args.by_concurrency else f"<={args.max_concurrency}"
+        n, meas, pred, gap, per_layer, steps = row[-6:]
+        print(f"{e:7s} {g:9s} {m[-26:]:26s} {isl:>5s} {w:15s} {c:>5s} {n:3d} {meas:7.0f} "
+              f"{pred:7.0f} {gap:7.0f} {per_layer:9.2f} {steps:8.1f}")  # fmt: skip
     print("\nTTFT MAPE by client warm-up (all concurrencies)")
     for warmup, (n, mape) in mape_by_warmup(rows).items():
         print(f"  {warmup:15s} {n:5d} points  {mape:5.1f}%")
+
+
+def print_bracket(counts: dict[str, tuple[int, int, int]], ours: Path, theirs: Path) -> None:
+    print(f"measured TTFT against the predictions of {ours} and {theirs}")
+    print(f"{'engine':7s} {'points':>6s} {'above both':>10s} {'between':>8s} {'below both':>10s}")
+    for engine, (above, between, below) in [*counts.items(), ("all", _total(counts))]:
+        print(f"{engine:7s} {above + between + below:6d} {above:10d} {between:8d} {below:10d}")
+
+
+def _total(counts: dict[str, tuple[int, int, int]]) -> tuple[int, int, int]:
+    above, between, below = (sum(c[i] for c in counts.values()) for i in range(3))
+    return above, between, below
 
 
 if __name__ == "__main__":

@@ -1375,6 +1375,60 @@ def test_the_ttft_gap_diagnostic_groups_low_concurrency_points(tmp_path):
     assert by_warmup["warm-up"][0] == 4
 
 
+def _points_file(directory, rows):
+    from search._validate._report import CSV_COLUMNS
+
+    directory.mkdir(exist_ok=True)
+    with open(directory / "points.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
+        writer.writeheader()
+        for values in rows:
+            writer.writerow({**dict.fromkeys(CSV_COLUMNS, ""), **values})
+
+
+def test_the_ttft_gap_diagnostic_splits_by_concurrency_and_counts_in_decode_steps(tmp_path):
+    """--by-concurrency: one row per concurrency, each gap also over that concurrency's
+    median measured TPOT (a gap of a steady number of decode steps while the step grows)."""
+    gap = _ttft_gap_script()
+    common = dict(engine="trtllm", sku="h200", model="deepseek-ai/DeepSeek-V3", isl="1024")
+    _points_file(tmp_path, [
+        dict(common, id="a", concurrency="36", measured_ttft_ms="650", predicted_ttft_ms="250",
+             measured_tpot_ms="13.0"),
+        dict(common, id="b", concurrency="576", measured_ttft_ms="1700", predicted_ttft_ms="900",
+             measured_tpot_ms="30.0"),
+    ])  # fmt: skip
+    rows = gap.read_points(tmp_path)
+    split = {t[5]: t[6:] for t in gap.gap_table(rows, 1000, by_concurrency=True)}
+    assert split[36][3] == 400.0 and split[36][5] == pytest.approx(400.0 / 13.0)
+    assert split[576][3] == 800.0 and split[576][5] == pytest.approx(800.0 / 30.0)
+    (together,) = gap.gap_table(rows, 1000)
+    assert together[5] == 2  # both points in one group without the split
+
+
+def test_the_ttft_gap_diagnostic_brackets_measurements_between_two_runs(tmp_path):
+    """--against: each measured TTFT above both runs' predictions, between them or below
+    both, by engine; points missing from either run are left out."""
+    gap = _ttft_gap_script()
+
+    def point(id_, engine, measured, predicted):
+        return dict(id=id_, engine=engine, measured_ttft_ms=str(measured),
+                    predicted_ttft_ms=str(predicted), client_warmup="")  # fmt: skip
+
+    _points_file(tmp_path / "roofline", [
+        point("a", "sglang", 300, 100), point("b", "sglang", 300, 200),
+        point("c", "trtllm", 100, 200), point("d", "trtllm", 150, 150),
+        point("e", "trtllm", 500, 100),  # not in the other run
+    ])  # fmt: skip
+    _points_file(tmp_path / "tables", [
+        point("a", "sglang", 300, 250), point("b", "sglang", 300, 400),
+        point("c", "trtllm", 100, 300), point("d", "trtllm", 150, 120),
+    ])  # fmt: skip
+    counts = gap.bracket(
+        gap.read_points(tmp_path / "roofline"), gap.read_points(tmp_path / "tables")
+    )
+    assert counts == {"sglang": (1, 1, 0), "trtllm": (0, 1, 1)}
+
+
 def test_the_ttft_gap_diagnostic_refuses_a_points_file_without_warm_up(tmp_path):
     gap = _ttft_gap_script()
     (tmp_path / "points.csv").write_text("id,predicted_ttft_ms\na,1.0\n")
