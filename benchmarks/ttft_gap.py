@@ -141,13 +141,9 @@ def main() -> None:
 def print_bracket(counts: dict[str, tuple[int, int, int]], ours: Path, theirs: Path) -> None:
     print(f"measured TTFT against the predictions of {ours} and {theirs}")
     print(f"{'engine':7s} {'points':>6s} {'above both':>10s} {'between':>8s} {'below both':>10s}")
-    for engine, (above, between, below) in [*counts.items(), ("all", _total(counts))]:
+    total = tuple(sum(c[i] for c in counts.values()) for i in range(3))
+    for engine, (above, between, below) in [*counts.items(), ("all", total)]:
         print(f"{engine:7s} {above + between + below:6d} {above:10d} {between:8d} {below:10d}")
-
-
-def _total(counts: dict[str, tuple[int, int, int]]) -> tuple[int, int, int]:
-    above, between, below = (sum(c[i] for c in counts.values()) for i in range(3))
-    return above, between, below
 
 
 if __name__ == "__main__":
