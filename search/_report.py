@@ -136,7 +136,8 @@ def render_summary(summary: dict, prepared: PreparedDeployment, workload_info: d
         unit, cells = _latency_cells(summary["latency_s"][key])
         latency.add_row(label, unit + per, *cells)
 
-    replicas = Table(title="Replicas (mean ≤ max)", title_justify="left")
+    replicas = Table(title=f"Replicas (mean ≤ max{_pools(summary['replicas'])})",
+                     title_justify="left")  # fmt: skip
     for name in ("#", "batches", "seqs/batch", "tokens/batch", "busy", "KV use", "MFU", "MBU"):
         replicas.add_column(name, justify="right")
     for r in summary["replicas"]:
@@ -172,6 +173,19 @@ def render_summary(summary: dict, prepared: PreparedDeployment, workload_info: d
 
 def print_summary(summary: dict, prepared: PreparedDeployment, workload_info: dict) -> None:
     Console().print(render_summary(summary, prepared, workload_info))
+
+
+def _pools(replicas: list[dict]) -> str:
+    """The Replicas title's note of which replicas are each pool's, as "; prefill #0-1,
+    decode #2-5" (their ids run in order, the prefill pool's first); "" where the
+    deployment is aggregated."""
+    ids: dict[str, list[int]] = {}
+    for r in replicas:
+        ids.setdefault(r["role"], []).append(r["replica"])
+    if set(ids) == {"aggregated"}:
+        return ""
+    spans = [f"{role} #{i[0]}" + (f"-{i[-1]}" if len(i) > 1 else "") for role, i in ids.items()]
+    return "; " + ", ".join(spans)
 
 
 def estimator_label(prepared: PreparedDeployment) -> str:

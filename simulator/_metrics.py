@@ -236,8 +236,19 @@ def queue_trend(arrival: np.ndarray, delay: np.ndarray) -> dict[str, float]:
     }
 
 
+def replica_roles(sim: Simulation) -> list[str]:
+    """Each replica's role, by id: "aggregated" where the deployment has no decode pool, else
+    "prefill" for its own replicas and "decode" for the decode pool's (numbered after them)."""
+    n = len(sim.replicas)
+    if sim.decode_pool is None:
+        return ["aggregated"] * n
+    decoders = sim.decode_pool.cluster.num_replicas
+    return ["prefill"] * (n - decoders) + ["decode"] * decoders
+
+
 def replica_stats(sim: Simulation, duration: float) -> list[dict]:
     b = sim.batches.columns()
+    roles = replica_roles(sim)
     out = []
     for replica in sim.replicas:
         hw = replica.hardware
@@ -253,6 +264,7 @@ def replica_stats(sim: Simulation, duration: float) -> list[dict]:
         out.append(
             {
                 "replica": replica.id,
+                "role": roles[replica.id],
                 "batches": int(mine.sum()),
                 "batch_size_mean": float(seqs.mean()) if len(seqs) else 0.0,
                 "batch_size_max": int(seqs.max()) if len(seqs) else 0,

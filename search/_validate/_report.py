@@ -40,9 +40,21 @@ GROUPS: tuple[tuple[str, Callable[[PointResult], str]], ...] = (
     ("weights", lambda r: r.point.weights),
     # whether the client warmed the server up before timing (`ValidationPoint.client_warmup`)
     ("client warm-up", lambda r: r.point.client_warmup or "not recorded"),
+    # how busy the simulated prefill pool was (`PointResult.predicted_prefill_busy`)
+    ("simulated prefill load", lambda r: prefill_load_band(r.predicted_prefill_busy)),
 )
 # tables shown only where their key varies
-_SHOWN_WHEN_MIXED = ("lengths", "campaign", "weights", "client warm-up")
+_SHOWN_WHEN_MIXED = ("lengths", "campaign", "weights", "client warm-up", "simulated prefill load")
+# (upper bound, label): labels that sort in order, as the group tables sort their rows
+PREFILL_LOAD_BANDS = ((0.5, "0-50%"), (0.8, "50-80%"), (0.95, "80-95%"), (math.inf, "95-100%"))
+
+
+def prefill_load_band(busy: float) -> str:
+    """The band of a disaggregated point's simulated prefill-pool busy share; "aggregated"
+    where it has no prefill pool."""
+    if math.isnan(busy):
+        return "aggregated"
+    return next(label for bound, label in PREFILL_LOAD_BANDS if busy <= bound)
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,7 +264,7 @@ CSV_COLUMNS = (
     "aic_ttft_ms", "aic_ttft_error", "aic_tpot_ms", "aic_tpot_error", "error", "aic_error",
     "weights", "client_warmup",
     "measured_req_s", "predicted_req_s", "req_s_error", "aic_req_s", "aic_req_s_error",
-    "predicted_ttft_wait_ms",
+    "predicted_ttft_wait_ms", "predicted_prefill_busy",
 )  # fmt: skip
 
 
@@ -290,7 +302,7 @@ def write_points_csv(results: Sequence[PointResult], path: Path) -> Path:
                     r.error, r.aic_error, p.weights, p.client_warmup,
                     _num(measured_rps), _num(predicted_rps), _ratio(predicted_rps, measured_rps),
                     _num(aic_rps), _ratio(aic_rps, measured_rps),
-                    _num(r.predicted_ttft_wait_ms),
+                    _num(r.predicted_ttft_wait_ms), _num(r.predicted_prefill_busy),
                 ]
             )  # fmt: skip
     return path

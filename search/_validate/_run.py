@@ -69,6 +69,11 @@ class PointResult:
     # (mean over requests): the frontend's tokenizing and latency, and the wait for a batch
     # to take it; the rest is its prefill, any KV hand-off and the first token's way out
     predicted_ttft_wait_ms: float = math.nan
+    # disaggregated: the simulated share of the run the prefill pool's replicas were busy
+    # (their mean); the closer to 1, the longer the queue before a prompt's prefill, and
+    # the more any error in the pool's capacity comes back in the TTFT.  (A decode replica,
+    # or an aggregated one, steps whenever it holds a request, so its share says little.)
+    predicted_prefill_busy: float = math.nan
     error: str = ""  # why the point could not be simulated (e.g. it does not fit)
     aic_ttft_ms: float = math.nan  # aiconfigurator's estimate, when asked for
     aic_tpot_ms: float = math.nan
@@ -347,9 +352,11 @@ def _simulate_point(
     wait = float((done["scheduled"] - done["arrival"]).mean()) * 1e3
     tpot_values = done["tpot"].dropna()
     tpot = float(tpot_values.mean()) * 1e3 if len(tpot_values) else math.nan
+    prefill = [r["busy_fraction"] for r in result.summary["replicas"] if r["role"] == "prefill"]
     return PointResult(
-        point, predicted_ttft_ms=ttft, predicted_tpot_ms=tpot, predicted_ttft_wait_ms=wait
-    )
+        point, predicted_ttft_ms=ttft, predicted_tpot_ms=tpot, predicted_ttft_wait_ms=wait,
+        predicted_prefill_busy=sum(prefill) / len(prefill) if prefill else math.nan,
+    )  # fmt: skip
 
 
 def evaluate_point(

@@ -26,6 +26,18 @@ def test_decode_pool_takes_the_decodes_off_the_prefill_gpus():
     assert split["requests"]["completed"] == 300
     replicas = split["replicas"]
     assert len(replicas) == 2 and replicas[1]["tokens_per_batch_mean"] < 64  # decode only
+    assert [r["role"] for r in replicas] == ["prefill", "decode"]
+    assert {r["role"] for r in aggregated["replicas"]} == {"aggregated"}
+
+
+def test_the_replicas_table_says_which_replicas_are_each_pool_s():
+    args = [a for a in BASE if a != "--json"]
+    split = CliRunner().invoke(cli, [*args, "--replicas", "2", "--decode-sku", "h200",
+                                     "--decode-tp", "4", "--decode-replicas", "3"])  # fmt: skip
+    assert split.exit_code == 0, split.output
+    assert "Replicas (mean ≤ max; prefill #0-1, decode #2-4)" in split.output
+    aggregated = CliRunner().invoke(cli, [*args, "--replicas", "2"])
+    assert "Replicas (mean ≤ max)" in aggregated.output
 
 
 def test_a_static_decode_pool_or_a_bad_tp_exits_2_naming_it():

@@ -404,3 +404,33 @@ def test_the_public_tensorrt_llm_deepseek_rows_take_their_recipes_decode_batch_c
                                 "128; lmsysorg/sglang:v0.5.8.post1-cu130-amd64")],
                         models="all", modes="disagg").points  # fmt: skip
     assert p.decode is not None and p.decode.batch_size == 16
+
+
+def test_a_disaggregated_point_reports_how_busy_its_simulated_prefill_pool_was():
+    """`predicted_prefill_busy`: the prefill pool's mean busy share of the run, more of it at
+    a higher concurrency of the same deployment; the report bands it (the group table "by
+    simulated prefill load"), and an aggregated point has none."""
+    import math
+
+    from search._validate._report import prefill_load_band
+    from search._validate._run import simulate_point
+    from tests.search.test_validate import row as agg_row
+
+    def busy(concurrency: str) -> float:
+        row = disagg(id=f"dsr1_b200_trtllm_fp8_disagg_8192x1024_c{concurrency}_cfg666",
+                     silicon_data_source="db-dump/2026-04-27; config_id=666; "
+                     f"silicon_concurrency={concurrency}; "
+                     "nvcr.io/nvidia/ai-dynamo/tensorrtllm-runtime:0.8.1.post2")  # fmt: skip
+        [p] = select_points([row], models="all", modes="disagg").points
+        result = simulate_point(p, requests_per_slot=2)
+        assert result.ok
+        return result.predicted_prefill_busy
+
+    light, heavy = busy("4"), busy("128")
+    assert 0.0 < light < heavy <= 1.0
+    [aggregated] = select_points([agg_row()], models="all", modes="agg").points
+    alone = simulate_point(aggregated, requests_per_slot=2)
+    assert alone.ok and math.isnan(alone.predicted_prefill_busy)
+    assert [prefill_load_band(x) for x in (0.2, 0.5, 0.7, 0.9, 0.99, math.nan)] == [
+        "0-50%", "0-50%", "50-80%", "80-95%", "95-100%", "aggregated"
+    ]

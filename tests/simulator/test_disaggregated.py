@@ -56,6 +56,20 @@ def test_decodes_spread_over_the_decode_pool_by_load():
     assert counts[0] == 0 and list(counts[1:]) == [2, 2, 2, 2]
 
 
+def test_the_summary_names_each_replica_s_pool():
+    """The decode pool's replicas are numbered after the prefill pool's; the summary says
+    which is which, and an aggregated deployment's replicas are "aggregated"."""
+    from simulator import SimulationResult
+
+    w = poisson_workload(30, qps=10, seed=3)
+    sim, _, _ = _sim(w, decoders=3)
+    roles = [r["role"] for r in SimulationResult(sim).summary["replicas"]]
+    assert roles == ["prefill", "decode", "decode", "decode"]
+    alone = Simulation(w, LinearEstimator(), SchedulerConfig(SchedulerKind.SARATHI),
+                       ClusterConfig(num_replicas=2)).run()  # fmt: skip
+    assert [r["role"] for r in SimulationResult(alone).summary["replicas"]] == ["aggregated"] * 2
+
+
 def test_a_disaggregated_deployment_pays_for_both_pools_and_moves_kv_over_the_network():
     from estimators import load_engine, load_model
     from simulator import DecodeSpec, Deployment, engine_scheduler, prepare
