@@ -1335,21 +1335,30 @@ def _ttft_gap_script():
     return load_benchmark("ttft_gap")
 
 
+def _points_file(directory, rows):
+    """A `llmcap validate --out` points.csv in `directory` holding `rows` (each a dict of
+    some of its columns; the others empty)."""
+    from search._validate._report import CSV_COLUMNS
+
+    directory.mkdir(exist_ok=True)
+    with open(directory / "points.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
+        writer.writeheader()
+        for values in rows:
+            writer.writerow({**dict.fromkeys(CSV_COLUMNS, ""), **values})
+
+
 def test_the_ttft_gap_diagnostic_groups_low_concurrency_points(tmp_path):
     """benchmarks/ttft_gap.py: medians of the low-concurrency points by engine, GPU, model,
     prompt length and warm-up; the gap per layer of the catalog model; MAPE by warm-up."""
-    from search._validate._report import CSV_COLUMNS
-
     gap = _ttft_gap_script()
 
     def row(id_, isl, concurrency, measured, predicted, warmup):
-        values = dict.fromkeys(CSV_COLUMNS, "")
-        values.update(id=id_, engine="sglang", sku="h200", model="deepseek-ai/DeepSeek-V3",
-                      isl=str(isl), concurrency=str(concurrency), client_warmup=warmup,
-                      measured_ttft_ms=str(measured), predicted_ttft_ms=str(predicted),
-                      ttft_error=str(predicted / measured - 1),
-                      measured_tpot_ms=str(concurrency * 2.5))  # fmt: skip
-        return values
+        return dict(id=id_, engine="sglang", sku="h200", model="deepseek-ai/DeepSeek-V3",
+                    isl=str(isl), concurrency=str(concurrency), client_warmup=warmup,
+                    measured_ttft_ms=str(measured), predicted_ttft_ms=str(predicted),
+                    ttft_error=str(predicted / measured - 1),
+                    measured_tpot_ms=str(concurrency * 2.5))  # fmt: skip
 
     rows = [
         row("a", 1024, 4, 250.0, 130.0, "warm-up"),
@@ -1358,10 +1367,7 @@ def test_the_ttft_gap_diagnostic_groups_low_concurrency_points(tmp_path):
         row("d", 1024, 64, 400.0, 300.0, "warm-up"),  # above the concurrency bound
         row("e", 1024, 4, 400.0, 100.0, "no warm-up"),
     ]
-    with open(tmp_path / "points.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
-        writer.writeheader()
-        writer.writerows(rows)
+    _points_file(tmp_path, rows)
     read = gap.read_points(tmp_path)
     table = {(t[3], t[4]): t[5:] for t in gap.gap_table(read, max_concurrency=8)}
     n, measured, predicted, median_gap, per_layer, steps = table[("1024", "warm-up")]
@@ -1373,17 +1379,6 @@ def test_the_ttft_gap_diagnostic_groups_low_concurrency_points(tmp_path):
     by_warmup = gap.mape_by_warmup(read)
     assert by_warmup["no warm-up"] == (1, pytest.approx(75.0))
     assert by_warmup["warm-up"][0] == 4
-
-
-def _points_file(directory, rows):
-    from search._validate._report import CSV_COLUMNS
-
-    directory.mkdir(exist_ok=True)
-    with open(directory / "points.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
-        writer.writeheader()
-        for values in rows:
-            writer.writerow({**dict.fromkeys(CSV_COLUMNS, ""), **values})
 
 
 def test_the_ttft_gap_diagnostic_splits_by_concurrency_and_counts_in_decode_steps(tmp_path):
@@ -1440,27 +1435,19 @@ def test_the_twin_pairs_diagnostic_pairs_points_that_differ_in_one_field(tmp_pat
     """benchmarks/twin_pairs.py: a 4-bit point is paired with its 8-bit twin (same engine
     release, GPU, parallelism, lengths and concurrency) under --vary weights, an EP 4 point
     with its EP 1 twin under --vary ep, and the ratios are the twin's over the reference's."""
-    from search._validate._report import CSV_COLUMNS
-
     twins = load_benchmark("twin_pairs")
     fp8 = "minimaxm2_5_b300_vllm_fp8_agg_8192x1024_c128_cfg733"
     fp4 = "minimaxm2_5_b300_vllm_fp4_agg_8192x1024_c128_cfg725"
     ep1 = "minimaxm2_5_b300_vllm_fp8_agg_1024x1024_c256_cfg733"
     ep4 = "minimaxm2_5_b300_vllm_fp8_agg_1024x1024_c256_cfg734"
     measured = {fp8: (1000.0, 30.0), fp4: (700.0, 24.0), ep1: (300.0, 30.0), ep4: (280.0, 33.0)}
-    rows = []
-    for id_, (ttft, tpot) in measured.items():
-        values = dict.fromkeys(CSV_COLUMNS, "")
-        values.update(id=id_, concurrency=id_.split("_")[-2].removeprefix("c"),
-                      model="MiniMaxAI/MiniMax-M2.5",
-                      system="b300_sxm", tp="4", isl="8192", tpot_error="0.0",
-                      measured_ttft_ms=str(ttft), measured_tpot_ms=str(tpot),
-                      predicted_ttft_ms=str(ttft / 2), predicted_tpot_ms=str(tpot))  # fmt: skip
-        rows.append(values)
-    with open(tmp_path / "points.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
-        writer.writeheader()
-        writer.writerows(rows)
+    _points_file(tmp_path, [
+        dict(id=id_, concurrency=id_.split("_")[-2].removeprefix("c"),
+             model="MiniMaxAI/MiniMax-M2.5", system="b300_sxm", tp="4", isl="8192",
+             tpot_error="0.0", measured_ttft_ms=str(ttft), measured_tpot_ms=str(tpot),
+             predicted_ttft_ms=str(ttft / 2), predicted_tpot_ms=str(tpot))
+        for id_, (ttft, tpot) in measured.items()
+    ])  # fmt: skip
     points = twins.read_points(tmp_path)
 
     by_weights = twins.pairs(points, twins.VARIATIONS["weights"])
