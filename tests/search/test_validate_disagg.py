@@ -414,7 +414,7 @@ def test_a_disaggregated_point_reports_how_busy_its_simulated_prefill_pool_was()
 
     from search._validate._report import prefill_load_band
     from search._validate._run import simulate_point
-    from tests.search.test_validate import row as agg_row
+    from tests.search.silicon_rows import row as agg_row
 
     def busy(concurrency: str) -> float:
         row = disagg(id=f"dsr1_b200_trtllm_fp8_disagg_8192x1024_c{concurrency}_cfg666",

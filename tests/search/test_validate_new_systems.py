@@ -12,7 +12,7 @@ from search._validate import select_points
 from search._validate._aic_silicon import SYSTEM_TO_SKU
 from search._validate._run import engine_for
 from sku_catalog import load_catalog
-from tests.search.test_validate import row
+from tests.search.silicon_rows import row
 
 
 def moe_row(**overrides: str) -> dict[str, str]:
