@@ -1,4 +1,4 @@
-"""A row of aiconfigurator-core's silicon_sample.csv, as the `llmcap validate` tests build
+"""Rows of aiconfigurator-core's silicon_sample.csv as the `llmcap validate` tests build
 them: a measured aggregated vLLM point by default, any column overridden."""
 
 from __future__ import annotations
@@ -29,11 +29,11 @@ def row(**overrides: str) -> dict[str, str]:
     }
     fields = {**base, **overrides}
     if "batch_size" not in overrides:
-        fields["batch_size"] = str(dataset_batch(fields))
+        fields["batch_size"] = str(_dataset_batch(fields))
     return fields
 
 
-def dataset_batch(fields: dict[str, str]) -> int:
+def _dataset_batch(fields: dict[str, str]) -> int:
     """The batch a row records for its concurrency: per attention-DP rank."""
     found = record_field(fields["silicon_data_source"], "silicon_concurrency")
     ranks = max(int(float(fields.get("attention_dp_size") or 1)), 1)
