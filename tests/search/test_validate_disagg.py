@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from click.testing import CliRunner
 
 from estimators import Precision
 from search._validate import DatasetError, error_stats, load_aic_silicon, select_points
 from search._validate._aic_disagg import NO_WORKER_COUNTS
-from search._validate._run import deployment_for, engine_for, simulate_points
+from search._validate._report import prefill_load_band
+from search._validate._run import deployment_for, engine_for, simulate_point, simulate_points
 from search.cli import cli
 from simulator import KvLink, SchedulerKind, prepare
 from tests.search.conftest import needs_aic
+from tests.search.silicon_rows import row as agg_row
 
 # a disaggregated row as the silicon sample writes it (DeepSeek-R1 FP8 on B200, Dynamo with
 # TensorRT-LLM): one prefill worker of 8 attention-DP ranks, one decode worker likewise
@@ -410,12 +414,6 @@ def test_a_disaggregated_point_reports_how_busy_its_simulated_prefill_pool_was()
     """`predicted_prefill_busy`: the prefill pool's mean busy share of the run, more of it at
     a higher concurrency of the same deployment; the report bands it (the group table "by
     simulated prefill load"), and an aggregated point has none."""
-    import math
-
-    from search._validate._report import prefill_load_band
-    from search._validate._run import simulate_point
-    from tests.search.silicon_rows import row as agg_row
-
     def busy(concurrency: str) -> float:
         row = disagg(id=f"dsr1_b200_trtllm_fp8_disagg_8192x1024_c{concurrency}_cfg666",
                      silicon_data_source="db-dump/2026-04-27; config_id=666; "
